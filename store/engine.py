@@ -1,0 +1,615 @@
+"""`Store`: one queue manager in one directory (SPEC §2), its queues and its messages.
+
+Each public method is one LMDB transaction (see `txn.Txn`); waiting getters sleep on a FIFO
+(see `notify`) instead of polling.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from . import keys
+from .environment import (
+    DEFAULT_MAP_SIZE, check_permissions, create_layout, open_environment, read_marker, store_exists,
+)
+from .errors import (
+    AlreadyReceived, InvalidArgument, MessageNotFound, QueueExists, StoreCorrupt, StoreError,
+    StoreFull, StoreUnavailable, Timeout, UnknownLockId,
+)
+from .filters import Filter
+from .keys import U32, U64
+from .notify import Waiter, wake
+from .queues import (
+    DEAD_LETTER, SYSTEM_QUEUES, QueueInfo, encode_queue, new_queue, queue_key, validate_attrs,
+    validate_name,
+)
+from .records import (
+    AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_PRIORITY, GET_UNCONFIRMED, LOCKED_BROWSE,
+    PUT_UNCONFIRMED, STATES, Message, guid_text, validate_fields,
+)
+from .txn import Deliver, Txn, new_guid
+
+T = TypeVar("T")
+FOREVER = None
+_WAIT_SLICE = 1.0  # a waiting getter re-checks at least this often (lapsed leases wake no one)
+MAX_ID = (1 << 63) - 1
+
+
+@dataclass(slots=True)
+class NewMessage:
+    """A message to put: the fields a producer chooses (SPEC §4)."""
+
+    body: bytes
+    priority: int = DEFAULT_PRIORITY
+    correl_id: str | None = None
+    label: str = ""
+    props: dict[str, str] | None = None
+    app_specific: int = 0
+    ttl: float | None = None
+    express: bool = False
+    dead_letter: bool = True
+    trace: bool = False
+    report_queue: str | None = None
+
+
+@dataclass(slots=True)
+class StoreInfo:
+    guid: str
+    name: str
+    path: str
+    created: int
+    sequential_id: int
+    quota: int
+    throttled: bool
+    messages: int
+    bytes: int
+    map_size: int
+    map_used: int
+    queues: int
+
+
+@dataclass(slots=True)
+class SweepResult:
+    expired: int = 0
+    leases_undone: int = 0
+
+
+def _check_id(value: int | None, what: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_ID):
+        raise InvalidArgument(f"{what} must be a positive 63-bit integer, got {value!r}")
+
+
+def _seconds(value: float | None, what: str) -> int | None:
+    if value is None:
+        return None
+    if value <= 0:
+        raise InvalidArgument(f"{what} must be positive, got {value}")
+    return int(value * 1_000_000)
+
+
+class Store:
+    """An open store. Use `Store.open(path)`; one per process per directory."""
+
+    def __init__(self, path: Path, env: lmdb.Environment, dbs: dict[str, Any],
+                 clock: Callable[[], float]) -> None:
+        self.path = path
+        self._env = env
+        self._dbs = dbs
+        self._clock = clock
+
+    # ---- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, create: bool = False, name: str | None = None,
+             map_size: int | None = None, allow_unsafe_permissions: bool = False,
+             clock: Callable[[], float] | None = None) -> Store:
+        path = Path(path)
+        if not store_exists(path):
+            if not create:
+                raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)")
+            return cls.create(path, name=name, map_size=map_size, clock=clock)
+        if not allow_unsafe_permissions:
+            check_permissions(path)
+        marker = read_marker(path)
+        env, dbs = open_environment(path, max(map_size or 0, marker["map_size"]))
+        store = cls(path, env, dbs, clock or time.time)
+        with env.begin() as lt:
+            if lt.get(keys.META_GUID, db=dbs["meta"]) is None:
+                env.close()
+                raise StoreCorrupt(f"the store at {path} has no queue manager identity")
+        return store
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], *, name: str | None = None,
+               map_size: int | None = None, clock: Callable[[], float] | None = None) -> Store:
+        path = Path(path)
+        if store_exists(path):
+            raise StoreUnavailable(f"a store already exists at {path}")
+        map_size = map_size or DEFAULT_MAP_SIZE
+        create_layout(path, map_size)
+        env, dbs = open_environment(path, map_size)
+        store = cls(path, env, dbs, clock or time.time)
+        now = store._now()
+        with env.begin(write=True) as lt:
+            meta = dbs["meta"]
+            lt.put(keys.META_FORMAT, U64.pack(1), db=meta)
+            lt.put(keys.META_GUID, new_guid(), db=meta)
+            lt.put(keys.META_NAME, (name or socket.gethostname()).encode(), db=meta)
+            lt.put(keys.META_CREATED, U64.pack(now), db=meta)
+        for system in SYSTEM_QUEUES:
+            store._create_queue(system, system=True)
+        env.sync(True)
+        return store
+
+    def close(self) -> None:
+        self._env.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now(self) -> int:
+        return int(self._clock() * 1_000_000)
+
+    # ---- transactions ------------------------------------------------------------------
+
+    def _write(self, fn: Callable[[Txn], T], maintain: bool = True) -> T:
+        """Run `fn` in one write transaction; sync if it made durable changes; wake getters."""
+        try:
+            with self._env.begin(write=True) as lt:
+                t = Txn(lt, self._dbs, self._now())
+                if maintain:
+                    t.maintain()
+                result = fn(t)
+                t.flush()
+        except lmdb.MapFullError:
+            raise StoreFull(f"the store at {self.path} is full (its map is used up); get or purge messages") from None
+        except lmdb.TxnFullError:
+            raise StoreFull("the transaction is too large for LMDB; use smaller batches") from None
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"LMDB failed: {exc}") from None
+        if t.durable:
+            self._env.sync(True)
+        if t.woke:
+            wake(self.path, t.woke)
+        return result
+
+    def _read(self, fn: Callable[[Txn], T]) -> T:
+        """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due."""
+        if self._maintenance_due():
+            self._write(lambda t: None)
+        try:
+            with self._env.begin() as lt:
+                return fn(Txn(lt, self._dbs, self._now()))
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"LMDB failed: {exc}") from None
+
+    def _maintenance_due(self) -> bool:
+        now = self._now()
+        with self._env.begin() as lt:
+            for name in ("lease", "expiry"):
+                cur = lt.cursor(db=self._dbs[name])
+                if cur.first() and keys.deadline_of(cur.key()) <= now:
+                    return True
+        return False
+
+    # ---- the queue manager -------------------------------------------------------------
+
+    def info(self) -> StoreInfo:
+        def read(t: Txn) -> StoreInfo:
+            meta = self._dbs["meta"]
+            stat = self._env.stat()
+            einfo = self._env.info()
+            return StoreInfo(
+                guid=guid_text(t.origin),
+                name=bytes(t.lt.get(keys.META_NAME, db=meta)).decode(),
+                path=str(self.path),
+                created=t.meta_int(keys.META_CREATED),
+                sequential_id=t.meta_int(keys.META_SEQUENTIAL_ID),
+                quota=t.meta_int(keys.META_QUOTA),
+                throttled=bool(t.meta_int(keys.META_THROTTLED)),
+                messages=t.meta_int(keys.META_COUNT),
+                bytes=t.meta_int(keys.META_BYTES),
+                map_size=einfo["map_size"],
+                map_used=(einfo["last_pgno"] + 1) * stat["psize"],
+                queues=t.lt.stat(self._dbs["queues"])["entries"],
+            )
+        return self._read(read)
+
+    def set_qmgr(self, *, name: str | None = None, quota: int | None = None,
+                 throttled: bool | None = None) -> StoreInfo:
+        validate_attrs(quota=quota)
+
+        def change(t: Txn) -> None:
+            if name is not None:
+                if not name.strip():
+                    raise InvalidArgument("the queue manager name must not be empty")
+                t.lt.put(keys.META_NAME, name.encode(), db=self._dbs["meta"])
+            if quota is not None:
+                t.set_meta_int(keys.META_QUOTA, quota)
+            if throttled is not None:
+                t.set_meta_int(keys.META_THROTTLED, int(throttled))
+            t.durable = True
+        self._write(change)
+        return self.info()
+
+    # ---- queues ------------------------------------------------------------------------
+
+    def create_queue(self, name: str, *, label: str = "", quota: int = 0, transactional: bool = False,
+                     journal: bool = False, max_backouts: int = 0) -> QueueInfo:
+        validate_name(name)
+        validate_attrs(quota=quota, max_backouts=max_backouts, label=label)
+        return self._create_queue(name, label=label, quota=quota, transactional=transactional,
+                                  journal=journal, max_backouts=max_backouts)
+
+    def _create_queue(self, name: str, **attrs: Any) -> QueueInfo:
+        def create(t: Txn) -> QueueInfo:
+            key = queue_key(name)
+            if t.lt.get(key, db=self._dbs["queues"]) is not None:
+                raise QueueExists(f"queue {name!r} already exists")
+            qid = t.meta_int(keys.META_NEXT_QID) + 1
+            t.set_meta_int(keys.META_NEXT_QID, qid)
+            q = new_queue(name, qid, t.now, **attrs)
+            t.lt.put(key, encode_queue(q), db=self._dbs["queues"])
+            t.lt.put(U32.pack(qid), key, db=self._dbs["qids"])
+            t.lt.put(U32.pack(qid), keys.QSTATS.pack(0, 0), db=self._dbs["qstats"])
+            t.durable = True
+            return q
+        return self._write(create)
+
+    def _queue_info(self, t: Txn, q: QueueInfo) -> QueueInfo:
+        count, size = t.qstats(q.qid)
+        prefix = keys.queue_prefix(q.qid)
+        available = 0
+        cur = t.lt.cursor(db=self._dbs["pos"])
+        if cur.set_range(prefix):
+            for key in cur.iternext(values=False):
+                if not key.startswith(prefix):
+                    break
+                available += 1
+        q.depth, q.bytes, q.available = count, size, available
+        return q
+
+    def queue_info(self, name: str) -> QueueInfo:
+        return self._read(lambda t: self._queue_info(t, t.queue(name)))
+
+    def list_queues(self) -> list[QueueInfo]:
+        def read(t: Txn) -> list[QueueInfo]:
+            names = [bytes(k).decode() for k in t.lt.cursor(db=self._dbs["queues"]).iternext(values=False)]
+            return [self._queue_info(t, t.queue(n)) for n in names]
+        return self._read(read)
+
+    def set_queue(self, name: str, *, label: str | None = None, quota: int | None = None,
+                  journal: bool | None = None, max_backouts: int | None = None,
+                  transactional: bool | None = None) -> QueueInfo:
+        validate_attrs(quota=quota, max_backouts=max_backouts, label=label)
+
+        def change(t: Txn) -> QueueInfo:
+            q = t.queue(name)
+            for attr, value in (("label", label), ("quota", quota), ("journal", journal),
+                                ("max_backouts", max_backouts), ("transactional", transactional)):
+                if value is not None:
+                    setattr(q, attr, value)
+            t.lt.put(queue_key(q.name), encode_queue(q), db=self._dbs["queues"])
+            t.durable = True
+            return self._queue_info(t, q)
+        return self._write(change)
+
+    def purge_queue(self, name: str) -> int:
+        def purge(t: Txn) -> int:
+            q = t.queue(name)
+            doomed = list(t.queue_messages(q))
+            for m in doomed:
+                t.remove(m)
+            t.durable = True
+            return len(doomed)
+        return self._write(purge)
+
+    def delete_queue(self, name: str) -> int:
+        def delete(t: Txn) -> int:
+            q = t.queue(name)
+            if q.system:
+                raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
+            doomed = list(t.queue_messages(q))
+            for m in doomed:
+                t.remove(m)
+            t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
+            t.lt.delete(U32.pack(q.qid), db=self._dbs["qids"])
+            t.lt.delete(U32.pack(q.qid), db=self._dbs["qstats"])
+            t.qstats(q.qid)  # keep flush from writing the counters back
+            del t._qstats[q.qid]
+            t.durable = True
+            return len(doomed)
+        return self._write(delete)
+
+    # ---- put ---------------------------------------------------------------------------
+
+    def put(self, queue: str, body: bytes, *, confirm_id: int | None = None, lease: float | None = None,
+            **fields: Any) -> Message:
+        return self.put_many(queue, [NewMessage(body, **fields)], confirm_id=confirm_id, lease=lease)[0]
+
+    def put_many(self, queue: str, messages: Iterable[NewMessage], *, confirm_id: int | None = None,
+                 lease: float | None = None) -> list[Message]:
+        """Put messages in one commit, all or none (seed 000 checks for each in turn)."""
+        _check_id(confirm_id, "confirm id")
+        lease_us = _seconds(lease, "lease")
+        batch = list(messages)
+
+        def put(t: Txn) -> list[Message]:
+            q = t.queue(queue)
+            origin, now = t.origin, t.now
+            in_flight = confirm_id is not None
+            out = []
+            for new in batch:
+                ttl = _seconds(new.ttl, "ttl")
+                m = Message(
+                    body=bytes(new.body), priority=new.priority, origin=origin, msg_n=t.next_msg_n(),
+                    put_time=t.next_put_time(), expires=None if ttl is None else now + ttl,
+                    correl_id=new.correl_id, label=new.label, props=dict(new.props or {}),
+                    app_specific=new.app_specific, express=new.express, dead_letter=new.dead_letter,
+                    trace=new.trace, report_queue=new.report_queue,
+                    state=PUT_UNCONFIRMED if in_flight else AVAILABLE,
+                    confirm_id=confirm_id, since=now if in_flight else None,
+                    lease_expires=now + lease_us if in_flight and lease_us else None,
+                )
+                validate_fields(m)
+                out.append(t.enqueue(q, m))
+            return out
+        return self._write(put)
+
+    def import_messages(self, queue: str, messages: Iterable[Message]) -> list[Message]:
+        """Enqueue existing messages keeping their ids, times and counts (import, copy, arrival).
+
+        Each goes through the seed 000 checks, so one that expired on the way is refused with
+        status 3; the batch is one commit, all or none. Each gets a new SequentialID and so a
+        new lookup id, as the seed's enqueue does.
+        """
+        batch = list(messages)
+
+        def enqueue(t: Txn) -> list[Message]:
+            q = t.queue(queue)
+            out = []
+            for old in batch:
+                m = replace(old, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None,
+                            lease_expires=None, since=None, props=dict(old.props))
+                validate_fields(m)
+                out.append(t.enqueue(q, m))
+            return out
+        return self._write(enqueue)
+
+    # ---- get ---------------------------------------------------------------------------
+
+    def get(self, queue: str, *, wait: float | None = FOREVER, msg_id: str | None = None,
+            correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
+            confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
+            deliver: Deliver | None = None) -> Message:
+        """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
+        return self.get_many(queue, 1, wait=wait, msg_id=msg_id, correl_id=correl_id,
+                             lookup_id=lookup_id, priority=priority, confirm_id=confirm_id,
+                             lock_id=lock_id, lease=lease, deliver=deliver)[0]
+
+    def get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
+                 correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
+                 confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
+                 deliver: Deliver | None = None) -> list[Message]:
+        """Get up to `count` messages in one commit, waiting for the first one if asked."""
+        if count < 1:
+            raise InvalidArgument(f"count must be at least 1, got {count}")
+        _check_id(confirm_id, "confirm id")
+        _check_id(lock_id, "lock id")
+        lease_us = _seconds(lease, "lease")
+        f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        waits = wait is None or wait > 0
+        if msg_id is not None or lookup_id is not None or lock_id is not None:
+            waits = False  # an exact id either names a message now or does not (seed 002)
+
+        def take(t: Txn) -> tuple[int, list[Message]]:
+            q = t.queue(queue)
+            found = t.take(q, f, count, lock_id)
+            for m in found:
+                if confirm_id is None:
+                    if deliver is not None:
+                        deliver(m)
+                    t.remove(m)
+                else:
+                    t.transition(
+                        m, durable=False, confirm_id=confirm_id, since=t.now,
+                        state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
+                        lease_expires=t.now + lease_us if lease_us else m.lease_expires,
+                    )
+                    if deliver is not None:
+                        deliver(m)
+            return q.qid, found
+
+        deadline = None if wait is None else time.monotonic() + max(wait, 0.0)
+        waiter: Waiter | None = None
+        try:
+            while True:
+                qid, found = self._write(take)
+                if found:
+                    return found
+                remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
+                if not waits or remaining <= 0:
+                    raise Timeout(f"no message {f.describe()} in queue {queue!r}"
+                                  + (f" within {wait:g}s" if wait else ""))
+                if waiter is None:
+                    waiter = Waiter(self.path, qid)  # registered before the next look: no lost wake-up
+                    continue
+                waiter.wait(min(remaining, _WAIT_SLICE))
+        finally:
+            if waiter is not None:
+                waiter.close()
+
+    # ---- browse ------------------------------------------------------------------------
+
+    def browse(self, queue: str, *, msg_id: str | None = None, correl_id: str | None = None,
+               lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
+               states: str | Iterable[str] | None = None) -> list[Message]:
+        """Messages in queue order without taking them; default only available ones."""
+        f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        wanted = _states(states)
+
+        def read(t: Txn) -> list[Message]:
+            q = t.queue(queue)
+            if wanted == {AVAILABLE}:
+                try:
+                    source = t.candidates(q, f)
+                    out = _first(source, limit)
+                except (MessageNotFound, AlreadyReceived):
+                    return []
+                return out
+            source = (m for m in t.queue_messages(q) if m.state in wanted and f.matches(m))
+            return _first(source, limit)
+        return self._read(read)
+
+    def browse_lock(self, queue: str, *, msg_id: str | None = None, correl_id: str | None = None,
+                    lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
+                    lock_id: int | None = None, lease: float | None = None) -> tuple[int, list[Message]]:
+        """Browse with lock (MQe browseWithLock): each match becomes locked-browse(lock_id)."""
+        _check_id(lock_id, "lock id")
+        lease_us = _seconds(lease, "lease")
+        f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        lock = lock_id or secrets.randbits(62) + 1
+
+        def lock_them(t: Txn) -> list[Message]:
+            q = t.queue(queue)
+            found = _first(t.candidates(q, f), limit)
+            for m in found:
+                t.transition(m, durable=False, state=LOCKED_BROWSE, lock_id=lock, since=t.now,
+                             lease_expires=t.now + lease_us if lease_us else None)
+            return found
+        found = self._write(lock_them)
+        if not found:
+            raise Timeout(f"no message {f.describe()} in queue {queue!r} to lock")
+        return lock, found
+
+    # ---- confirm, undo, unlock, delete -------------------------------------------------
+
+    def confirm(self, queue: str, confirm_id: int) -> int:
+        """Confirm the put or get pending under `confirm_id` (MQe confirm)."""
+        _check_id(confirm_id, "confirm id")
+
+        def confirm(t: Txn) -> int:
+            q = t.queue(queue)
+            pending = t.with_confirm_id(q, confirm_id)
+            for m in pending:
+                if m.state == PUT_UNCONFIRMED:
+                    t.transition(m, durable=True, state=AVAILABLE)
+                else:
+                    t.remove(m)
+            return len(pending)
+        return self._write(confirm)
+
+    def undo(self, queue: str, *, confirm_id: int | None = None, lock_id: int | None = None) -> int:
+        """Undo the put or get under a confirm id, or the browse lock under a lock id (SPEC §5)."""
+        if (confirm_id is None) == (lock_id is None):
+            raise InvalidArgument("undo needs exactly one of a confirm id and a lock id")
+        _check_id(confirm_id, "confirm id")
+        _check_id(lock_id, "lock id")
+
+        def undo(t: Txn) -> int:
+            q = t.queue(queue)
+            if confirm_id is not None:
+                pending = t.with_confirm_id(q, confirm_id)
+            else:
+                pending = [m for m in t.with_lock_id(q, lock_id) if m.state == LOCKED_BROWSE]  # type: ignore[arg-type]
+                if not pending:
+                    raise AlreadyReceived(f"the messages under lock id {lock_id} are got, pending confirm; undo their confirm id")
+            for m in pending:
+                t.undo_one(m)
+            return len(pending)
+        return self._write(undo)
+
+    def unlock(self, queue: str, lock_id: int) -> int:
+        """Unlock the messages locked by a browse with lock (MQe unlockMessage)."""
+        return self.undo(queue, lock_id=lock_id)
+
+    def delete(self, queue: str, msg_id: str, *, lock_id: int | None = None) -> Message:
+        """Delete one message by msg_id (MQe deleteMessage)."""
+        _check_id(lock_id, "lock id")
+        f = Filter(msg_id=msg_id)
+
+        def delete(t: Txn) -> Message:
+            q = t.queue(queue)
+            found = [m for m in t.by_index("msgid", keys.msgid_prefix(*f.msg_id_parts))  # type: ignore[misc]
+                     if m.qid == q.qid and m.state != PUT_UNCONFIRMED]
+            if not found:
+                raise MessageNotFound(f"no message with msg_id {msg_id} in queue {q.name!r}")
+            for m in found:
+                if m.state == AVAILABLE or (m.state == LOCKED_BROWSE and lock_id is not None and m.lock_id == lock_id):
+                    t.remove(m)
+                    t.durable = True
+                    return m
+            if lock_id is not None:
+                t.with_lock_id(q, lock_id)  # raises UnknownLockId when nobody holds that lock
+            raise AlreadyReceived(f"message {msg_id} is held by a lock, confirm id or transaction")
+        return self._write(delete)
+
+    # ---- maintenance and inspection ----------------------------------------------------
+
+    def sweep(self, *, dry_run: bool = False) -> SweepResult:
+        """Expire messages and undo lapsed leases until none is due (SPEC §5)."""
+        if dry_run:
+            def count(t: Txn) -> SweepResult:
+                return SweepResult(expired=len(t._due("expiry")), leases_undone=len(t._due("lease")))
+            with self._env.begin() as lt:
+                return count(Txn(lt, self._dbs, self._now()))
+        total = SweepResult()
+        while True:
+            def one(t: Txn) -> SweepResult:
+                return SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages())
+            step = self._write(one, maintain=False)
+            total.expired += step.expired
+            total.leases_undone += step.leases_undone
+            if not step.expired and not step.leases_undone:
+                return total
+
+    def inflight(self, queue: str | None = None) -> list[Message]:
+        def read(t: Txn) -> list[Message]:
+            names = [queue] if queue is not None else [
+                bytes(k).decode() for k in t.lt.cursor(db=self._dbs["queues"]).iternext(values=False)]
+            return [m for n in names for m in t.queue_messages(t.queue(n)) if m.state != AVAILABLE]
+        return self._read(read)
+
+    def check(self) -> list[str]:
+        from .check import check_store
+        with self._env.begin() as lt:
+            return check_store(Txn(lt, self._dbs, self._now()))
+
+
+def _states(states: str | Iterable[str] | None) -> set[str]:
+    if states is None:
+        return {AVAILABLE}
+    if states == "all":
+        return set(STATES)
+    wanted = {states} if isinstance(states, str) else set(states)
+    unknown = wanted - set(STATES)
+    if unknown:
+        raise InvalidArgument(f"unknown state {sorted(unknown)[0]!r}; states are {', '.join(STATES)}")
+    return wanted
+
+
+def _first(source: Iterable[Message], limit: int | None) -> list[Message]:
+    if limit is not None and limit < 1:
+        raise InvalidArgument(f"limit must be at least 1, got {limit}")
+    out = []
+    for m in source:
+        out.append(m)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+__all__ = ["Store", "NewMessage", "StoreInfo", "SweepResult", "StoreError", "GET_UNCONFIRMED",
+           "DEAD_LETTER"]

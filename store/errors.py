@@ -1,0 +1,142 @@
+"""The one exception hierarchy of the store.
+
+Every error carries the MQ status it stands for (MSMQ names and codes where MSMQ has one,
+seed 002 and SPEC §6), and the process exit code that `mqcli` maps it to. The CLI turns these
+into exit codes in one place; the store never prints.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every error the store raises on purpose."""
+
+    status: str = "MQ_ERROR"
+    code: str | None = None
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(StoreError):
+    """A caller passed a value the store cannot accept (bad name, priority, id)."""
+
+    status = "MQ_ERROR_INVALID_PARAMETER"
+    code = "0xC00E0006"
+    exit_code = 2
+
+
+class QueueExists(StoreError):
+    status = "MQ_ERROR_QUEUE_EXISTS"
+    code = "0xC00E0005"
+    exit_code = 2
+
+
+class Timeout(StoreError):
+    """No message arrived within the wait (seed 002 Wait For New Message)."""
+
+    status = "MQ_ERROR_IO_TIMEOUT"
+    code = "0xC00E001B"
+    exit_code = 3
+
+
+class MessageNotFound(StoreError):
+    status = "MQ_ERROR_MESSAGE_NOT_FOUND"
+    code = "0xC00E0088"
+    exit_code = 4
+
+
+class UnknownConfirmId(MessageNotFound):
+    """No message of the queue is pending under this confirm id."""
+
+
+class UnknownLockId(MessageNotFound):
+    """No message of the queue is locked under this lock id."""
+
+
+class AlreadyReceived(StoreError):
+    """The message is held by another lock, confirm id or transaction."""
+
+    status = "MQ_ERROR_MESSAGE_ALREADY_RECEIVED"
+    code = "0xC00E001D"
+    exit_code = 5
+
+
+class QueueNotAvailable(StoreError):
+    status = "MQ_ERROR_QUEUE_NOT_AVAILABLE"
+    code = "0xC00E004B"
+    exit_code = 6
+
+
+class QueueQuotaExceeded(StoreError):
+    """Enqueue status 1 (seed 000)."""
+
+    status = "MQ_ERROR_QUEUE_QUOTA_EXCEEDED"
+    code = "0xC00E0080"
+    exit_code = 7
+
+
+class StoreQuotaExceeded(StoreError):
+    """Enqueue status 2 (seed 000): the queue manager quota would be exceeded."""
+
+    status = "MQ_ERROR_QUOTA_EXCEEDED"
+    code = "0xC00E0079"
+    exit_code = 8
+
+
+class Throttled(StoreQuotaExceeded):
+    """Enqueue status 2 (seed 000): the queue manager is throttled."""
+
+
+class StoreFull(StoreQuotaExceeded):
+    """The LMDB map is full; the store still serves gets."""
+
+    status = "MQ_ERROR_STORE_FULL"
+    code = None
+
+
+class MessageExpired(StoreError):
+    """Enqueue status 3 (seed 000): the message timed out before it could be enqueued."""
+
+    status = "MQ_ERROR_MESSAGE_TIMED_OUT"
+    code = None
+    exit_code = 9
+
+
+class TransactionError(StoreError):
+    status = "MQ_ERROR_TRANSACTION_USAGE"
+    code = "0xC00E0050"
+    exit_code = 10
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be opened (missing, not a store, locked out)."""
+
+    status = "MQ_ERROR_STORE_UNAVAILABLE"
+    code = None
+    exit_code = 11
+
+
+class StoreCorrupt(StoreUnavailable):
+    status = "MQ_ERROR_STORE_CORRUPT"
+
+
+class StorePermission(StoreUnavailable):
+    status = "MQ_ERROR_ACCESS_DENIED"
+    code = "0xC00E0025"
+
+
+class BadData(StoreError):
+    """Malformed record, label, body, format name or import line."""
+
+    status = "MQ_ERROR_BAD_DATA"
+    code = None
+    exit_code = 12
+
+
+class ChannelError(StoreError):
+    status = "MQ_ERROR_CHANNEL"
+    code = None
+    exit_code = 13

@@ -1,0 +1,38 @@
+"""Message filters of get and browse (the MQe index fields, SPEC §4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import InvalidArgument
+from .records import MAX_PRIORITY, Message, parse_msg_id
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    msg_id: str | None = None
+    correl_id: str | None = None
+    lookup_id: int | None = None
+    priority: int | None = None
+    msg_id_parts: tuple[bytes, int] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.msg_id is not None:
+            object.__setattr__(self, "msg_id_parts", parse_msg_id(self.msg_id))
+        if self.priority is not None and not 0 <= self.priority <= MAX_PRIORITY:
+            raise InvalidArgument(f"priority must be 0..7, got {self.priority}")
+        if self.lookup_id is not None and not 0 <= self.lookup_id < 1 << 64:
+            raise InvalidArgument(f"lookup id must be a 64-bit unsigned integer, got {self.lookup_id}")
+
+    def matches(self, m: Message) -> bool:
+        if self.msg_id_parts is not None and (m.origin, m.msg_n) != self.msg_id_parts:
+            return False
+        return ((self.correl_id is None or m.correl_id == self.correl_id)
+                and (self.lookup_id is None or m.lookup_id == self.lookup_id)
+                and (self.priority is None or m.priority == self.priority))
+
+    def describe(self) -> str:
+        parts = [f"{name} {value}" for name, value in (
+            ("msg_id", self.msg_id), ("lookup_id", self.lookup_id),
+            ("correl_id", self.correl_id), ("priority", self.priority)) if value is not None]
+        return "with " + " and ".join(parts) if parts else "at all"

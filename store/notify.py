@@ -1,0 +1,88 @@
+"""Waking getters in other processes when a message becomes available.
+
+A waiting getter makes a FIFO `wait/<qid>.<pid>.<token>` in the store directory, opens it for
+reading and (so that it never sees end-of-file) for writing too, and sleeps in `select` on it.
+A writer that made a message available in queue `qid` writes one byte to each FIFO of that
+queue after its commit. A FIFO whose getter died has no reader left; opening it for writing
+fails with ENXIO and the writer removes it. No busy spinning, no server.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import select
+from pathlib import Path
+
+WAIT_DIR = "wait"
+
+
+class Waiter:
+    """One getter's FIFO. Register before looking at the queue, so no wake-up is lost."""
+
+    def __init__(self, store_dir: Path, qid: int) -> None:
+        self.dir = store_dir / WAIT_DIR
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+        self.path = self.dir / f"{qid}.{os.getpid()}.{secrets.token_hex(4)}"
+        os.mkfifo(self.path, 0o600)
+        self.rfd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self.wfd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep until woken or `seconds` pass; True if woken."""
+        ready, _, _ = select.select([self.rfd], [], [], max(seconds, 0.0))
+        if not ready:
+            return False
+        try:
+            while os.read(self.rfd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        return True
+
+    def close(self) -> None:
+        for fd in (self.rfd, self.wfd):
+            os.close(fd)
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> Waiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def wake(store_dir: Path, qids: set[int]) -> None:
+    """Wake every getter waiting on one of `qids`."""
+    try:
+        entries = os.scandir(store_dir / WAIT_DIR)
+    except FileNotFoundError:
+        return
+    prefixes = tuple(f"{qid}." for qid in qids)
+    with entries:
+        for entry in entries:
+            if not entry.name.startswith(prefixes):
+                continue
+            try:
+                fd = os.open(entry.path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # its getter is gone
+                    _unlink(entry.path)
+                continue
+            try:
+                os.write(fd, b"\0")
+            except (BlockingIOError, BrokenPipeError):
+                pass  # already full of wake-ups, or its getter just left
+            finally:
+                os.close(fd)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,80 @@
+"""Queue records and queue names (SPEC §3)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass
+
+from .errors import InvalidArgument, StoreCorrupt
+
+DEAD_LETTER = "dead-letter"
+DEAD_LETTER_TX = "dead-letter-tx"
+SYSTEM_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
+MAX_NAME = 124
+_NAME_PUNCTUATION = frozenset("._-/")
+
+
+@dataclass(slots=True)
+class QueueInfo:
+    name: str
+    qid: int
+    guid: str
+    label: str = ""
+    quota: int = 0
+    transactional: bool = False
+    journal: bool = False
+    max_backouts: int = 0
+    created: int = 0
+    system: bool = False
+    # filled in from the queue's counters when read; not stored in the record
+    depth: int = 0
+    bytes: int = 0
+    available: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_STORED = ("name", "qid", "guid", "label", "quota", "transactional", "journal", "max_backouts",
+           "created", "system")
+
+
+def queue_key(name: str) -> bytes:
+    """Queue names are case-insensitive; the key is the casefolded name."""
+    return name.casefold().encode("utf-8")
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME:
+        raise InvalidArgument(f"queue name must be 1..{MAX_NAME} characters, got {name!r}")
+    bad = [c for c in name if not (c.isalnum() or c in _NAME_PUNCTUATION)]
+    if bad:
+        raise InvalidArgument(
+            f"queue name {name!r} has {bad[0]!r}; use letters, digits and . _ - /"
+        )
+    return name
+
+
+def new_queue(name: str, qid: int, created: int, **attrs: object) -> QueueInfo:
+    return QueueInfo(name=name, qid=qid, guid=str(uuid.uuid4()), created=created, **attrs)  # type: ignore[arg-type]
+
+
+def encode_queue(q: QueueInfo) -> bytes:
+    return json.dumps({k: getattr(q, k) for k in _STORED}, separators=(",", ":")).encode()
+
+
+def decode_queue(raw: bytes) -> QueueInfo:
+    try:
+        return QueueInfo(**json.loads(raw))
+    except (ValueError, TypeError) as exc:
+        raise StoreCorrupt(f"malformed queue record: {exc}") from None
+
+
+def validate_attrs(quota: int | None = None, max_backouts: int | None = None, label: str | None = None) -> None:
+    if quota is not None and (not isinstance(quota, int) or quota < 0):
+        raise InvalidArgument(f"quota must be a byte count ≥ 0, got {quota!r}")
+    if max_backouts is not None and (not isinstance(max_backouts, int) or not 0 <= max_backouts <= 0xFFFF):
+        raise InvalidArgument(f"max-backouts must be 0..65535, got {max_backouts!r}")
+    if label is not None and len(label) > 250:
+        raise InvalidArgument("queue label is longer than 250 characters")

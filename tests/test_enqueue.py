@@ -1,0 +1,216 @@
+"""Seed 000 (Enqueue Message): SequentialID, lookup ids, position order, status checks."""
+
+import pytest
+
+from store import NewMessage, Store, errors
+
+
+def test_sequential_id_increments_once_per_enqueue(st):
+    before = st.info().sequential_id
+    st.put("q", b"a")
+    st.put_many("q", [NewMessage(b"b"), NewMessage(b"c")])
+    assert st.info().sequential_id == before + 3
+
+
+def test_lookup_id_high_byte_is_zero_and_low_bytes_are_the_sequential_id(st):
+    m = st.put("q", b"a", priority=6)
+    assert m.lookup_id >> 56 == 0  # not transactional: high byte 0x00 (seed 000)
+    assert m.lookup_id & ((1 << 56) - 1) == st.info().sequential_id
+
+
+def test_lookup_id_finds_the_message(st):
+    st.put("q", b"a")
+    m = st.put("q", b"b")
+    assert st.browse("q", lookup_id=m.lookup_id)[0].body == b"b"
+    assert st.get("q", wait=0, lookup_id=m.lookup_id).body == b"b"
+    with pytest.raises(errors.MessageNotFound):
+        st.get("q", wait=0, lookup_id=m.lookup_id)
+
+
+def test_position_order_is_priority_high_to_low_then_arrival(st):
+    for i, p in enumerate([3, 7, 0, 7, 3, 5]):
+        st.put("q", f"{p}-{i}".encode(), priority=p)
+    assert [m.body for m in st.browse("q")] == [b"7-1", b"7-3", b"5-5", b"3-0", b"3-4", b"0-2"]
+    got = [st.get("q", wait=0).body for _ in range(6)]
+    assert got == [b"7-1", b"7-3", b"5-5", b"3-0", b"3-4", b"0-2"]
+
+
+def test_msg_ids_are_origin_guid_and_a_sequence(st):
+    a = st.put("q", b"a")
+    b = st.put("q", b"b")
+    guid = st.info().guid
+    assert a.msg_id == f"{guid}\\{int(a.msg_id.split(chr(92))[1])}"
+    assert int(b.msg_id.split("\\")[1]) == int(a.msg_id.split("\\")[1]) + 1
+    assert a.unique_id != b.unique_id and a.unique_id.startswith(guid)
+
+
+def test_throttled_store_refuses_puts_with_status_2(st):
+    st.set_qmgr(throttled=True)
+    with pytest.raises(errors.Throttled) as info:
+        st.put("q", b"a")
+    assert info.value.exit_code == 8
+    st.set_qmgr(throttled=False)
+    st.put("q", b"a")
+
+
+def test_store_quota_is_checked_before_queue_quota(st):
+    st.set_qmgr(quota=10)
+    st.create_queue("small", quota=5)
+    with pytest.raises(errors.StoreQuotaExceeded) as info:
+        st.put("small", b"x" * 11)  # exceeds both: status 2 wins (seed 000 order)
+    assert info.value.exit_code == 8
+    with pytest.raises(errors.QueueQuotaExceeded) as info:
+        st.put("small", b"x" * 6)
+    assert info.value.exit_code == 7
+
+
+def test_queue_quota_counts_bytes_of_messages_in_the_queue(st):
+    st.create_queue("small", quota=10)
+    st.put("small", b"x" * 6)
+    with pytest.raises(errors.QueueQuotaExceeded):
+        st.put("small", b"x" * 5)
+    st.get("small", wait=0)
+    st.put("small", b"x" * 10)
+
+
+def test_throttle_is_checked_before_queue_quota_and_expiry(st, clock):
+    st.create_queue("small", quota=1)
+    st.set_qmgr(throttled=True)
+    with pytest.raises(errors.Throttled):
+        st.put_many("small", [NewMessage(b"xx")])
+
+
+def test_queue_quota_is_checked_before_expiry(st):
+    from store.txn import Txn  # noqa: F401  (documented order: quota, then expiry)
+    st.create_queue("small", quota=1)
+    m = NewMessage(b"xx", ttl=1)
+    with pytest.raises(errors.QueueQuotaExceeded):
+        st.put_many("small", [m])
+
+
+def test_an_already_expired_message_is_refused_with_status_3(st):
+    from store.records import Message, iso_time
+    record = st.put("q", b"a").to_dict()
+    st.get("q", wait=0)
+    record["expires"] = iso_time(0)
+    m = Message.from_dict(record)
+    with pytest.raises(errors.MessageExpired) as info:
+        st.import_messages("q", [m])
+    assert info.value.exit_code == 9
+
+
+def test_a_failing_batch_stores_nothing(st):
+    st.create_queue("small", quota=10)
+    batch = [NewMessage(b"x" * 4) for _ in range(3)]
+    with pytest.raises(errors.QueueQuotaExceeded):
+        st.put_many("small", batch)
+    assert st.queue_info("small").depth == 0
+    assert st.info().sequential_id == 0
+
+
+def test_put_to_a_missing_queue_is_queue_not_available(st):
+    with pytest.raises(errors.QueueNotAvailable) as info:
+        st.put("nope", b"a")
+    assert info.value.exit_code == 6
+
+
+@pytest.mark.parametrize("fields", [
+    {"priority": 8}, {"priority": -1}, {"label": "x" * 251}, {"correl_id": "c" * 256},
+    {"ttl": 0}, {"app_specific": 1 << 40},
+])
+def test_invalid_fields_are_refused(st, fields):
+    with pytest.raises(errors.InvalidArgument):
+        st.put("q", b"a", **fields)
+    assert st.queue_info("q").depth == 0
+
+
+def test_filters_use_the_indexes(st):
+    a = st.put("q", b"a", correl_id="order-1", priority=2)
+    st.put("q", b"b", correl_id="order-2", priority=2)
+    st.put("q", b"c", correl_id="order-1", priority=6)
+    assert [m.body for m in st.browse("q", correl_id="order-1")] == [b"c", b"a"]
+    assert [m.body for m in st.browse("q", correl_id="order-1", priority=2)] == [b"a"]
+    assert [m.body for m in st.browse("q", priority=2)] == [b"a", b"b"]
+    assert [m.body for m in st.browse("q", msg_id=a.msg_id)] == [b"a"]
+    assert st.get("q", wait=0, correl_id="order-2").body == b"b"
+    with pytest.raises(errors.Timeout):
+        st.get("q", wait=0, correl_id="order-2")
+
+
+def test_a_copy_of_a_message_keeps_its_msg_id(st):
+    st.create_queue("other")
+    m = st.put("q", b"a")
+    st.import_messages("other", [st.browse("q")[0]])
+    assert st.browse("other")[0].msg_id == m.msg_id
+    assert st.get("other", wait=0, msg_id=m.msg_id).body == b"a"
+    assert st.get("q", wait=0, msg_id=m.msg_id).body == b"a"
+
+
+def test_get_many_takes_up_to_count_in_one_commit(st):
+    st.put_many("q", [NewMessage(str(i).encode()) for i in range(5)])
+    assert [m.body for m in st.get_many("q", 3)] == [b"0", b"1", b"2"]
+    assert [m.body for m in st.get_many("q", 10)] == [b"3", b"4"]
+    with pytest.raises(errors.Timeout):
+        st.get_many("q", 10)
+
+
+def test_deliver_runs_before_the_removal_commits(st):
+    st.put("q", b"a")
+
+    def broken_output(m):
+        raise OSError("disk full")
+    with pytest.raises(OSError):
+        st.get("q", wait=0, deliver=broken_output)
+    assert [m.body for m in st.browse("q")] == [b"a"]  # not lost
+
+
+def test_queue_names_are_case_insensitive_and_shown_as_created(st):
+    st.create_queue("Orders.EU")
+    st.put("orders.eu", b"a")
+    assert st.queue_info("ORDERS.EU").name == "Orders.EU"
+    with pytest.raises(errors.QueueExists):
+        st.create_queue("orders.eu")
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x" * 125, "semi;colon", "tab\t"])
+def test_bad_queue_names_are_refused(st, name):
+    with pytest.raises(errors.InvalidArgument):
+        st.create_queue(name)
+
+
+def test_queue_administration(st):
+    q = st.create_queue("work", label="jobs", quota=100, journal=True, max_backouts=3)
+    assert (q.label, q.quota, q.journal, q.max_backouts, q.transactional) == ("jobs", 100, True, 3, False)
+    st.put("work", b"abc")
+    st.put("work", b"d", confirm_id=4)
+    info = st.set_queue("work", label="renamed", quota=0)
+    assert (info.label, info.quota, info.depth, info.bytes, info.available) == ("renamed", 0, 2, 4, 1)
+    assert {q.name for q in st.list_queues()} == {"q", "work", "dead-letter", "dead-letter-tx"}
+    assert st.purge_queue("work") == 2
+    assert st.queue_info("work").depth == 0
+    st.put("work", b"x")
+    assert st.delete_queue("work") == 1
+    with pytest.raises(errors.QueueNotAvailable):
+        st.queue_info("work")
+    with pytest.raises(errors.InvalidArgument):
+        st.delete_queue("dead-letter")
+    assert st.info().messages == 0
+
+
+def test_transactional_flag_is_stored(st):
+    assert st.create_queue("tx", transactional=True).transactional is True
+    assert st.queue_info("tx").transactional is True
+
+
+def test_express_and_recoverable_delivery_are_recorded(st):
+    assert st.put("q", b"a", express=True).delivery == "express"
+    assert st.put("q", b"b").delivery == "recoverable"
+    assert [m.delivery for m in st.browse("q")] == ["express", "recoverable"]
+
+
+def test_store_identity_persists(tmp_path):
+    with Store.open(tmp_path / "s", create=True, name="alpha") as a:
+        guid = a.info().guid
+    with Store.open(tmp_path / "s") as b:
+        info = b.info()
+    assert (info.guid, info.name) == (guid, "alpha")
