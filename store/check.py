@@ -11,31 +11,12 @@ from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED, Message,
     decode,
 )
-from .txn import Txn
+from .txn import Txn, index_entries
 
-_INDEXES = ("pos", "msgid", "uniq", "correl", "confirm", "lock", "lease", "expiry")
 _MAX_REPORTED = 50
-
-
-def expected_entries(m: Message) -> dict[str, bytes]:
-    """Every index key a message must have, by table — the mirror of Txn.insert/_index_state."""
-    want = {
-        "msgid": keys.msgid_key(m.origin, m.msg_n, m.seq),
-        "uniq": keys.uniq_key(m.origin, m.put_time, m.seq),
-    }
-    if m.correl_id is not None:
-        want["correl"] = keys.correl_key(m.qid, m.correl_id.encode(), m.priority, m.seq)
-    if m.expires is not None:
-        want["expiry"] = keys.deadline_key(m.expires, m.seq)
-    if m.state == AVAILABLE:
-        want["pos"] = keys.pos_key(m.qid, m.priority, m.seq)
-    if m.confirm_id:
-        want["confirm"] = keys.id_in_queue_key(m.qid, m.confirm_id, m.priority, m.seq)
-    if m.lock_id:
-        want["lock"] = keys.id_in_queue_key(m.qid, m.lock_id, m.priority, m.seq)
-    if m.lease_expires:
-        want["lease"] = keys.deadline_key(m.lease_expires, m.seq)
-    return want
+_INDEX_NAMES = {keys.POS: "position", keys.MSGID: "msg_id", keys.UNIQ: "unique_id",
+                keys.CORREL: "correl_id", keys.CONFIRM: "confirm id", keys.LOCK: "lock id",
+                keys.LEASE: "lease", keys.EXPIRY: "expiry"}
 
 
 def _state_problem(m: Message) -> str | None:
@@ -48,6 +29,10 @@ def _state_problem(m: Message) -> str | None:
     if needs_lock != bool(m.lock_id):
         return f"is {m.state} but its lock id is {m.lock_id}"
     return None
+
+
+def _index_name(key: bytes) -> str:
+    return _INDEX_NAMES.get(key[:1], f"unknown ({key[:1]!r})")
 
 
 def check_store(t: Txn) -> list[str]:
@@ -69,7 +54,7 @@ def check_store(t: Txn) -> list[str]:
         if t.lt.get(keys.U32.pack(q.qid), db=dbs["qids"]) != bytes(key):
             report(f"queue {q.name!r}: its number {q.qid} is not registered")
 
-    want: dict[str, set[bytes]] = defaultdict(set)
+    want: set[bytes] = set()
     counted: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     max_seq = 0
     for key, raw in t.lt.cursor(db=dbs["msg"]):
@@ -89,15 +74,13 @@ def check_store(t: Txn) -> list[str]:
             report(f"message seq {seq} {problem}")
         counted[m.qid][0] += 1
         counted[m.qid][1] += len(m.body)
-        for table, entry in expected_entries(m).items():
-            want[table].add(entry)
+        want.update(index_entries(m))
 
-    for table in _INDEXES:
-        have = set(t.lt.cursor(db=dbs[table]).iternext(values=False))
-        for entry in sorted(want[table] - have)[:5]:
-            report(f"index {table}: entry for message seq {keys.seq_of(entry)} is missing")
-        for entry in sorted(have - want[table])[:5]:
-            report(f"index {table}: entry {entry.hex()} points at no matching message")
+    have = set(t.lt.cursor(db=dbs["idx"]).iternext(values=False))
+    for entry in sorted(want - have)[:10]:
+        report(f"{_index_name(entry)} index: the entry of message seq {keys.seq_of(entry)} is missing")
+    for entry in sorted(have - want)[:10]:
+        report(f"{_index_name(entry)} index: entry {entry.hex()} points at no matching message")
 
     total = [0, 0]
     for qid, q in queues.items():
@@ -107,9 +90,9 @@ def check_store(t: Txn) -> list[str]:
             report(f"queue {q.name!r}: counters say {stored[0]} messages / {stored[1]} bytes, found {actual[0]} / {actual[1]}")
         total[0] += actual[0]
         total[1] += actual[1]
-    store_counts = [t.meta_int(keys.META_COUNT), t.meta_int(keys.META_BYTES)]
+    store_counts = [t.counters.count, t.counters.bytes]
     if store_counts != total:
         report(f"store counters say {store_counts[0]} messages / {store_counts[1]} bytes, found {total[0]} / {total[1]}")
-    if t.meta_int(keys.META_SEQUENTIAL_ID) < max_seq:
-        report(f"SequentialID {t.meta_int(keys.META_SEQUENTIAL_ID)} is behind the newest message ({max_seq})")
+    if t.counters.seq < max_seq:
+        report(f"SequentialID {t.counters.seq} is behind the newest message ({max_seq})")
     return problems

@@ -196,13 +196,9 @@ class Store:
             raise StoreCorrupt(f"LMDB failed: {exc}") from None
 
     def _maintenance_due(self) -> bool:
-        now = self._now()
         with self._env.begin() as lt:
-            for name in ("lease", "expiry"):
-                cur = lt.cursor(db=self._dbs[name])
-                if cur.first() and keys.deadline_of(cur.key()) <= now:
-                    return True
-        return False
+            t = Txn(lt, self._dbs, self._now())
+            return bool(t.due(keys.LEASE) or t.due(keys.EXPIRY))
 
     # ---- the queue manager -------------------------------------------------------------
 
@@ -216,11 +212,11 @@ class Store:
                 name=bytes(t.lt.get(keys.META_NAME, db=meta)).decode(),
                 path=str(self.path),
                 created=t.meta_int(keys.META_CREATED),
-                sequential_id=t.meta_int(keys.META_SEQUENTIAL_ID),
+                sequential_id=t.counters.seq,
                 quota=t.meta_int(keys.META_QUOTA),
                 throttled=bool(t.meta_int(keys.META_THROTTLED)),
-                messages=t.meta_int(keys.META_COUNT),
-                bytes=t.meta_int(keys.META_BYTES),
+                messages=t.counters.count,
+                bytes=t.counters.bytes,
                 map_size=einfo["map_size"],
                 map_used=(einfo["last_pgno"] + 1) * stat["psize"],
                 queues=t.lt.stat(self._dbs["queues"])["entries"],
@@ -263,21 +259,14 @@ class Store:
             q = new_queue(name, qid, t.now, **attrs)
             t.lt.put(key, encode_queue(q), db=self._dbs["queues"])
             t.lt.put(U32.pack(qid), key, db=self._dbs["qids"])
-            t.lt.put(U32.pack(qid), keys.QSTATS.pack(0, 0), db=self._dbs["qstats"])
+            t.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(0, 0), db=self._dbs["meta"])
             t.durable = True
             return q
         return self._write(create)
 
     def _queue_info(self, t: Txn, q: QueueInfo) -> QueueInfo:
         count, size = t.qstats(q.qid)
-        prefix = keys.queue_prefix(q.qid)
-        available = 0
-        cur = t.lt.cursor(db=self._dbs["pos"])
-        if cur.set_range(prefix):
-            for key in cur.iternext(values=False):
-                if not key.startswith(prefix):
-                    break
-                available += 1
+        available = sum(1 for _ in t.index_keys(keys.queue_prefix(q.qid)))
         q.depth, q.bytes, q.available = count, size, available
         return q
 
@@ -326,7 +315,7 @@ class Store:
                 t.remove(m)
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
             t.lt.delete(U32.pack(q.qid), db=self._dbs["qids"])
-            t.lt.delete(U32.pack(q.qid), db=self._dbs["qstats"])
+            t.lt.delete(keys.qstats_key(q.qid), db=self._dbs["meta"])
             t.qstats(q.qid)  # keep flush from writing the counters back
             del t._qstats[q.qid]
             t.durable = True
@@ -364,8 +353,8 @@ class Store:
                     lease_expires=now + lease_us if in_flight and lease_us else None,
                 )
                 validate_fields(m)
-                out.append(t.enqueue(q, m))
-            return out
+                out.append(m)
+            return t.enqueue(q, out)
         return self._write(put)
 
     def import_messages(self, queue: str, messages: Iterable[Message]) -> list[Message]:
@@ -384,8 +373,8 @@ class Store:
                 m = replace(old, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None,
                             lease_expires=None, since=None, props=dict(old.props))
                 validate_fields(m)
-                out.append(t.enqueue(q, m))
-            return out
+                out.append(m)
+            return t.enqueue(q, out)
         return self._write(enqueue)
 
     # ---- get ---------------------------------------------------------------------------
@@ -542,7 +531,7 @@ class Store:
 
         def delete(t: Txn) -> Message:
             q = t.queue(queue)
-            found = [m for m in t.by_index("msgid", keys.msgid_prefix(*f.msg_id_parts))  # type: ignore[misc]
+            found = [m for m in t.by_index(keys.msgid_prefix(*f.msg_id_parts))  # type: ignore[misc]
                      if m.qid == q.qid and m.state != PUT_UNCONFIRMED]
             if not found:
                 raise MessageNotFound(f"no message with msg_id {msg_id} in queue {q.name!r}")
@@ -562,7 +551,7 @@ class Store:
         """Expire messages and undo lapsed leases until none is due (SPEC §5)."""
         if dry_run:
             def count(t: Txn) -> SweepResult:
-                return SweepResult(expired=len(t._due("expiry")), leases_undone=len(t._due("lease")))
+                return SweepResult(expired=len(t.due(keys.EXPIRY)), leases_undone=len(t.due(keys.LEASE)))
             with self._env.begin() as lt:
                 return count(Txn(lt, self._dbs, self._now()))
         total = SweepResult()

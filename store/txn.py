@@ -32,6 +32,19 @@ if TYPE_CHECKING:
 MAINTENANCE_BATCH = 256
 
 
+class Counters:
+    """The queue manager's hot counters, read once per transaction and written at flush."""
+
+    __slots__ = ("seq", "msg_n", "put_time", "count", "bytes")
+    NAMES = (keys.META_SEQUENTIAL_ID, keys.META_MSG_N, keys.META_PUT_TIME, keys.META_COUNT, keys.META_BYTES)
+
+    def __init__(self, values: list[int]) -> None:
+        self.seq, self.msg_n, self.put_time, self.count, self.bytes = values
+
+    def values(self) -> tuple[int, ...]:
+        return (self.seq, self.msg_n, self.put_time, self.count, self.bytes)
+
+
 class Txn:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
 
@@ -47,7 +60,9 @@ class Txn:
         self._meta: dict[bytes, int] = {}
         self._meta_dirty: set[bytes] = set()
         self._origin: bytes | None = None
+        self._counters: Counters | None = None
         self.msg_db = dbs["msg"]
+        self.idx_db = dbs["idx"]
 
     # ---- meta counters -----------------------------------------------------------------
 
@@ -63,6 +78,14 @@ class Txn:
         self._meta_dirty.add(name)
 
     @property
+    def counters(self) -> Counters:
+        if self._counters is None:
+            meta, get = self.dbs["meta"], self.lt.get
+            raws = [get(name, db=meta) for name in Counters.NAMES]
+            self._counters = Counters([U64.unpack(raw)[0] if raw else 0 for raw in raws])
+        return self._counters
+
+    @property
     def origin(self) -> bytes:
         if self._origin is None:
             self._origin = bytes(self.lt.get(keys.META_GUID, db=self.dbs["meta"]))
@@ -73,9 +96,11 @@ class Txn:
         meta = self.dbs["meta"]
         for name in self._meta_dirty:
             self.lt.put(name, U64.pack(self._meta[name]), db=meta)
-        qstats = self.dbs["qstats"]
+        if self._counters is not None:
+            for name, value in zip(Counters.NAMES, self._counters.values()):
+                self.lt.put(name, U64.pack(value), db=meta)
         for qid, (count, size) in self._qstats.items():
-            self.lt.put(U32.pack(qid), keys.QSTATS.pack(count, size), db=qstats)
+            self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
 
     # ---- queues ------------------------------------------------------------------------
 
@@ -101,7 +126,7 @@ class Txn:
     def qstats(self, qid: int) -> list[int]:
         stats = self._qstats.get(qid)
         if stats is None:
-            raw = self.lt.get(U32.pack(qid), db=self.dbs["qstats"])
+            raw = self.lt.get(keys.qstats_key(qid), db=self.dbs["meta"])
             stats = self._qstats[qid] = list(keys.QSTATS.unpack(raw)) if raw else [0, 0]
         return stats
 
@@ -120,60 +145,46 @@ class Txn:
 
     def _index_state(self, m: Message) -> None:
         """Add the index entries that depend on the message's state."""
-        lt, dbs = self.lt, self.dbs
+        lt, idx = self.lt, self.idx_db
+        for key in state_entries(m):
+            lt.put(key, b"", db=idx)
         if m.state == AVAILABLE:
-            lt.put(keys.pos_key(m.qid, m.priority, m.seq), b"", db=dbs["pos"])
             self.woke.add(m.qid)
-        if m.confirm_id:
-            lt.put(keys.id_in_queue_key(m.qid, m.confirm_id, m.priority, m.seq), b"", db=dbs["confirm"])
-        if m.lock_id:
-            lt.put(keys.id_in_queue_key(m.qid, m.lock_id, m.priority, m.seq), b"", db=dbs["lock"])
-        if m.lease_expires:
-            lt.put(keys.deadline_key(m.lease_expires, m.seq), b"", db=dbs["lease"])
 
     def _unindex_state(self, m: Message) -> None:
-        lt, dbs = self.lt, self.dbs
-        if m.state == AVAILABLE:
-            lt.delete(keys.pos_key(m.qid, m.priority, m.seq), db=dbs["pos"])
-        if m.confirm_id:
-            lt.delete(keys.id_in_queue_key(m.qid, m.confirm_id, m.priority, m.seq), db=dbs["confirm"])
-        if m.lock_id:
-            lt.delete(keys.id_in_queue_key(m.qid, m.lock_id, m.priority, m.seq), db=dbs["lock"])
-        if m.lease_expires:
-            lt.delete(keys.deadline_key(m.lease_expires, m.seq), db=dbs["lease"])
+        lt, idx = self.lt, self.idx_db
+        for key in state_entries(m):
+            lt.delete(key, db=idx)
 
-    def insert(self, m: Message) -> None:
-        """Store a message that already has its seq, with every index entry."""
-        lt, dbs = self.lt, self.dbs
-        lt.put(keys.seq_key(m.seq), encode(m), db=self.msg_db, append=True)
-        lt.put(keys.msgid_key(m.origin, m.msg_n, m.seq), b"", db=dbs["msgid"])
-        lt.put(keys.uniq_key(m.origin, m.put_time, m.seq), b"", db=dbs["uniq"])
-        if m.correl_id is not None:
-            lt.put(keys.correl_key(m.qid, m.correl_id.encode(), m.priority, m.seq), b"", db=dbs["correl"])
-        if m.expires is not None:
-            lt.put(keys.deadline_key(m.expires, m.seq), b"", db=dbs["expiry"])
-        self._index_state(m)
-        self._count(m, +1)
+    def insert_many(self, messages: list[Message]) -> None:
+        """Store messages that already have their seqs, with every index entry, table by table."""
+        records, entries = [], []
+        for m in messages:
+            records.append((keys.seq_key(m.seq), encode(m)))
+            entries += [(key, b"") for key in index_entries(m)]
+            if m.state == AVAILABLE:
+                self.woke.add(m.qid)
+            self._count(m, +1)
+        # seqs only grow, so records always go at the end of their table (MDB_APPEND)
+        self.lt.cursor(db=self.msg_db).putmulti(records, append=True)
+        self.lt.cursor(db=self.idx_db).putmulti(entries)
 
     def remove(self, m: Message) -> None:
         """Delete a message and every index entry pointing at it."""
-        lt, dbs = self.lt, self.dbs
+        lt, idx = self.lt, self.idx_db
         lt.delete(keys.seq_key(m.seq), db=self.msg_db)
-        lt.delete(keys.msgid_key(m.origin, m.msg_n, m.seq), db=dbs["msgid"])
-        lt.delete(keys.uniq_key(m.origin, m.put_time, m.seq), db=dbs["uniq"])
-        if m.correl_id is not None:
-            lt.delete(keys.correl_key(m.qid, m.correl_id.encode(), m.priority, m.seq), db=dbs["correl"])
-        if m.expires is not None:
-            lt.delete(keys.deadline_key(m.expires, m.seq), db=dbs["expiry"])
-        self._unindex_state(m)
+        for key in index_entries(m):
+            lt.delete(key, db=idx)
         self._count(m, -1)
 
     def _count(self, m: Message, sign: int) -> None:
+        size = sign * len(m.body)
         stats = self.qstats(m.qid)
         stats[0] += sign
-        stats[1] += sign * len(m.body)
-        self.set_meta_int(keys.META_COUNT, self.meta_int(keys.META_COUNT) + sign)
-        self.set_meta_int(keys.META_BYTES, self.meta_int(keys.META_BYTES) + sign * len(m.body))
+        stats[1] += size
+        c = self.counters
+        c.count += sign
+        c.bytes += size
         if not m.express:
             self.durable = True
 
@@ -193,45 +204,53 @@ class Txn:
     # ---- enqueue (seed 000) ------------------------------------------------------------
 
     def next_msg_n(self) -> int:
-        n = (self.meta_int(keys.META_MSG_N) + 1) & 0xFFFFFFFF
-        self.set_meta_int(keys.META_MSG_N, n)
-        return n
+        c = self.counters
+        c.msg_n = (c.msg_n + 1) & 0xFFFFFFFF
+        return c.msg_n
 
     def next_put_time(self) -> int:
         """Put times are strictly increasing in a store, so unique ids are unique."""
-        t = max(self.now, self.meta_int(b"ptime") + 1)
-        self.set_meta_int(b"ptime", t)
-        return t
+        c = self.counters
+        c.put_time = max(self.now, c.put_time + 1)
+        return c.put_time
 
-    def check_enqueue(self, q: QueueInfo, m: Message) -> None:
-        """The checks of seed 000 §3.1.7.1.9, in the seed's order."""
-        size = len(m.body)
+    def check_enqueue(self, q: QueueInfo, m: Message, pending: int = 0) -> None:
+        """The checks of seed 000 §3.1.7.1.9, in the seed's order.
+
+        `pending` is the bytes of the messages enqueued before this one in the same batch.
+        """
+        size = len(m.body) + pending
         if self.meta_int(keys.META_THROTTLED):
             raise Throttled("the queue manager is throttled; no message is accepted (`mqcli qmgr set --no-throttle`)")
         quota = self.meta_int(keys.META_QUOTA)
-        if quota and self.meta_int(keys.META_BYTES) + size > quota:
+        if quota and self.counters.bytes + size > quota:
             raise StoreQuotaExceeded(
                 f"the store quota of {quota} bytes would be exceeded "
-                f"({self.meta_int(keys.META_BYTES)} used, message {size})")
+                f"({self.counters.bytes} used, {size} more)")
         if q.quota and self.qstats(q.qid)[1] + size > q.quota:
             raise QueueQuotaExceeded(
                 f"the quota of queue {q.name!r} ({q.quota} bytes) would be exceeded "
-                f"({self.qstats(q.qid)[1]} used, message {size})")
+                f"({self.qstats(q.qid)[1]} used, {size} more)")
         if m.expires is not None and m.expires <= self.now:
             raise MessageExpired("the message expired before it could be enqueued")
 
-    def enqueue(self, q: QueueInfo, m: Message, *, check: bool = True, transactional: bool = False) -> Message:
-        if check:
-            self.check_enqueue(q, m)
-        seq = self.meta_int(keys.META_SEQUENTIAL_ID) + 1
-        self.set_meta_int(keys.META_SEQUENTIAL_ID, seq)
-        m.seq = seq
-        # seed 000: high byte 0x07-priority for a transactional message, else 0x00
-        m.lookup_hi = (7 - m.priority) if transactional else 0
-        m.qid = q.qid
-        m.queue = q.name
-        self.insert(m)
-        return m
+    def enqueue(self, q: QueueInfo, messages: list[Message], *, check: bool = True,
+                transactional: bool = False) -> list[Message]:
+        """Enqueue Message (seed 000 §3.1.7.1.9) for each message in turn, in one transaction."""
+        c = self.counters
+        pending = 0
+        for m in messages:
+            if check:
+                self.check_enqueue(q, m, pending)
+            pending += len(m.body)
+            c.seq += 1  # Increment LocalQueueManager.SequentialID
+            m.seq = c.seq
+            # high byte 0x07-priority for a transactional message, else 0x00
+            m.lookup_hi = (7 - m.priority) if transactional else 0
+            m.qid = q.qid
+            m.queue = q.name
+        self.insert_many(messages)
+        return messages
 
     # ---- dead-lettering, backouts, leases, expiry --------------------------------------
 
@@ -245,7 +264,7 @@ class Txn:
             m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, lease_expires=None,
             since=None, expires=None, dead_letter_reason=reason, original_queue=m.queue,
         )
-        return self.enqueue(dlq, moved, check=False)
+        return self.enqueue(dlq, [moved], check=False)[0]
 
     def backout(self, m: Message, **changes: object) -> Message | None:
         """Count one backout; at the queue's max-backouts the message is dead-lettered."""
@@ -278,19 +297,20 @@ class Txn:
         self.lapse_leases()
         self.expire_messages()
 
-    def _due(self, db_name: str) -> list[int]:
-        due = []
-        cur = self.lt.cursor(db=self.dbs[db_name])
-        if cur.first():
+    def due(self, tag: bytes) -> list[int]:
+        """Seqs whose lease (E) or expiry (X) deadline has passed, soonest first."""
+        due: list[int] = []
+        cur = self.lt.cursor(db=self.idx_db)
+        if cur.set_range(tag):
             for key in cur.iternext(values=False):
-                if keys.deadline_of(key) > self.now or len(due) >= MAINTENANCE_BATCH:
+                if key[:1] != tag or keys.deadline_of(key) > self.now or len(due) >= MAINTENANCE_BATCH:
                     break
                 due.append(keys.seq_of(key))
         return due
 
     def lapse_leases(self) -> int:
         done = 0
-        for seq in self._due("lease"):
+        for seq in self.due(keys.LEASE):
             m = self.load(seq)
             if m is None or m.state in (AVAILABLE, TX_LOCKED):
                 continue
@@ -303,7 +323,7 @@ class Txn:
 
     def expire_messages(self) -> int:
         done = 0
-        for seq in self._due("expiry"):
+        for seq in self.due(keys.EXPIRY):
             m = self.load(seq)
             if m is None or m.state == TX_LOCKED:
                 continue
@@ -331,43 +351,35 @@ class Txn:
             pending = next(available, None)
 
     def _held_seqs(self, qid: int) -> dict[tuple[int, int], None]:
-        prefix = keys.queue_prefix(qid)
+        """(7-priority, seq) of every in-flight message of a queue: each has a confirm or lock id."""
         held: dict[tuple[int, int], None] = {}
-        for name in ("confirm", "lock"):
-            cur = self.lt.cursor(db=self.dbs[name])
-            if cur.set_range(prefix):
-                for key in cur.iternext(values=False):
-                    if not key.startswith(prefix):
-                        break
-                    held[(key[12], keys.seq_of(key))] = None
+        for tag in (keys.CONFIRM, keys.LOCK):
+            for key in self.index_keys(keys.id_in_queue_prefix(tag, qid)):
+                held[(7 - keys.priority_in_id_key(key), keys.seq_of(key))] = None
         return held
+
+    def index_keys(self, prefix: bytes) -> Iterator[bytes]:
+        """Index keys under a prefix, in key order."""
+        cur = self.lt.cursor(db=self.idx_db)
+        if cur.set_range(prefix):
+            for key in cur.iternext(values=False):
+                if not key.startswith(prefix):
+                    return
+                yield key
 
     def available(self, q: QueueInfo, priority: int | None = None) -> Iterator[Message]:
         """Available messages in queue order: a cursor walk of the position list."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
-        cur = self.lt.cursor(db=self.dbs["pos"])
-        seek = prefix
-        # Re-seek after each message: the caller may have removed the position it was given.
-        # Position keys have one length, so key + b"\0" sorts after key and before its successor.
-        while cur.set_range(seek):
-            key = cur.key()
-            if not key.startswith(prefix):
-                return
+        # Callers collect what they take before changing anything, so a plain walk is safe.
+        for key in self.index_keys(prefix):
             m = self.load(keys.seq_of(key))
             if m is None:
                 raise StoreCorrupt(f"position {key.hex()} points at no message")
             yield m
-            seek = key + b"\0"
 
-    def by_index(self, db_name: str, prefix: bytes) -> Iterator[Message]:
-        seqs = []
-        cur = self.lt.cursor(db=self.dbs[db_name])
-        if cur.set_range(prefix):
-            for key in cur.iternext(values=False):
-                if not key.startswith(prefix):
-                    break
-                seqs.append(keys.seq_of(key))
-        for seq in seqs:
+    def by_index(self, prefix: bytes) -> Iterator[Message]:
+        """The messages an index prefix points at, in index order."""
+        for seq in [keys.seq_of(key) for key in self.index_keys(prefix)]:
             m = self.load(seq)
             if m is not None:
                 yield m
@@ -378,13 +390,13 @@ class Txn:
             yield m
 
     def with_confirm_id(self, q: QueueInfo, confirm_id: int) -> list[Message]:
-        found = list(self.by_index("confirm", keys.id_in_queue_prefix(q.qid, confirm_id)))
+        found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id)))
         if not found:
             raise UnknownConfirmId(f"no message of queue {q.name!r} is pending under confirm id {confirm_id}")
         return found
 
     def with_lock_id(self, q: QueueInfo, lock_id: int) -> list[Message]:
-        found = list(self.by_index("lock", keys.id_in_queue_prefix(q.qid, lock_id)))
+        found = list(self.by_index(keys.id_in_queue_prefix(keys.LOCK, q.qid, lock_id)))
         if not found:
             raise UnknownLockId(f"no message of queue {q.name!r} is locked under lock id {lock_id}")
         return found
@@ -403,7 +415,7 @@ class Txn:
             yield from eligible
             return
         if f.msg_id is not None or f.lookup_id is not None:
-            source = (self.by_index("msgid", keys.msgid_prefix(*f.msg_id_parts)) if f.msg_id is not None
+            source = (self.by_index(keys.msgid_prefix(*f.msg_id_parts)) if f.msg_id is not None
                       else self.by_lookup_id(f.lookup_id))  # type: ignore[arg-type]
             found = [m for m in source if m.qid == q.qid and f.matches(m) and m.state != PUT_UNCONFIRMED]
             if not found:
@@ -417,7 +429,7 @@ class Txn:
             prefix = keys.correl_prefix(q.qid, f.correl_id.encode())
             if f.priority is not None:
                 prefix += bytes((7 - f.priority,))
-            for m in self.by_index("correl", prefix):
+            for m in self.by_index(prefix):
                 if m.state == AVAILABLE and f.matches(m):
                     yield m
             return
@@ -430,6 +442,32 @@ class Txn:
             if len(taken) >= count:
                 break
         return taken
+
+
+def index_entries(m: Message) -> list[bytes]:
+    """Every index key of a message: the one place that decides them (check uses it too)."""
+    seq = m.seq
+    out = [keys.msgid_key(m.origin, m.msg_n, seq), keys.uniq_key(m.origin, m.put_time, seq)]
+    if m.correl_id is not None:
+        out.append(keys.correl_key(m.qid, m.correl_id.encode(), m.priority, seq))
+    if m.expires is not None:
+        out.append(keys.deadline_key(keys.EXPIRY, m.expires, seq))
+    out += state_entries(m)
+    return out
+
+
+def state_entries(m: Message) -> list[bytes]:
+    """The index keys that depend on the message's state."""
+    out = []
+    if m.state == AVAILABLE:
+        out.append(keys.pos_key(m.qid, m.priority, m.seq))
+    if m.confirm_id:
+        out.append(keys.id_in_queue_key(keys.CONFIRM, m.qid, m.confirm_id, m.priority, m.seq))
+    if m.lock_id:
+        out.append(keys.id_in_queue_key(keys.LOCK, m.qid, m.lock_id, m.priority, m.seq))
+    if m.lease_expires:
+        out.append(keys.deadline_key(keys.LEASE, m.lease_expires, m.seq))
+    return out
 
 
 def new_guid() -> bytes:

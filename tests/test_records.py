@@ -107,9 +107,14 @@ def test_position_keys_of_one_queue_share_its_prefix(qid, p1, p2, a, b):
 
 @given(s.integers(0, 1 << 62), s.integers(0, 1 << 62), s.integers(0, 1 << 62))
 def test_deadline_keys_sort_by_time(t1, t2, seq):
-    assert (keys.deadline_key(t1, seq) < keys.deadline_key(t2, seq)) == (t1 < t2)
-    assert keys.deadline_of(keys.deadline_key(t1, seq)) == t1
-    assert keys.seq_of(keys.deadline_key(t1, seq)) == seq
+    assert (keys.deadline_key(keys.LEASE, t1, seq) < keys.deadline_key(keys.LEASE, t2, seq)) == (t1 < t2)
+    assert keys.deadline_of(keys.deadline_key(keys.LEASE, t1, seq)) == t1
+    assert keys.seq_of(keys.deadline_key(keys.EXPIRY, t1, seq)) == seq
+
+
+def test_index_tags_are_distinct_single_bytes():
+    assert len(set(keys.INDEX_TAGS)) == len(keys.INDEX_TAGS)
+    assert all(len(tag) == 1 for tag in keys.INDEX_TAGS)
 
 
 def test_header_layout_is_stable():
