@@ -338,19 +338,20 @@ class Store:
         def put(t: Txn) -> list[Message]:
             q = t.queue(queue)
             origin, now = t.origin, t.now
+            first_n, first_time = t.allocate_ids(len(batch))
             in_flight = confirm_id is not None
+            state = PUT_UNCONFIRMED if in_flight else AVAILABLE
+            since = now if in_flight else None
+            lease_expires = now + lease_us if in_flight and lease_us else None
             out = []
-            for new in batch:
-                ttl = _seconds(new.ttl, "ttl")
+            for i, new in enumerate(batch):
+                expires = None if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
+                # positional for speed (this loop is the batched-put hot path); order as in Message
                 m = Message(
-                    body=bytes(new.body), priority=new.priority, origin=origin, msg_n=t.next_msg_n(),
-                    put_time=t.next_put_time(), expires=None if ttl is None else now + ttl,
-                    correl_id=new.correl_id, label=new.label, props=dict(new.props or {}),
-                    app_specific=new.app_specific, express=new.express, dead_letter=new.dead_letter,
-                    trace=new.trace, report_queue=new.report_queue,
-                    state=PUT_UNCONFIRMED if in_flight else AVAILABLE,
-                    confirm_id=confirm_id, since=now if in_flight else None,
-                    lease_expires=now + lease_us if in_flight and lease_us else None,
+                    new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
+                    0, first_time + i, expires, new.correl_id, new.label, dict(new.props) if new.props else {},
+                    new.app_specific, False, new.express, new.trace, new.dead_letter, new.report_queue,
+                    0, 0, confirm_id, None, None, lease_expires, since, None, None,
                 )
                 validate_fields(m)
                 out.append(m)
@@ -400,25 +401,29 @@ class Store:
         lease_us = _seconds(lease, "lease")
         f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
         waits = wait is None or wait > 0
+        plain = msg_id is None and correl_id is None and lookup_id is None and lock_id is None
         if msg_id is not None or lookup_id is not None or lock_id is not None:
             waits = False  # an exact id either names a message now or does not (seed 002)
 
         def take(t: Txn) -> tuple[int, list[Message]]:
             q = t.queue(queue)
+            if confirm_id is None and plain:
+                return q.qid, t.get_next(q, priority, count, deliver)
             found = t.take(q, f, count, lock_id)
+            if confirm_id is None:
+                if deliver is not None:
+                    for m in found:
+                        deliver(m)
+                t.remove_many(found)
+                return q.qid, found
             for m in found:
-                if confirm_id is None:
-                    if deliver is not None:
-                        deliver(m)
-                    t.remove(m)
-                else:
-                    t.transition(
-                        m, durable=False, confirm_id=confirm_id, since=t.now,
-                        state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
-                        lease_expires=t.now + lease_us if lease_us else m.lease_expires,
-                    )
-                    if deliver is not None:
-                        deliver(m)
+                t.transition(
+                    m, durable=False, confirm_id=confirm_id, since=t.now,
+                    state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
+                    lease_expires=t.now + lease_us if lease_us else m.lease_expires,
+                )
+                if deliver is not None:
+                    deliver(m)
             return q.qid, found
 
         deadline = None if wait is None else time.monotonic() + max(wait, 0.0)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .errors import BadData
+from .errors import BadData, InvalidArgument
 
 PUT_UNCONFIRMED = "put-unconfirmed"
 AVAILABLE = "available"
@@ -44,6 +44,7 @@ _LENGTHS = struct.Struct(">HHHHHII")
 _PROP_KEY = struct.Struct(">H")
 _PROP_VALUE = struct.Struct(">I")
 _FIXED = _HEADER.size + _LENGTHS.size
+_HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])  # one unpack in decode
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _GUID_TEXT: dict[bytes, str] = {}
@@ -218,22 +219,31 @@ def decode(buf: bytes, queue: str = "") -> Message:
         if buf[0] != FORMAT_V1:
             raise BadData(f"record format {buf[0]} is not known to this version")
         (_, flags, state, priority, qid, seq, lookup_hi, origin, msg_n, put_time, expires,
-         app_specific, hops, backouts, confirm_id, lock_id, tx, lease, since) = _HEADER.unpack_from(buf)
-        n_correl, n_label, n_rq, n_reason, n_orig, n_props, n_body = _LENGTHS.unpack_from(buf, _HEADER.size)
+         app_specific, hops, backouts, confirm_id, lock_id, tx, lease, since,
+         n_correl, n_label, n_rq, n_reason, n_orig, n_props, n_body) = _HEADER_AND_LENGTHS.unpack_from(buf)
         at = _FIXED
-        correl, at = _opt_text(buf, at, n_correl)
-        label = buf[at:at + n_label].decode("utf-8")
+        # optional strings inline: this runs once per message got
+        correl = report_queue = reason = original = None
+        if n_correl != _NONE16:
+            correl = buf[at:at + n_correl].decode("utf-8")
+            at += n_correl
+        label = buf[at:at + n_label].decode("utf-8") if n_label else ""
         at += n_label
-        report_queue, at = _opt_text(buf, at, n_rq)
-        reason, at = _opt_text(buf, at, n_reason)
-        original, at = _opt_text(buf, at, n_orig)
+        if n_rq != _NONE16:
+            report_queue = buf[at:at + n_rq].decode("utf-8")
+            at += n_rq
+        if n_reason != _NONE16:
+            reason = buf[at:at + n_reason].decode("utf-8")
+            at += n_reason
+        if n_orig != _NONE16:
+            original = buf[at:at + n_orig].decode("utf-8")
+            at += n_orig
         props = _decode_props(buf[at:at + n_props]) if n_props else {}
         at += n_props
-        body = bytes(buf[at:at + n_body])
-        if at + n_body != len(buf) or len(body) != n_body:
+        if at + n_body != len(buf):
             raise BadData("record length does not match its fields")
         return Message(
-            body, queue, _STATE_NAME[state], priority, seq, qid, bytes(origin), msg_n, lookup_hi,
+            buf[at:], queue, _STATE_NAME[state], priority, seq, qid, origin, msg_n, lookup_hi,
             put_time, expires or None, correl, label, props, app_specific,
             bool(flags & _F_REPORT), bool(flags & _F_EXPRESS), bool(flags & _F_TRACE),
             not flags & _F_NO_DEAD_LETTER, report_queue, hops, backouts,
@@ -248,12 +258,6 @@ def decode(buf: bytes, queue: str = "") -> Message:
 
 def _opt_bytes(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
-
-
-def _opt_text(buf: bytes, at: int, n: int) -> tuple[str | None, int]:
-    if n == _NONE16:
-        return None, at
-    return bytes(buf[at:at + n]).decode("utf-8"), at + n
 
 
 def _encode_props(props: dict[str, str]) -> bytes:
@@ -377,9 +381,7 @@ def _from_dict(d: Any) -> Message:
 
 
 def validate_fields(m: Message) -> None:
-    """Raise BadData unless every field fits the record format and SPEC §4."""
-    from .errors import InvalidArgument
-
+    """Raise InvalidArgument unless every field fits the record format and SPEC §4."""
     if not isinstance(m.body, (bytes, bytearray)):
         raise InvalidArgument("body must be bytes")
     if not 0 <= m.priority <= MAX_PRIORITY:

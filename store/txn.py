@@ -156,36 +156,51 @@ class Txn:
         for key in state_entries(m):
             lt.delete(key, db=idx)
 
-    def insert_many(self, messages: list[Message]) -> None:
-        """Store messages that already have their seqs, with every index entry, table by table."""
+    def insert_many(self, q: QueueInfo, messages: list[Message]) -> None:
+        """Store messages of one queue that already have their seqs, with every index entry."""
         records, entries = [], []
+        size = 0
+        seq_key = keys.seq_key
         for m in messages:
-            records.append((keys.seq_key(m.seq), encode(m)))
+            records.append((seq_key(m.seq), encode(m)))
             entries += [(key, b"") for key in index_entries(m)]
-            if m.state == AVAILABLE:
-                self.woke.add(m.qid)
-            self._count(m, +1)
+            size += len(m.body)
         # seqs only grow, so records always go at the end of their table (MDB_APPEND)
         self.lt.cursor(db=self.msg_db).putmulti(records, append=True)
         self.lt.cursor(db=self.idx_db).putmulti(entries)
+        if any(m.state == AVAILABLE for m in messages):
+            self.woke.add(q.qid)
+        self._count(q.qid, len(messages), size, durable=not all(m.express for m in messages))
 
     def remove(self, m: Message) -> None:
         """Delete a message and every index entry pointing at it."""
-        lt, idx = self.lt, self.idx_db
-        lt.delete(keys.seq_key(m.seq), db=self.msg_db)
-        for key in index_entries(m):
-            lt.delete(key, db=idx)
-        self._count(m, -1)
+        self.remove_many([m])
 
-    def _count(self, m: Message, sign: int) -> None:
-        size = sign * len(m.body)
-        stats = self.qstats(m.qid)
-        stats[0] += sign
+    def remove_many(self, messages: list[Message]) -> None:
+        lt, idx, msg_db = self.lt, self.idx_db, self.msg_db
+        by_queue: dict[int, list[int]] = {}
+        durable = False
+        for m in messages:
+            lt.delete(keys.seq_key(m.seq), db=msg_db)
+            for key in index_entries(m):
+                lt.delete(key, db=idx)
+            counted = by_queue.get(m.qid)
+            if counted is None:
+                counted = by_queue[m.qid] = [0, 0]
+            counted[0] -= 1
+            counted[1] -= len(m.body)
+            durable = durable or not m.express
+        for qid, (count, size) in by_queue.items():
+            self._count(qid, count, size, durable)
+
+    def _count(self, qid: int, count: int, size: int, durable: bool) -> None:
+        stats = self.qstats(qid)
+        stats[0] += count
         stats[1] += size
         c = self.counters
-        c.count += sign
+        c.count += count
         c.bytes += size
-        if not m.express:
+        if durable:
             self.durable = True
 
     def transition(self, m: Message, *, durable: bool, **changes: object) -> Message:
@@ -203,16 +218,14 @@ class Txn:
 
     # ---- enqueue (seed 000) ------------------------------------------------------------
 
-    def next_msg_n(self) -> int:
+    def allocate_ids(self, n: int) -> tuple[int, int]:
+        """The first of `n` new msg_id numbers and put times (both strictly increasing)."""
         c = self.counters
-        c.msg_n = (c.msg_n + 1) & 0xFFFFFFFF
-        return c.msg_n
-
-    def next_put_time(self) -> int:
-        """Put times are strictly increasing in a store, so unique ids are unique."""
-        c = self.counters
-        c.put_time = max(self.now, c.put_time + 1)
-        return c.put_time
+        first_n = (c.msg_n + 1) & 0xFFFFFFFF
+        c.msg_n = (c.msg_n + n) & 0xFFFFFFFF
+        first_time = max(self.now, c.put_time + 1)  # put times never repeat: unique ids are unique
+        c.put_time = first_time + n - 1
+        return first_n, first_time
 
     def check_enqueue(self, q: QueueInfo, m: Message, pending: int = 0) -> None:
         """The checks of seed 000 §3.1.7.1.9, in the seed's order.
@@ -239,17 +252,19 @@ class Txn:
         """Enqueue Message (seed 000 §3.1.7.1.9) for each message in turn, in one transaction."""
         c = self.counters
         pending = 0
+        seq = c.seq
         for m in messages:
             if check:
                 self.check_enqueue(q, m, pending)
-            pending += len(m.body)
-            c.seq += 1  # Increment LocalQueueManager.SequentialID
-            m.seq = c.seq
+                pending += len(m.body)
+            seq += 1  # Increment LocalQueueManager.SequentialID
+            m.seq = seq
             # high byte 0x07-priority for a transactional message, else 0x00
             m.lookup_hi = (7 - m.priority) if transactional else 0
             m.qid = q.qid
             m.queue = q.name
-        self.insert_many(messages)
+        c.seq = seq
+        self.insert_many(q, messages)
         return messages
 
     # ---- dead-lettering, backouts, leases, expiry --------------------------------------
@@ -434,6 +449,40 @@ class Txn:
                     yield m
             return
         yield from self.available(q, f.priority)
+
+    def get_next(self, q: QueueInfo, priority: int | None, count: int,
+                 deliver: Callable[[Message], None] | None = None) -> list[Message]:
+        """Destructive get of the next `count` available messages: cursor steps on the position
+        list, each record popped in the same step (the batched-get hot path)."""
+        prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
+        lt, idx, msg_db = self.lt, self.idx_db, self.msg_db
+        cur = lt.cursor(db=idx)
+        taken: list[Message] = []
+        size = 0
+        durable = False
+        if not cur.set_range(prefix):
+            return taken
+        while len(taken) < count:
+            pos = cur.key()
+            if not pos.startswith(prefix):
+                break
+            raw = lt.pop(pos[-8:], db=msg_db)
+            if raw is None:
+                raise StoreCorrupt(f"position {pos.hex()} points at no message")
+            m = decode(raw, q.name)
+            if deliver is not None:
+                deliver(m)
+            for key in index_entries(m):
+                if key != pos:
+                    lt.delete(key, db=idx)
+            taken.append(m)
+            size += len(m.body)
+            durable = durable or not m.express
+            if not cur.delete():  # deletes the position and steps to the next entry
+                break
+        if taken:
+            self._count(q.qid, -len(taken), -size, durable)
+        return taken
 
     def take(self, q: QueueInfo, f: Filter, count: int, lock_id: int | None = None) -> list[Message]:
         taken = []
