@@ -27,7 +27,7 @@ from .errors import (
 )
 from .filters import Filter
 from .keys import U32, U64
-from .notify import Waiter, wake
+from .notify import WAIT_DIR, Waiter, wake
 from .queues import (
     DEAD_LETTER, SYSTEM_QUEUES, QueueInfo, encode_queue, new_queue, queue_key, validate_attrs,
     validate_name,
@@ -105,6 +105,8 @@ class Store:
         self._env = env
         self._dbs = dbs
         self._clock = clock
+        self._wait_dir = str(path / WAIT_DIR)
+        self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
 
     # ---- opening -----------------------------------------------------------------------
 
@@ -168,7 +170,7 @@ class Store:
         """Run `fn` in one write transaction; sync if it made durable changes; wake getters."""
         try:
             with self._env.begin(write=True) as lt:
-                t = Txn(lt, self._dbs, self._now())
+                t = Txn(lt, self._dbs, self._now(), self._queue_cache)
                 if maintain:
                     t.maintain()
                 result = fn(t)
@@ -182,7 +184,7 @@ class Store:
         if t.durable:
             self._env.sync(True)
         if t.woke:
-            wake(self.path, t.woke)
+            wake(self._wait_dir, t.woke)
         return result
 
     def _read(self, fn: Callable[[Txn], T]) -> T:
@@ -191,13 +193,13 @@ class Store:
             self._write(lambda t: None)
         try:
             with self._env.begin() as lt:
-                return fn(Txn(lt, self._dbs, self._now()))
+                return fn(Txn(lt, self._dbs, self._now(), self._queue_cache))
         except lmdb.Error as exc:
             raise StoreCorrupt(f"LMDB failed: {exc}") from None
 
     def _maintenance_due(self) -> bool:
         with self._env.begin() as lt:
-            t = Txn(lt, self._dbs, self._now())
+            t = Txn(lt, self._dbs, self._now(), self._queue_cache)
             return bool(t.due(keys.LEASE) or t.due(keys.EXPIRY))
 
     # ---- the queue manager -------------------------------------------------------------
@@ -267,8 +269,7 @@ class Store:
     def _queue_info(self, t: Txn, q: QueueInfo) -> QueueInfo:
         count, size = t.qstats(q.qid)
         available = sum(1 for _ in t.index_keys(keys.queue_prefix(q.qid)))
-        q.depth, q.bytes, q.available = count, size, available
-        return q
+        return replace(q, depth=count, bytes=size, available=available)
 
     def queue_info(self, name: str) -> QueueInfo:
         return self._read(lambda t: self._queue_info(t, t.queue(name)))
@@ -285,7 +286,7 @@ class Store:
         validate_attrs(quota=quota, max_backouts=max_backouts, label=label)
 
         def change(t: Txn) -> QueueInfo:
-            q = t.queue(name)
+            q = replace(t.queue(name))
             for attr, value in (("label", label), ("quota", quota), ("journal", journal),
                                 ("max_backouts", max_backouts), ("transactional", transactional)):
                 if value is not None:
@@ -558,7 +559,7 @@ class Store:
             def count(t: Txn) -> SweepResult:
                 return SweepResult(expired=len(t.due(keys.EXPIRY)), leases_undone=len(t.due(keys.LEASE)))
             with self._env.begin() as lt:
-                return count(Txn(lt, self._dbs, self._now()))
+                return count(Txn(lt, self._dbs, self._now(), self._queue_cache))
         total = SweepResult()
         while True:
             def one(t: Txn) -> SweepResult:
@@ -579,7 +580,7 @@ class Store:
     def check(self) -> list[str]:
         from .check import check_store
         with self._env.begin() as lt:
-            return check_store(Txn(lt, self._dbs, self._now()))
+            return check_store(Txn(lt, self._dbs, self._now(), self._queue_cache))
 
 
 def _states(states: str | Iterable[str] | None) -> set[str]:

@@ -40,6 +40,7 @@ def create_layout(path: Path, map_size: int) -> None:
     foreign = [p.name for p in path.iterdir() if p.name not in (MARKER, "data.mdb", "lock.mdb", "wait")]
     if foreign:
         raise StoreUnavailable(f"{path} is not empty and not an mqcli store (holds {foreign[0]!r})")
+    (path / "wait").mkdir(mode=0o700, exist_ok=True)  # FIFOs of waiting getters (notify.py)
     marker = path / MARKER
     fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -39,14 +39,10 @@ META_FORMAT = b"format"
 META_GUID = b"guid"
 META_NAME = b"name"
 META_CREATED = b"created"
-META_SEQUENTIAL_ID = b"seq"
-META_MSG_N = b"msgn"
-META_PUT_TIME = b"ptime"
+META_COUNTERS = b"counters"  # SequentialID, msg_id number, put time, messages, bytes
 META_NEXT_QID = b"qidn"
 META_QUOTA = b"quota"
 META_THROTTLED = b"throttled"
-META_BYTES = b"bytes"
-META_COUNT = b"count"
 
 U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")

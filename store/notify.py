@@ -56,10 +56,10 @@ class Waiter:
         self.close()
 
 
-def wake(store_dir: Path, qids: set[int]) -> None:
-    """Wake every getter waiting on one of `qids`."""
+def wake(wait_dir: str, qids: set[int]) -> None:
+    """Wake every getter waiting on one of `qids` (`wait_dir`: the store's wait directory)."""
     try:
-        entries = os.scandir(store_dir / WAIT_DIR)
+        entries = os.scandir(wait_dir)
     except FileNotFoundError:
         return
     prefixes = tuple(f"{qid}." for qid in qids)

@@ -7,6 +7,7 @@ whole or not at all (SPEC §2). All index maintenance lives here, in `_index_sta
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -33,28 +34,34 @@ MAINTENANCE_BATCH = 256
 
 
 class Counters:
-    """The queue manager's hot counters, read once per transaction and written at flush."""
+    """The queue manager's hot counters: one meta record, read once per transaction, written
+    at flush. SequentialID (seed 000), the last msg_id number and put time, messages, bytes."""
 
     __slots__ = ("seq", "msg_n", "put_time", "count", "bytes")
-    NAMES = (keys.META_SEQUENTIAL_ID, keys.META_MSG_N, keys.META_PUT_TIME, keys.META_COUNT, keys.META_BYTES)
+    RECORD = struct.Struct(">QQqqq")
 
-    def __init__(self, values: list[int]) -> None:
+    def __init__(self, raw: bytes | None) -> None:
+        values = self.RECORD.unpack(raw) if raw else (0, 0, 0, 0, 0)
         self.seq, self.msg_n, self.put_time, self.count, self.bytes = values
 
-    def values(self) -> tuple[int, ...]:
-        return (self.seq, self.msg_n, self.put_time, self.count, self.bytes)
+    def encode(self) -> bytes:
+        return self.RECORD.pack(self.seq, self.msg_n, self.put_time, self.count, self.bytes)
 
 
 class Txn:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
 
-    def __init__(self, lt: lmdb.Transaction, dbs: dict[str, lmdb._Database], now: int) -> None:
+    def __init__(self, lt: lmdb.Transaction, dbs: dict[str, lmdb._Database], now: int,
+                 queue_cache: dict[bytes, tuple[bytes, QueueInfo]] | None = None) -> None:
         self.lt = lt
         self.dbs = dbs
         self.now = now
         self.durable = False          # True once a change must survive an OS crash (SPEC §2)
         self.woke: set[int] = set()   # queues where a message became available
         self._queues: dict[bytes, QueueInfo] = {}
+        # decoded queue records of earlier transactions, reused while their bytes are unchanged;
+        # QueueInfo objects are therefore never changed in place (use dataclasses.replace)
+        self._queue_cache = {} if queue_cache is None else queue_cache
         self._qnames: dict[int, str] = {}
         self._qstats: dict[int, list[int]] = {}
         self._meta: dict[bytes, int] = {}
@@ -80,9 +87,7 @@ class Txn:
     @property
     def counters(self) -> Counters:
         if self._counters is None:
-            meta, get = self.dbs["meta"], self.lt.get
-            raws = [get(name, db=meta) for name in Counters.NAMES]
-            self._counters = Counters([U64.unpack(raw)[0] if raw else 0 for raw in raws])
+            self._counters = Counters(self.lt.get(keys.META_COUNTERS, db=self.dbs["meta"]))
         return self._counters
 
     @property
@@ -97,8 +102,7 @@ class Txn:
         for name in self._meta_dirty:
             self.lt.put(name, U64.pack(self._meta[name]), db=meta)
         if self._counters is not None:
-            for name, value in zip(Counters.NAMES, self._counters.values()):
-                self.lt.put(name, U64.pack(value), db=meta)
+            self.lt.put(keys.META_COUNTERS, self._counters.encode(), db=meta)
         for qid, (count, size) in self._qstats.items():
             self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
 
@@ -111,7 +115,13 @@ class Txn:
             raw = self.lt.get(key, db=self.dbs["queues"])
             if raw is None:
                 raise QueueNotAvailable(f"queue {name!r} does not exist (create it with `mqcli queue create {name}`)")
-            q = self._queues[key] = decode_queue(raw)
+            cached = self._queue_cache.get(key)
+            if cached is not None and cached[0] == raw:
+                q = cached[1]
+            else:
+                q = decode_queue(raw)
+                self._queue_cache[key] = (raw, q)
+            self._queues[key] = q
         return q
 
     def queue_name(self, qid: int) -> str:
