@@ -1,0 +1,552 @@
+"""One function per (workload, contender).
+
+Every function has the signature ``fn(workdir, n, body, batch) -> seconds``: it opens its own
+database in ``workdir`` (a fresh, empty temporary directory), does its untimed set-up (prefill,
+a short warm-up), then times exactly ``n`` messages with ``time.perf_counter`` and returns the
+elapsed seconds.  After the timed part it checks, untimed, that the operation really happened
+(counts in the database), so a silently broken contender cannot post a fast number.
+
+Imports of the contenders happen inside the functions so that ``python -m bench --help`` works
+without them, and a missing peer gives a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Callable
+
+QUEUE = "bench"
+MAP_SIZE = 1 << 30  # same map size for the store and raw py-lmdb
+WARM_SINGLE = 20  # untimed single operations done before the timed part of each measurement
+
+_pack = struct.Struct(">Q").pack  # 8-byte big-endian keys for raw py-lmdb
+
+
+class BenchError(RuntimeError):
+    """A contender did not do what was asked (wrong count, leftovers, ...)."""
+
+
+def _expect(what: str, got, want) -> None:
+    if got != want:
+        raise BenchError(f"{what}: expected {want}, got {got}")
+
+
+# --------------------------------------------------------------------------------------
+# store (the engine under test)
+# --------------------------------------------------------------------------------------
+
+def _store_open(workdir: str):
+    from store import Store
+
+    st = Store.open(os.path.join(workdir, "store"), create=True, name="bench",
+                    map_size=MAP_SIZE)
+    st.create_queue(QUEUE)
+    return st
+
+
+def _store_prefill(st, count: int, body: bytes, batch: int) -> None:
+    from store import NewMessage
+
+    left = count
+    while left:
+        k = min(batch, left)
+        st.put_many(QUEUE, [NewMessage(body) for _ in range(k)])
+        left -= k
+
+
+def _store_depth(st) -> int:
+    return st.queue_info(QUEUE).depth
+
+
+def store_put_single(workdir: str, n: int, body: bytes, batch: int) -> float:
+    st = _store_open(workdir)
+    try:
+        put = st.put
+        for _ in range(WARM_SINGLE):
+            put(QUEUE, body)
+        t0 = perf_counter()
+        for _ in range(n):
+            put(QUEUE, body)
+        dt = perf_counter() - t0
+        _expect("store depth after put", _store_depth(st), n + WARM_SINGLE)
+    finally:
+        st.close()
+    return dt
+
+
+def store_put_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
+    from store import NewMessage
+
+    st = _store_open(workdir)
+    try:
+        put_many = st.put_many
+        put_many(QUEUE, [NewMessage(body) for _ in range(batch)])  # warm-up
+        t0 = perf_counter()
+        for _ in range(n // batch):
+            put_many(QUEUE, [NewMessage(body) for _ in range(batch)])
+        dt = perf_counter() - t0
+        _expect("store depth after put_many", _store_depth(st), n + batch)
+    finally:
+        st.close()
+    return dt
+
+
+def store_get_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
+    from store import errors
+
+    st = _store_open(workdir)
+    try:
+        _store_prefill(st, n + batch, body, batch)
+        get_many = st.get_many
+        _expect("warm-up get_many", len(get_many(QUEUE, batch, wait=0)), batch)
+        got = 0
+        t0 = perf_counter()
+        while got < n:  # the queue is empty exactly when n messages were read
+            got += len(get_many(QUEUE, batch, wait=0))
+        dt = perf_counter() - t0
+        _expect("store messages read by get_many", got, n)
+        try:
+            extra = get_many(QUEUE, batch, wait=0)
+        except errors.Timeout:
+            pass
+        else:
+            raise BenchError(f"store queue not empty after get_many: {len(extra)} more")
+    finally:
+        st.close()
+    return dt
+
+
+def store_get_confirm(workdir: str, n: int, body: bytes, batch: int) -> float:
+    st = _store_open(workdir)
+    try:
+        _store_prefill(st, n + WARM_SINGLE, body, batch)
+        get, confirm = st.get, st.confirm
+        ids = list(range(1, n + WARM_SINGLE + 1))  # confirm ids are positive 63-bit ints
+        for cid in ids[:WARM_SINGLE]:
+            get(QUEUE, wait=0, confirm_id=cid)
+            confirm(QUEUE, cid)
+        timed = ids[WARM_SINGLE:]
+        t0 = perf_counter()
+        for cid in timed:
+            get(QUEUE, wait=0, confirm_id=cid)
+            confirm(QUEUE, cid)
+        dt = perf_counter() - t0
+        _expect("store depth after get+confirm", _store_depth(st), 0)
+    finally:
+        st.close()
+    return dt
+
+
+# --------------------------------------------------------------------------------------
+# raw py-lmdb (the floor: what LMDB itself costs from Python)
+# --------------------------------------------------------------------------------------
+
+def _lmdb_open(workdir: str):
+    import lmdb
+
+    # lmdb.open defaults: sync=True, metasync=True -> fsync/fdatasync at every commit.
+    return lmdb.open(os.path.join(workdir, "lmdb"), map_size=MAP_SIZE)
+
+
+def _lmdb_prefill(env, count: int, body: bytes, batch: int, start: int = 0) -> int:
+    key = start
+    while key < start + count:
+        with env.begin(write=True) as txn:
+            put = txn.put
+            for _ in range(min(batch, start + count - key)):
+                put(_pack(key), body)
+                key += 1
+    return key
+
+
+def lmdb_put_single(workdir: str, n: int, body: bytes, batch: int) -> float:
+    env = _lmdb_open(workdir)
+    try:
+        begin = env.begin
+        key = 0
+        for _ in range(WARM_SINGLE):
+            with begin(write=True) as txn:
+                txn.put(_pack(key), body)
+            key += 1
+        t0 = perf_counter()
+        for _ in range(n):
+            with begin(write=True) as txn:
+                txn.put(_pack(key), body)
+            key += 1
+        dt = perf_counter() - t0
+        _expect("lmdb entries after put", env.stat()["entries"], n + WARM_SINGLE)
+    finally:
+        env.close()
+    return dt
+
+
+def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int) -> float:
+    """Raw py-lmdb writing what one store put must write, one commit each: the record, its
+    three index entries (position, msg_id, unique id) and the counters. Context: the floor of
+    the store's design for workload 1, without any of its Python."""
+    import lmdb
+
+    env = lmdb.open(os.path.join(workdir, "lmdb-pattern"), map_size=MAP_SIZE, max_dbs=4)
+    try:
+        msg, idx, meta = (env.open_db(name) for name in (b"msg", b"idx", b"meta"))
+        origin = bytes(range(16))
+        begin = env.begin
+        t0 = 0.0
+        for i in range(WARM_SINGLE + n):
+            if i == WARM_SINGLE:
+                t0 = perf_counter()
+            key = _pack(i + 1)
+            with begin(write=True) as txn:
+                txn.put(key, body, db=msg, append=True)
+                txn.put(b"P\0\0\0\3\4" + key, b"", db=idx)
+                txn.put(b"M" + origin + key[4:] + key, b"", db=idx)
+                txn.put(b"U" + origin + key + key, b"", db=idx)
+                txn.put(b"counters", key * 5, db=meta)
+        dt = perf_counter() - t0
+        with env.begin() as txn:
+            _expect("pattern records after put", txn.stat(msg)["entries"], n + WARM_SINGLE)
+    finally:
+        env.close()
+    return dt
+
+
+def lmdb_put_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
+    env = _lmdb_open(workdir)
+    try:
+        begin = env.begin
+        key = _lmdb_prefill(env, batch, body, batch)  # warm-up: one batch
+        t0 = perf_counter()
+        for _ in range(n // batch):
+            with begin(write=True) as txn:
+                put = txn.put
+                for _ in range(batch):
+                    put(_pack(key), body)
+                    key += 1
+        dt = perf_counter() - t0
+        _expect("lmdb entries after batched put", env.stat()["entries"], n + batch)
+    finally:
+        env.close()
+    return dt
+
+
+def lmdb_get_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
+    env = _lmdb_open(workdir)
+    try:
+        _lmdb_prefill(env, n + batch, body, batch)
+        begin = env.begin
+
+        def one_batch() -> int:
+            got = 0
+            with begin(write=True) as txn:
+                cur = txn.cursor()
+                for _ in range(batch):
+                    if not cur.first():
+                        break
+                    cur.value()
+                    cur.delete()
+                    got += 1
+            return got
+
+        _expect("lmdb warm-up batch", one_batch(), batch)
+        got = 0
+        t0 = perf_counter()
+        while got < n:
+            got += one_batch()
+        dt = perf_counter() - t0
+        _expect("lmdb messages read", got, n)
+        _expect("lmdb entries left", env.stat()["entries"], 0)
+    finally:
+        env.close()
+    return dt
+
+
+# --------------------------------------------------------------------------------------
+# persist-queue SQLiteAckQueue
+# --------------------------------------------------------------------------------------
+
+PERSIST_QUEUE_KW = dict(multithreading=False, auto_commit=True)
+
+
+def _pq_open(workdir: str):
+    from persistqueue import SQLiteAckQueue
+
+    # auto_commit=True (the default, and the only mode SQLiteAckQueue supports): every put,
+    # get and ack is its own committed SQLite transaction.  persist-queue sets
+    # journal_mode=WAL and leaves synchronous at SQLite's default (FULL here), so each commit
+    # fsyncs the WAL.  Recorded from the live connection in the JSON ("durability").
+    return SQLiteAckQueue(os.path.join(workdir, "pq"), **PERSIST_QUEUE_KW)
+
+
+def pq_put_single(workdir: str, n: int, body: bytes, batch: int) -> float:
+    q = _pq_open(workdir)
+    try:
+        put = q.put
+        for _ in range(WARM_SINGLE):
+            put(body)
+        t0 = perf_counter()
+        for _ in range(n):
+            put(body)
+        dt = perf_counter() - t0
+        _expect("persist-queue size after put", q.qsize(), n + WARM_SINGLE)
+    finally:
+        q.close()
+    return dt
+
+
+def pq_get_ack(workdir: str, n: int, body: bytes, batch: int) -> float:
+    q = _pq_open(workdir)
+    try:
+        for _ in range(n + WARM_SINGLE):
+            q.put(body)
+        get, ack = q.get, q.ack
+        for _ in range(WARM_SINGLE):
+            ack(get(block=False))
+        t0 = perf_counter()
+        for _ in range(n):
+            item = get(block=False)
+            ack(item)
+        dt = perf_counter() - t0
+        _expect("persist-queue acked", q.acked_count(), n + WARM_SINGLE)
+        _expect("persist-queue left", q.qsize(), 0)
+    finally:
+        q.close()
+    return dt
+
+
+# --------------------------------------------------------------------------------------
+# litequeue LiteQueue
+# --------------------------------------------------------------------------------------
+
+def _lq_open(workdir: str, synchronous: str | None = None):
+    from litequeue import LiteQueue
+
+    # litequeue's own defaults: autocommit connection, journal_mode=WAL, synchronous=NORMAL.
+    # In WAL mode NORMAL does not fsync at commit (only at checkpoints): a committed message
+    # survives a process crash but not necessarily a power loss / OS crash.
+    lq = LiteQueue(os.path.join(workdir, "lq.sqlite3"))
+    if synchronous is not None:
+        lq.conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return lq
+
+
+def _lq_put_single(workdir, n, body, batch, synchronous=None) -> float:
+    lq = _lq_open(workdir, synchronous)
+    try:
+        put = lq.put
+        for _ in range(WARM_SINGLE):
+            put(body)
+        t0 = perf_counter()
+        for _ in range(n):
+            put(body)
+        dt = perf_counter() - t0
+        _expect("litequeue size after put", lq.qsize(), n + WARM_SINGLE)
+    finally:
+        lq.close()
+    return dt
+
+
+def _lq_get_done(workdir, n, body, batch, synchronous=None) -> float:
+    lq = _lq_open(workdir, synchronous)
+    try:
+        with lq.transaction():  # untimed prefill in one transaction
+            for _ in range(n + WARM_SINGLE):
+                lq.put(body)
+        pop, done = lq.pop, lq.done
+        for _ in range(WARM_SINGLE):
+            done(pop().message_id)
+        t0 = perf_counter()
+        for _ in range(n):
+            m = pop()
+            done(m.message_id)
+        dt = perf_counter() - t0
+        _expect("litequeue left", lq.qsize(), 0)
+    finally:
+        lq.close()
+    return dt
+
+
+def lq_put_single(workdir, n, body, batch) -> float:
+    return _lq_put_single(workdir, n, body, batch)
+
+
+def lq_full_put_single(workdir, n, body, batch) -> float:
+    return _lq_put_single(workdir, n, body, batch, synchronous="FULL")
+
+
+def lq_get_done(workdir, n, body, batch) -> float:
+    return _lq_get_done(workdir, n, body, batch)
+
+
+def lq_full_get_done(workdir, n, body, batch) -> float:
+    return _lq_get_done(workdir, n, body, batch, synchronous="FULL")
+
+
+# --------------------------------------------------------------------------------------
+# the workload table
+# --------------------------------------------------------------------------------------
+
+Fn = Callable[[str, int, bytes, int], float]
+
+
+@dataclass(frozen=True)
+class Target:
+    peer: str
+    min_ratio: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    key: str
+    title: str
+    size: str  # "single": one commit per message; "batched": `batch` messages per commit
+    store_op: str
+    contenders: dict[str, tuple[str, Fn]] = field(default_factory=dict)  # name -> (op, fn)
+    target: Target | None = None
+
+
+STORE = "store"
+LMDB = "py-lmdb"
+LMDB_PATTERN = "py-lmdb/store-pattern"
+PQ = "persist-queue"
+LQ = "litequeue"
+LQ_FULL = "litequeue/FULL"
+
+WORKLOADS: list[Workload] = [
+    Workload(
+        key="put_single",
+        title="1. durable put, one per commit",
+        size="single",
+        store_op="st.put(q, body)",
+        contenders={
+            STORE: ("st.put(q, body)", store_put_single),
+            LMDB: ("one txn.put per write txn", lmdb_put_single),
+            LMDB_PATTERN: ("record + 3 index entries + counters per write txn", lmdb_store_pattern_put_single),
+            PQ: ("SQLiteAckQueue.put(body)", pq_put_single),
+            LQ: ("LiteQueue.put(body)", lq_put_single),
+            LQ_FULL: ("LiteQueue.put(body), synchronous=FULL", lq_full_put_single),
+        },
+        target=Target(LMDB, 0.9),
+    ),
+    Workload(
+        key="put_batched",
+        title="2. batched put, {batch:,} per commit",
+        size="batched",
+        store_op="st.put_many(q, [NewMessage(body) ...])",
+        contenders={
+            STORE: ("st.put_many(q, [NewMessage(body)]*batch)", store_put_batched),
+            LMDB: ("batch txn.put per write txn, 8-byte BE keys", lmdb_put_batched),
+        },
+        target=Target(LMDB, 0.25),
+    ),
+    Workload(
+        key="get_batched",
+        title="3. batched get, {batch:,} per commit",
+        size="batched",
+        store_op="st.get_many(q, batch, wait=0)",
+        contenders={
+            STORE: ("st.get_many(q, batch, wait=0) until empty", store_get_batched),
+            LMDB: ("per write txn: batch x (cursor.first, value, delete)", lmdb_get_batched),
+        },
+        target=Target(LMDB, 0.2),
+    ),
+    Workload(
+        key="get_confirm",
+        title="4. two-phase get + confirm, one at a time",
+        size="single",
+        store_op="st.get(q, wait=0, confirm_id=i); st.confirm(q, i)",
+        contenders={
+            STORE: ("st.get(q, wait=0, confirm_id=i); st.confirm(q, i)", store_get_confirm),
+            PQ: ("SQLiteAckQueue: item = get(block=False); ack(item)", pq_get_ack),
+            LQ: ("LiteQueue: m = pop(); done(m.message_id)", lq_get_done),
+            LQ_FULL: ("LiteQueue pop+done, synchronous=FULL", lq_full_get_done),
+        },
+        target=Target(PQ, 3.0),
+    ),
+]
+
+
+# --------------------------------------------------------------------------------------
+# what "durable" means for each contender, read from live handles
+# --------------------------------------------------------------------------------------
+
+_SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def _sqlite_settings(conn) -> dict:
+    sync = conn.execute("PRAGMA synchronous").fetchone()[0]
+    journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    return {"journal_mode": journal, "synchronous": _SYNC_NAMES.get(sync, sync)}
+
+
+def _probe_dir(workdir: str, name: str) -> str:
+    path = os.path.join(workdir, name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def describe_durability(workdir: str) -> dict:
+    """Open each contender once in ``workdir`` and record its durability settings."""
+    out: dict = {}
+    st = _store_open(_probe_dir(workdir, "store-probe"))
+    try:
+        env = getattr(st, "_env", None)  # private; only to record the LMDB flags in use
+        flags = env.flags() if env is not None else {}
+    finally:
+        st.close()
+    out[STORE] = {
+        "settings": {"open": "Store.open(path, create=True, map_size=1 GiB)",
+                     "put": "default delivery='recoverable' (express=False)",
+                     **{k: flags.get(k) for k in ("sync", "metasync", "writemap", "map_async")
+                        if k in flags}},
+        "meaning": "every operation is one LMDB write transaction; a commit that makes "
+                   "recoverable changes is followed by env.sync(True) (store/environment.py), "
+                   "so a put is on disk when it returns. A get with confirm_id is a 'light' "
+                   "commit (no env.sync) and the confirm a durable one",
+    }
+    env = _lmdb_open(_probe_dir(workdir, "lmdb-probe"))
+    try:
+        flags = env.flags()
+        out[LMDB] = {
+            "settings": {k: flags.get(k) for k in ("sync", "metasync", "writemap", "map_async")},
+            "meaning": "lmdb.open defaults: sync=True, metasync=True -> data and meta page "
+                       "flushed (fdatasync) at every commit",
+        }
+    finally:
+        env.close()
+    q = _pq_open(_probe_dir(workdir, "pq-probe"))
+    try:
+        out[PQ] = {
+            "settings": dict(PERSIST_QUEUE_KW, **_sqlite_settings(q._putter)),
+            "meaning": "SQLiteAckQueue with auto_commit=True (its default and only supported "
+                       "mode): each put, get and ack is a separate committed transaction; "
+                       "WAL journal with synchronous=FULL fsyncs the WAL at every commit. "
+                       "get marks the row 'unack' (one commit), ack marks it 'acked' (a second "
+                       "commit); acked rows stay in the table until clear_acked_data()",
+        }
+    finally:
+        q.close()
+    lq = _lq_open(_probe_dir(workdir, "lq-probe"))
+    try:
+        out[LQ] = {
+            "settings": _sqlite_settings(lq.conn),
+            "meaning": "litequeue defaults (autocommit, WAL, synchronous=NORMAL): commits are "
+                       "NOT fsynced, the WAL is synced only at checkpoints. Survives a process "
+                       "crash, may lose the last commits on power loss/OS crash. Reported for "
+                       "context only; not an fsync-per-commit peer",
+        }
+    finally:
+        lq.close()
+    lq = _lq_open(_probe_dir(workdir, "lq-full-probe"), synchronous="FULL")
+    try:
+        out[LQ_FULL] = {
+            "settings": _sqlite_settings(lq.conn),
+            "meaning": "litequeue with PRAGMA synchronous=FULL set after opening: WAL fsynced "
+                       "at every commit (the durable configuration). pop and done are one "
+                       "commit each; done rows stay in the table until prune()",
+        }
+    finally:
+        lq.close()
+    return out

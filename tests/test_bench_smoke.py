@@ -1,0 +1,55 @@
+"""Smoke test for the benchmark suite: `python -m bench` runs end to end and writes every
+workload with positive numbers. No timing thresholds."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytest.importorskip("persistqueue")
+pytest.importorskip("litequeue")
+
+WORKLOADS = {
+    "put_single": {"store", "py-lmdb", "py-lmdb/store-pattern", "persist-queue", "litequeue", "litequeue/FULL"},
+    "put_batched": {"store", "py-lmdb"},
+    "get_batched": {"store", "py-lmdb"},
+    "get_confirm": {"store", "persist-queue", "litequeue", "litequeue/FULL"},
+}
+
+
+def test_bench_quick_runs_and_writes_json(tmp_path):
+    out = tmp_path / "store.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--messages", "500", "--sync-messages", "50",
+         "--rounds", "1", "--out", str(out), "--tmpdir", str(tmp_path / "work")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ratio" in proc.stdout
+
+    doc = json.loads(out.read_text())
+    assert doc["parameters"]["body_bytes"] == 256
+    for key in ("platform", "python", "cpu_count", "lmdb", "py_lmdb", "date", "tmp_filesystem"):
+        assert doc["machine"].get(key), key
+    assert set(doc["durability"]) >= {"store", "py-lmdb", "persist-queue", "litequeue"}
+    assert isinstance(doc["targets_met"], bool)
+
+    assert set(doc["workloads"]) == set(WORKLOADS)
+    for key, contenders in WORKLOADS.items():
+        wl = doc["workloads"][key]
+        assert set(wl["results"]) == contenders, key
+        for name, res in wl["results"].items():
+            assert res["msgs_per_s"] > 0, (key, name)
+            assert res["messages"] > 0, (key, name)
+            assert all(v > 0 for v in res["msgs_per_s_rounds"]), (key, name)
+        assert set(wl["ratios"]) == contenders - {"store"}, key
+        assert all(r > 0 for r in wl["ratios"].values()), key
+        target = wl["target"]
+        assert target["peer"] in wl["ratios"]
+        assert target["ratio"] == wl["ratios"][target["peer"]]
+        assert target["min_ratio"] > 0
+        assert target["met"] == (target["ratio"] >= target["min_ratio"])
