@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from itertools import repeat
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -173,7 +174,7 @@ class Txn:
         seq_key = keys.seq_key
         for m in messages:
             records.append((seq_key(m.seq), encode(m)))
-            entries += [(key, b"") for key in index_entries(m)]
+            entries.extend(zip(index_entries(m), repeat(b"")))
             size += len(m.body)
         # seqs only grow, so records always go at the end of their table (MDB_APPEND)
         self.lt.cursor(db=self.msg_db).putmulti(records, append=True)
@@ -482,9 +483,8 @@ class Txn:
             m = decode(raw, q.name)
             if deliver is not None:
                 deliver(m)
-            for key in index_entries(m):
-                if key != pos:
-                    lt.delete(key, db=idx)
+            for key in identity_entries(m):  # its only state entry is `pos`, deleted below
+                lt.delete(key, db=idx)
             taken.append(m)
             size += len(m.body)
             durable = durable or not m.express
@@ -505,13 +505,17 @@ class Txn:
 
 def index_entries(m: Message) -> list[bytes]:
     """Every index key of a message: the one place that decides them (check uses it too)."""
+    return identity_entries(m) + state_entries(m)
+
+
+def identity_entries(m: Message) -> list[bytes]:
+    """The index keys a message has in every state."""
     seq = m.seq
     out = [keys.msgid_key(m.origin, m.msg_n, seq), keys.uniq_key(m.origin, m.put_time, seq)]
     if m.correl_id is not None:
         out.append(keys.correl_key(m.qid, m.correl_id.encode(), m.priority, seq))
     if m.expires is not None:
         out.append(keys.deadline_key(keys.EXPIRY, m.expires, seq))
-    out += state_entries(m)
     return out
 
 
