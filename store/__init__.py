@@ -4,7 +4,7 @@ A library usable on its own (see docs/store-api.md); it never prints.
 """
 
 from . import errors
-from .engine import NewMessage, Store, StoreInfo, SweepResult
+from .engine import NewMessage, QueueStats, Store, StoreInfo, SweepResult
 from .errors import StoreError
 from .queues import DEAD_LETTER, DEAD_LETTER_TX, QueueInfo
 from .records import (
@@ -13,7 +13,7 @@ from .records import (
 )
 
 __all__ = [
-    "Store", "NewMessage", "StoreInfo", "SweepResult", "QueueInfo", "Message", "StoreError",
+    "Store", "NewMessage", "QueueStats", "StoreInfo", "SweepResult", "QueueInfo", "Message", "StoreError",
     "errors", "DEAD_LETTER", "DEAD_LETTER_TX", "STATES", "AVAILABLE", "PUT_UNCONFIRMED",
     "LOCKED_BROWSE", "GET_UNCONFIRMED", "BROWSE_GET_UNCONFIRMED", "TX_LOCKED",
 ]

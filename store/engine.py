@@ -10,7 +10,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_PRIORITY, GET_UNCONFIRMED, LOCKED_BROWSE,
-    PUT_UNCONFIRMED, STATES, Message, guid_text, validate_fields,
+    PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, guid_text, validate_fields,
 )
 from .txn import Deliver, Txn, new_guid
 
@@ -75,6 +75,17 @@ class StoreInfo:
     map_size: int
     map_used: int
     queues: int
+
+
+@dataclass(slots=True)
+class QueueStats:
+    name: str
+    depth: int
+    bytes: int
+    system: bool
+    by_state: dict[str, int]
+    by_priority: dict[int, int]
+    oldest_put_time: int | None = None
 
 
 @dataclass(slots=True)
@@ -276,8 +287,7 @@ class Store:
 
     def list_queues(self) -> list[QueueInfo]:
         def read(t: Txn) -> list[QueueInfo]:
-            names = [bytes(k).decode() for k in t.lt.cursor(db=self._dbs["queues"]).iternext(values=False)]
-            return [self._queue_info(t, t.queue(n)) for n in names]
+            return [self._queue_info(t, t.queue(n)) for n in t.queue_names()]
         return self._read(read)
 
     def set_queue(self, name: str, *, label: str | None = None, quota: int | None = None,
@@ -551,6 +561,128 @@ class Store:
             raise AlreadyReceived(f"message {msg_id} is held by a lock, confirm id or transaction")
         return self._write(delete)
 
+    # ---- operators: move, bulk undo, stats, export, backup ------------------------------
+
+    def move(self, source: str, target: str, *, count: int | None = None, copy: bool = False,
+             msg_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
+             priority: int | None = None, batch: int = 1000) -> Iterator[list[Message]]:
+        """Move (or copy) available messages in queue order, one commit per batch.
+
+        Yields each batch after its commit, so a caller can show progress; a batch is atomic.
+        Moved messages keep msg_id, put time, hops and backouts and are enqueued in the target
+        with the seed 000 checks (a quota there stops the move with that batch undone).
+        """
+        if queue_key(source) == queue_key(target):
+            raise InvalidArgument("source and target are the same queue")
+        f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        left = count
+        after: tuple[int, int] | None = None  # copy: the last position copied (it stays put)
+
+        def one(t: Txn) -> list[Message]:
+            nonlocal after
+            src, dst = t.queue(source), t.queue(target)
+            size = batch if left is None else min(batch, left)
+            found = []
+            for m in t.candidates(src, f):
+                if copy and after is not None and (7 - m.priority, m.seq) <= after:
+                    continue
+                found.append(m)
+                if len(found) >= size:
+                    break
+            if not found:
+                return []
+            if copy:
+                after = (7 - found[-1].priority, found[-1].seq)
+                found = [replace(m, props=dict(m.props)) for m in found]
+            else:
+                t.remove_many(found)
+            return t.enqueue(dst, found)
+
+        while left is None or left > 0:
+            moved = self._write(one)
+            if not moved:
+                return
+            if left is not None:
+                left -= len(moved)
+            yield moved
+            if f.msg_id is not None or f.lookup_id is not None:
+                return
+
+    def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> int:
+        """Operators' undo (SPEC §6 `undo --older-than/--all`): every in-flight message of the
+        queue (or store) that entered its state more than `older_than` seconds ago."""
+        limit_us = None if older_than is None else int(older_than * 1_000_000)
+
+        def undo(t: Txn) -> int:
+            names = [queue] if queue is not None else t.queue_names()
+            done = 0
+            for name in names:
+                for m in list(t.queue_messages(t.queue(name))):
+                    if m.state in (AVAILABLE, TX_LOCKED):
+                        continue
+                    if limit_us is not None and t.now - (m.since or t.now) < limit_us:
+                        continue
+                    m = t.undo_one(m)
+                    if m is not None and m.state == LOCKED_BROWSE:
+                        t.transition(m, durable=True, state=AVAILABLE)
+                    done += 1
+            return done
+        return self._write(undo)
+
+    def stats(self) -> list[QueueStats]:
+        """Per queue: depth by state and priority, bytes, oldest message (SPEC §6 `stats`)."""
+        def read(t: Txn) -> list[QueueStats]:
+            out = []
+            for name in t.queue_names():
+                q = t.queue(name)
+                count, size = t.qstats(q.qid)
+                st = QueueStats(name=q.name, depth=count, bytes=size, system=q.system,
+                                by_state={s: 0 for s in STATES}, by_priority={p: 0 for p in range(8)})
+                oldest = None
+                for m in t.queue_messages(q):
+                    st.by_state[m.state] += 1
+                    st.by_priority[m.priority] += 1
+                    oldest = m.put_time if oldest is None else min(oldest, m.put_time)
+                st.oldest_put_time = oldest
+                out.append(st)
+            return out
+        return self._read(read)
+
+    def export_messages(self, queues: Iterable[str] | None = None, batch: int = 1000) -> Iterator[Message]:
+        """Every message of the queues (default: all), any state, in queue order; read in
+        snapshots of `batch` messages so a large export holds no long read transaction."""
+        names = list(queues) if queues is not None else [q.name for q in self.list_queues()]
+        for name in names:
+            after: tuple[int, int] | None = None
+            while True:
+                def read(t: Txn) -> list[Message]:
+                    out = []
+                    for m in t.queue_messages(t.queue(name)):
+                        if after is not None and (7 - m.priority, m.seq) <= after:
+                            continue
+                        out.append(m)
+                        if len(out) >= batch:
+                            break
+                    return out
+                chunk = self._read(read)
+                yield from chunk
+                if len(chunk) < batch:
+                    break
+                after = (7 - chunk[-1].priority, chunk[-1].seq)
+
+    def backup(self, target: str | os.PathLike[str]) -> Path:
+        """A consistent, compacted copy of the store taken while writers run (LMDB mdb_env_copy)."""
+        target = Path(target)
+        if store_exists(target):
+            raise StoreUnavailable(f"{target} already holds a store; back up into a new directory")
+        create_layout(target, read_marker(self.path)["map_size"])
+        try:
+            self._env.copy(str(target), compact=True)
+        except lmdb.Error as exc:
+            raise StoreUnavailable(f"cannot back up to {target}: {exc}") from None
+        os.chmod(target / "data.mdb", 0o600)
+        return target
+
     # ---- maintenance and inspection ----------------------------------------------------
 
     def sweep(self, *, dry_run: bool = False) -> SweepResult:
@@ -572,8 +704,7 @@ class Store:
 
     def inflight(self, queue: str | None = None) -> list[Message]:
         def read(t: Txn) -> list[Message]:
-            names = [queue] if queue is not None else [
-                bytes(k).decode() for k in t.lt.cursor(db=self._dbs["queues"]).iternext(values=False)]
+            names = [queue] if queue is not None else t.queue_names()
             return [m for n in names for m in t.queue_messages(t.queue(n)) if m.state != AVAILABLE]
         return self._read(read)
 

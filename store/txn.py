@@ -125,6 +125,10 @@ class Txn:
             self._queues[key] = q
         return q
 
+    def queue_names(self) -> list[str]:
+        """Casefolded names of every queue, in name order."""
+        return [bytes(k).decode() for k in self.lt.cursor(db=self.dbs["queues"]).iternext(values=False)]
+
     def queue_name(self, qid: int) -> str:
         name = self._qnames.get(qid)
         if name is None:

@@ -214,3 +214,84 @@ def test_store_identity_persists(tmp_path):
     with Store.open(tmp_path / "s") as b:
         info = b.info()
     assert (info.guid, info.name) == (guid, "alpha")
+
+
+def test_move_takes_messages_in_queue_order_keeping_their_ids(st):
+    st.create_queue("dst")
+    ids = [st.put("q", str(i).encode(), priority=p).msg_id for i, p in enumerate([1, 5, 1, 5])]
+    moved = [m for chunk in st.move("q", "dst", batch=3) for m in chunk]
+    assert [m.body for m in moved] == [b"1", b"3", b"0", b"2"]
+    assert [m.msg_id for m in st.browse("dst")] == [ids[1], ids[3], ids[0], ids[2]]
+    assert st.queue_info("q").depth == 0
+
+
+def test_move_with_count_and_filter(st):
+    st.create_queue("dst")
+    for i in range(5):
+        st.put("q", str(i).encode(), correl_id="x" if i % 2 else "y")
+    moved = [m.body for chunk in st.move("q", "dst", count=1, correl_id="x") for m in chunk]
+    assert moved == [b"1"]
+    assert [m.body for m in st.browse("q")] == [b"0", b"2", b"3", b"4"]
+
+
+def test_copy_leaves_the_source_and_duplicates_ids(st):
+    st.create_queue("dst")
+    a = st.put("q", b"a")
+    st.put("q", b"b")
+    copied = [m for chunk in st.move("q", "dst", copy=True, batch=1) for m in chunk]
+    assert [m.body for m in copied] == [b"a", b"b"]
+    assert [m.body for m in st.browse("q")] == [b"a", b"b"]
+    assert st.browse("dst")[0].msg_id == a.msg_id
+
+
+def test_move_into_a_full_queue_moves_nothing_of_that_batch(st):
+    st.create_queue("small", quota=3)
+    for body in (b"aa", b"bb"):
+        st.put("q", body)
+    with pytest.raises(errors.QueueQuotaExceeded):
+        list(st.move("q", "small"))
+    assert st.queue_info("q").depth == 2 and st.queue_info("small").depth == 0
+
+
+def test_operator_undo_of_old_in_flight_messages(st, clock):
+    st.put("q", b"a")
+    st.put("q", b"b")
+    st.get("q", wait=0, confirm_id=1)
+    clock.advance(60)
+    st.browse_lock("q")
+    assert st.undo_inflight("q", older_than=30) == 1
+    assert [m.state for m in st.browse("q", states="all")] == ["available", "locked-browse"]
+    assert st.undo_inflight() == 1
+    assert st.inflight() == []
+
+
+def test_stats_count_states_priorities_and_bytes(st, clock):
+    st.put("q", b"aaa", priority=7)
+    clock.advance(1)
+    st.put("q", b"bb", priority=1)
+    st.get("q", wait=0, confirm_id=3)
+    (q,) = [s for s in st.stats() if s.name == "q"]
+    assert (q.depth, q.bytes) == (2, 5)
+    assert q.by_state["get-unconfirmed"] == 1 and q.by_state["available"] == 1
+    assert q.by_priority[7] == 1 and q.by_priority[1] == 1
+    assert q.oldest_put_time == int(1_800_000_000 * 1_000_000)
+
+
+def test_export_streams_every_message_in_queue_order(st):
+    st.create_queue("other")
+    for i in range(7):
+        st.put("q", str(i).encode(), priority=i % 2)
+    st.get("q", wait=0, confirm_id=9)
+    st.put("other", b"o")
+    out = list(st.export_messages(["q", "other"], batch=3))
+    assert [m.body for m in out] == [b"1", b"3", b"5", b"0", b"2", b"4", b"6", b"o"]
+    assert out[0].state == "get-unconfirmed"
+
+
+def test_backup_is_a_consistent_openable_copy(st, tmp_path):
+    st.put("q", b"keep")
+    st.backup(tmp_path / "copy")
+    with Store.open(tmp_path / "copy") as copy:
+        assert [m.body for m in copy.browse("q")] == [b"keep"]
+        assert copy.info().guid == st.info().guid
+        assert copy.check() == []
