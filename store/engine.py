@@ -36,7 +36,7 @@ from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_PRIORITY, GET_UNCONFIRMED, LOCKED_BROWSE,
     PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, guid_text, validate_fields,
 )
-from .txn import Deliver, Txn, new_guid
+from .txn import Txn, new_guid
 
 T = TypeVar("T")
 FOREVER = None
@@ -394,7 +394,7 @@ class Store:
     def get(self, queue: str, *, wait: float | None = FOREVER, msg_id: str | None = None,
             correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
             confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
-            deliver: Deliver | None = None) -> Message:
+            deliver: Callable[[list[Message]], None] | None = None) -> Message:
         """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
         return self.get_many(queue, 1, wait=wait, msg_id=msg_id, correl_id=correl_id,
                              lookup_id=lookup_id, priority=priority, confirm_id=confirm_id,
@@ -403,7 +403,7 @@ class Store:
     def get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
                  correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
                  confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
-                 deliver: Deliver | None = None) -> list[Message]:
+                 deliver: Callable[[list[Message]], None] | None = None) -> list[Message]:
         """Get up to `count` messages in one commit, waiting for the first one if asked."""
         if count < 1:
             raise InvalidArgument(f"count must be at least 1, got {count}")
@@ -419,22 +419,20 @@ class Store:
         def take(t: Txn) -> tuple[int, list[Message]]:
             q = t.queue(queue)
             if confirm_id is None and plain:
-                return q.qid, t.get_next(q, priority, count, deliver)
-            found = t.take(q, f, count, lock_id)
-            if confirm_id is None:
-                if deliver is not None:
-                    for m in found:
-                        deliver(m)
-                t.remove_many(found)
-                return q.qid, found
-            for m in found:
-                t.transition(
-                    m, durable=False, confirm_id=confirm_id, since=t.now,
-                    state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
-                    lease_expires=t.now + lease_us if lease_us else m.lease_expires,
-                )
-                if deliver is not None:
-                    deliver(m)
+                found = t.get_next(q, priority, count)
+            else:
+                found = t.take(q, f, count, lock_id)
+                if confirm_id is None:
+                    t.remove_many(found)
+                else:
+                    for m in found:  # two-phase read (seed 002 iTwoPhaseRead)
+                        t.transition(
+                            m, durable=False, confirm_id=confirm_id, since=t.now,
+                            state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
+                            lease_expires=t.now + lease_us if lease_us else m.lease_expires,
+                        )
+            if found and deliver is not None:
+                deliver(found)  # SPEC §5: the output is written before the removal commits
             return q.qid, found
 
         deadline = None if wait is None else time.monotonic() + max(wait, 0.0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import uuid
 from itertools import repeat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -465,8 +465,7 @@ class Txn:
             return
         yield from self.available(q, f.priority)
 
-    def get_next(self, q: QueueInfo, priority: int | None, count: int,
-                 deliver: Callable[[Message], None] | None = None) -> list[Message]:
+    def get_next(self, q: QueueInfo, priority: int | None, count: int) -> list[Message]:
         """Destructive get of the next `count` available messages: cursor steps on the position
         list, each record popped in the same step (the batched-get hot path)."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
@@ -485,8 +484,6 @@ class Txn:
             if raw is None:
                 raise StoreCorrupt(f"position {pos.hex()} points at no message")
             m = decode(raw, q.name)
-            if deliver is not None:
-                deliver(m)
             for key in identity_entries(m):  # its only state entry is `pos`, deleted below
                 lt.delete(key, db=idx)
             taken.append(m)
@@ -540,5 +537,3 @@ def state_entries(m: Message) -> list[bytes]:
 def new_guid() -> bytes:
     return uuid.uuid4().bytes
 
-
-Deliver = Callable[[Message], None]

@@ -157,7 +157,7 @@ def test_get_many_takes_up_to_count_in_one_commit(st):
 def test_deliver_runs_before_the_removal_commits(st):
     st.put("q", b"a")
 
-    def broken_output(m):
+    def broken_output(messages):
         raise OSError("disk full")
     with pytest.raises(OSError):
         st.get("q", wait=0, deliver=broken_output)
