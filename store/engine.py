@@ -444,8 +444,8 @@ class Store:
                     return found
                 remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
                 if not waits or remaining <= 0:
-                    raise Timeout(f"no message {f.describe()} in queue {queue!r}"
-                                  + (f" within {wait:g}s" if wait else ""))
+                    raise Timeout(" ".join(filter(None, ("no message", f.describe(), f"in queue {queue!r}",
+                                                         f"within {wait:g}s" if wait else None))))
                 if waiter is None:
                     waiter = Waiter(self.path, qid)  # registered before the next look: no lost wake-up
                     continue
@@ -494,7 +494,7 @@ class Store:
             return found
         found = self._write(lock_them)
         if not found:
-            raise Timeout(f"no message {f.describe()} in queue {queue!r} to lock")
+            raise Timeout(" ".join(filter(None, ("no message", f.describe(), f"in queue {queue!r} to lock"))))
         return lock, found
 
     # ---- confirm, undo, unlock, delete -------------------------------------------------

@@ -35,4 +35,4 @@ class Filter:
         parts = [f"{name} {value}" for name, value in (
             ("msg_id", self.msg_id), ("lookup_id", self.lookup_id),
             ("correl_id", self.correl_id), ("priority", self.priority)) if value is not None]
-        return "with " + " and ".join(parts) if parts else "at all"
+        return "with " + " and ".join(parts) if parts else ""

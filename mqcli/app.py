@@ -1,0 +1,101 @@
+"""The Typer app: the root options, the command groups, and `run`, where errors become exit
+codes (in exits.report, the one place)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__
+from .exits import ExitCode, UsageError, report
+from .options import SETTINGS_KEY, OutputOpt, QuietOpt, Settings, StoreOpt, UnsafeOpt
+
+app = typer.Typer(
+    name="mqcli",
+    help="Queue administration over an embedded LMDB message store (MSMQ / MQ Everyplace "
+         "semantics).\n\n\b\nExample:\n  mqcli queue create orders\n  mqcli put orders 'hello'\n  mqcli get orders",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"mqcli {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    store: StoreOpt = None,
+    output: OutputOpt = None,
+    quiet: QuietOpt = False,
+    allow_unsafe: UnsafeOpt = False,
+    traceback: Annotated[bool, typer.Option("--traceback", help="Show the traceback of an internal error.")] = False,
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
+                                                    help="Print the version and exit.")] = None,
+) -> None:
+    ctx.ensure_object(dict)
+    ctx.obj[SETTINGS_KEY] = Settings(store=store, output=output or "text", quiet=quiet,
+                                     allow_unsafe=allow_unsafe)
+
+
+def _register() -> None:
+    from .commands import message, qmgr, queue, transfer
+
+    qmgr.register(app)
+    app.add_typer(queue.app, name="queue")
+    message.register(app)
+    transfer.register(app)
+    from .commands import bench
+    bench.register(app)
+
+
+_register()
+
+
+def _wants_json(argv: list[str]) -> bool:
+    for i, arg in enumerate(argv):
+        if arg in ("-o", "--output") and i + 1 < len(argv):
+            return argv[i + 1] in ("json", "jsonl")
+        if arg.startswith("--output=") or (arg.startswith("-o") and len(arg) > 2):
+            return arg.split("=", 1)[-1].lstrip("-o") in ("json", "jsonl")
+    return False
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the command line and return the exit code."""
+    import click
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    json_errors = _wants_json(argv)
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="mqcli", standalone_mode=False)
+        return ExitCode.OK
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        return report(KeyboardInterrupt(), json_errors=json_errors)
+    except click.ClickException as exc:
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see `{exc.ctx.command_path} --help`)"
+        return report(UsageError(exc.format_message() + hint), json_errors=json_errors)
+    except BrokenPipeError:
+        # the reader went away (`mqcli get q --all | head`): nothing more to say, and a
+        # destructive get whose output could not be written did not commit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except Exception as exc:
+        if "--traceback" in argv:
+            raise
+        return report(exc, json_errors=json_errors)

@@ -1,0 +1,1 @@
+"""Commands grouped by noun; each parses, makes one store call, renders."""

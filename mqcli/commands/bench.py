@@ -1,0 +1,130 @@
+"""The built-in benchmark (like `nats bench`): producers and consumers on a scratch queue."""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..options import OutputOpt, QuietOpt, StoreOpt, session
+
+
+def _producer(path: str, queue: str, count: int, size: int, batch: int, express: bool) -> None:
+    from store import NewMessage, Store
+
+    body = b"x" * size
+    with Store.open(path) as st:
+        left = count
+        while left > 0:
+            n = min(batch, left)
+            now = f"{time.time():.6f}"
+            st.put_many(queue, [NewMessage(body, express=express, props={"t": now}) for _ in range(n)])
+            left -= n
+
+
+def _consumer(path: str, queue: str, count: int, batch: int, two_phase: bool, results: "multiprocessing.Queue") -> None:
+    from store import Store, errors
+
+    latencies: list[float] = []
+    got = 0
+    with Store.open(path) as st:
+        cid = 1
+        while got < count:
+            try:
+                if two_phase:
+                    msgs = st.get_many(queue, min(batch, count - got), wait=5, confirm_id=cid)
+                    st.confirm(queue, cid)
+                    cid += 1
+                else:
+                    msgs = st.get_many(queue, min(batch, count - got), wait=5)
+            except errors.Timeout:
+                break
+            now = time.time()
+            latencies.extend(now - float(m.props["t"]) for m in msgs)
+            got += len(msgs)
+    results.put((got, latencies))
+
+
+def bench(
+    ctx: typer.Context,
+    messages: Annotated[int, typer.Option("--messages", "-m", min=1, help="Messages in all.")] = 10_000,
+    size: Annotated[int, typer.Option("--size", min=0, help="Body size in bytes.")] = 128,
+    producers: Annotated[int, typer.Option("--producers", "--pub", min=0, help="Producer processes.")] = 1,
+    consumers: Annotated[int, typer.Option("--consumers", "--sub", min=0, help="Consumer processes.")] = 1,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Messages per commit.")] = 100,
+    two_phase: Annotated[bool, typer.Option("--two-phase", help="Consumers get with a confirm id, then confirm.")] = False,
+    express: Annotated[bool, typer.Option("--express", help="Express messages (one flush fewer).")] = False,
+    scratch: Annotated[bool, typer.Option("--scratch/--in-store", help="Run in a temporary store (default) or in --store.")] = True,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Measure throughput and latency with real producer and consumer processes.
+
+    \b
+    Example:
+      mqcli bench --messages 100000 --producers 2 --consumers 2 --batch 500
+    """
+    from store import Store
+
+    if producers == 0 and consumers == 0:
+        from ..exits import UsageError
+        raise UsageError("need at least one producer or consumer")
+    s = session(ctx, store, output, quiet)
+    tmp = tempfile.TemporaryDirectory(prefix="mqcli-bench-") if scratch else None
+    path = str(Path(tmp.name) / "store") if tmp else str(s.store_path)
+    queue = f"bench.{int(time.time() * 1000)}"
+    try:
+        with Store.open(path, create=True) as st:
+            st.create_queue(queue)
+            if producers == 0:  # consumers only: fill the queue first
+                _producer(path, queue, messages, size, max(batch, 1000), express)
+        ctx_mp = multiprocessing.get_context("fork")
+        results = ctx_mp.Queue()
+        share = [messages // max(producers, 1) + (1 if i < messages % max(producers, 1) else 0) for i in range(producers)]
+        take = [messages // max(consumers, 1) + (1 if i < messages % max(consumers, 1) else 0) for i in range(consumers)]
+        t0 = time.perf_counter()
+        procs = [ctx_mp.Process(target=_producer, args=(path, queue, n, size, batch, express)) for n in share]
+        procs += [ctx_mp.Process(target=_consumer, args=(path, queue, n, batch, two_phase, results)) for n in take]
+        for p in procs:
+            p.start()
+        outcomes = [results.get(timeout=600) for _ in take]
+        for p in procs:
+            p.join()
+        elapsed = time.perf_counter() - t0
+        with Store.open(path) as st:
+            if scratch:
+                st.delete_queue(queue)
+            else:
+                st.delete_queue(queue)
+    finally:
+        if tmp:
+            tmp.cleanup()
+    got = sum(n for n, _ in outcomes)
+    lat = sorted(x for _, xs in outcomes for x in xs)
+
+    def pct(p: float) -> Optional[float]:
+        return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3) if lat else None
+
+    doc = {
+        "messages": messages, "size": size, "producers": producers, "consumers": consumers,
+        "batch": batch, "two_phase": two_phase, "express": express, "seconds": round(elapsed, 3),
+        "received": got, "msgs_per_s": round((got or messages) / elapsed),
+        "mb_per_s": round((got or messages) * size / elapsed / 1e6, 2),
+        "latency_ms": {"p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": pct(1.0),
+                       "mean": round(statistics.fmean(lat) * 1000, 3) if lat else None},
+        "store": "scratch" if scratch else path,
+    }
+    s.out.document(doc, [
+        ("run", f"{producers} producer(s), {consumers} consumer(s), {messages:,} × {size} B, batch {batch}"
+                + (", two-phase" if two_phase else "") + (", express" if express else "")),
+        ("throughput", f"{doc['msgs_per_s']:,} msg/s  {doc['mb_per_s']} MB/s  in {doc['seconds']} s"),
+        ("latency ms", "  ".join(f"{k} {v}" for k, v in doc["latency_ms"].items())),
+    ])
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(bench)

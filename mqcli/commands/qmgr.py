@@ -1,0 +1,213 @@
+"""The queue manager: init, info, qmgr set, check, backup, sweep, stats."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from store import Store, StoreInfo
+
+from ..durations import parse_duration, parse_size
+from ..exits import UsageError
+from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..render import age, iso
+
+qmgr_app = typer.Typer(help="Queue manager settings.", no_args_is_help=True, rich_markup_mode=None)
+
+
+def _info_doc(info: StoreInfo) -> dict:
+    return {
+        "guid": info.guid, "name": info.name, "path": info.path, "created": iso(info.created),
+        "sequential_id": info.sequential_id, "messages": info.messages, "bytes": info.bytes,
+        "quota": info.quota, "throttled": info.throttled, "queues": info.queues,
+        "map_size": info.map_size, "map_used": info.map_used,
+    }
+
+
+def init(
+    ctx: typer.Context,
+    name: Annotated[Optional[str], typer.Option("--name", help="Queue manager name (default: the host name).")] = None,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Create a store (one queue manager), with its dead-letter queues.
+
+    \b
+    Example:
+      mqcli --store /var/lib/mq/qm1 init --name qm1
+    """
+    s = session(ctx, store, output, quiet)
+    from store.environment import store_exists
+
+    existed = store_exists(s.store_path)
+    with s.open() as st:
+        if existed:
+            s.out.note(f"a store already exists at {s.store_path}; leaving it as it is")
+        info = st.info()
+    s.out.document(_info_doc(info))
+
+
+def info(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """Show the queue manager: identity, usage, quota, throttle.
+
+    \b
+    Example:
+      mqcli info -o json
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        s.out.document(_info_doc(st.info()))
+
+
+@qmgr_app.command("set")
+def qmgr_set(
+    ctx: typer.Context,
+    quota: Annotated[Optional[str], typer.Option("--quota", help="Store quota in bytes (0: none), e.g. 10GiB.")] = None,
+    throttle: Annotated[Optional[bool], typer.Option("--throttle/--no-throttle", help="Refuse every put (enqueue status 2).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Queue manager name.")] = None,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Change the queue manager's quota, throttle or name.
+
+    \b
+    Example:
+      mqcli qmgr set --quota 10GiB --no-throttle
+    """
+    if quota is None and throttle is None and name is None:
+        raise UsageError("nothing to set: give --quota, --throttle/--no-throttle or --name")
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        info = st.set_qmgr(name=name, quota=None if quota is None else parse_size(quota, "quota"),
+                           throttled=throttle)
+    s.out.document(_info_doc(info))
+
+
+def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """Verify that every record and index entry of the store agree (exit 11 if not).
+
+    \b
+    Example:
+      mqcli check && echo consistent
+    """
+    from store.errors import StoreCorrupt
+
+    s = session(ctx, store, output, quiet)
+    with s.open(create=False) as st:
+        problems = st.check()
+    if s.out.mode in ("json", "jsonl"):
+        s.out.document({"ok": not problems, "problems": problems})
+    elif not problems:
+        s.out.note(f"store {s.store_path}: consistent")
+    for problem in problems:
+        s.out.err.write(f"mqcli: check: {problem}\n")
+    if problems:
+        raise StoreCorrupt(f"the store at {s.store_path} is inconsistent: {len(problems)} problem(s) found")
+
+
+def backup(
+    ctx: typer.Context,
+    target: Annotated[Path, typer.Argument(help="New directory for the copy.")],
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Copy the store, compacted and consistent, while other processes keep using it.
+
+    \b
+    Example:
+      mqcli backup /backups/qm1-$(date +%F)
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open(create=False) as st:
+        st.backup(target)
+    with Store.open(target) as copy:
+        s.out.document({"backup": str(target), **_info_doc(copy.info())})
+
+
+def sweep(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what is due, change nothing.")] = False,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Expire messages past their ttl and undo lapsed leases (also done on every write).
+
+    \b
+    Example:
+      mqcli sweep --dry-run
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        result = st.sweep(dry_run=dry_run)
+    s.out.document({"expired": result.expired, "leases_undone": result.leases_undone, "dry_run": dry_run})
+
+
+_STATE_COLUMNS = [("put-unconfirmed", "put-unc"), ("available", "avail"), ("locked-browse", "locked"),
+                  ("get-unconfirmed", "get-unc"), ("browse-get-unconfirmed", "brw-get-unc"),
+                  ("tx-locked", "tx")]
+
+
+def _stats_rows(st: Store) -> list[dict]:
+    now = int(time.time() * 1_000_000)
+    rows = []
+    for q in st.stats():
+        row = {"queue": q.name, "depth": q.depth, "bytes": q.bytes}
+        row.update({state: q.by_state[state] for state, _ in _STATE_COLUMNS})
+        row["by_priority"] = {str(p): n for p, n in q.by_priority.items() if n}
+        row["oldest"] = iso(q.oldest_put_time)
+        row["oldest_age_s"] = None if q.oldest_put_time is None else round((now - q.oldest_put_time) / 1e6, 3)
+        row["age"] = age(q.oldest_put_time, now)
+        rows.append(row)
+    return rows
+
+
+def stats(
+    ctx: typer.Context,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh a live table until Ctrl-C.")] = False,
+    interval: Annotated[str, typer.Option("--interval", help="Refresh interval with --watch.")] = "1s",
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Per queue: depth by state and priority, bytes, oldest message.
+
+    \b
+    Example:
+      mqcli stats --watch
+    """
+    s = session(ctx, store, output, quiet)
+    columns = [("queue", "queue"), ("depth", "depth"), ("bytes", "bytes"),
+               *[(k, h) for k, h in _STATE_COLUMNS], ("age", "oldest")]
+    with s.open() as st:
+        if not watch:
+            rows = _stats_rows(st)
+            if s.out.mode == "text":
+                for row in rows:
+                    row["by_priority"] = " ".join(f"p{p}:{n}" for p, n in row["by_priority"].items())
+                columns.append(("by_priority", "by priority"))
+            s.out.table(rows, columns)
+            return
+        seconds = parse_duration(interval, allow_forever=False, what="interval") or 1.0
+        _watch(st, columns, seconds)
+
+
+def _watch(st: Store, columns: list[tuple[str, str]], seconds: float) -> None:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    def table() -> Table:
+        t = Table(title=f"mqcli stats — {time.strftime('%H:%M:%S')}", header_style="bold")
+        for _, header in columns:
+            t.add_column(header)
+        for row in _stats_rows(st):
+            t.add_row(*(str(row.get(k, "")) for k, _ in columns))
+        return t
+
+    with Live(table(), console=Console(), refresh_per_second=4) as live:
+        while True:
+            time.sleep(seconds)
+            live.update(table())
+
+
+def register(app: typer.Typer) -> None:
+    for fn in (init, info, check, backup, sweep, stats):
+        app.command()(fn)
+    app.add_typer(qmgr_app, name="qmgr")

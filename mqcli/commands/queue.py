@@ -1,0 +1,155 @@
+"""Queue administration: queue create/list/show/set/purge/delete (SPEC §3)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from store import QueueInfo
+
+from ..durations import parse_size
+from ..exits import UsageError
+from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..render import iso
+
+app = typer.Typer(help="Queue administration.", no_args_is_help=True, rich_markup_mode=None)
+
+NameArg = Annotated[str, typer.Argument(help="Queue name (1-124 of letters, digits, . _ - /).", show_default=False)]
+LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Description, up to 250 characters.")]
+QuotaOpt = Annotated[Optional[str], typer.Option("--quota", help="Bytes of messages the queue may hold (0: no limit), e.g. 64MiB.")]
+JournalOpt = Annotated[Optional[bool], typer.Option("--journal/--no-journal", help="Keep a copy of each got message in NAME;journal.")]
+BackoutsOpt = Annotated[Optional[int], typer.Option("--max-backouts", help="Dead-letter a message undone this many times (0: never).")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Say what would happen, change nothing.")]
+
+COLUMNS = [("name", "queue"), ("depth", "depth"), ("available", "available"), ("bytes", "bytes"),
+           ("quota", "quota"), ("max_backouts", "max-backouts"), ("transactional", "tx"),
+           ("journal", "journal"), ("label", "label")]
+
+
+def queue_doc(q: QueueInfo) -> dict:
+    d = q.to_dict()
+    d.pop("qid", None)
+    d["created"] = iso(q.created)
+    return d
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context, name: NameArg,
+    label: LabelOpt = None, quota: QuotaOpt = None,
+    transactional: Annotated[bool, typer.Option("--transactional", help="Accept puts only inside a transaction.")] = False,
+    journal: JournalOpt = None, max_backouts: BackoutsOpt = None,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Create a queue.
+
+    \b
+    Example:
+      mqcli queue create orders --quota 64MiB --max-backouts 5
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        q = st.create_queue(name, label=label or "", quota=parse_size(quota, "quota") if quota else 0,
+                            transactional=transactional, journal=bool(journal),
+                            max_backouts=max_backouts or 0)
+    s.out.document(queue_doc(q))
+
+
+@app.command("list")
+def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """List the queues with their depth and attributes.
+
+    \b
+    Example:
+      mqcli queue list -o json
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        rows = [queue_doc(q) for q in st.list_queues()]
+    s.out.table(rows, COLUMNS)
+
+
+@app.command("show")
+def show(ctx: typer.Context, name: NameArg, store: StoreOpt = None, output: OutputOpt = None,
+         quiet: QuietOpt = False) -> None:
+    """Show one queue's attributes and depth.
+
+    \b
+    Example:
+      mqcli queue show orders
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        s.out.document(queue_doc(st.queue_info(name)))
+
+
+@app.command("set")
+def set_(
+    ctx: typer.Context, name: NameArg,
+    label: LabelOpt = None, quota: QuotaOpt = None, journal: JournalOpt = None,
+    max_backouts: BackoutsOpt = None,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Change a queue's label, quota, journal or max-backouts.
+
+    \b
+    Example:
+      mqcli queue set orders --max-backouts 3 --quota 0
+    """
+    if label is None and quota is None and journal is None and max_backouts is None:
+        raise UsageError("nothing to set: give --label, --quota, --journal/--no-journal or --max-backouts")
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        q = st.set_queue(name, label=label, quota=None if quota is None else parse_size(quota, "quota"),
+                         journal=journal, max_backouts=max_backouts)
+    s.out.document(queue_doc(q))
+
+
+def _confirm(action: str, name: str, depth: int, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"refusing to {action} queue {name!r} ({depth} messages) without --yes")
+    if not typer.confirm(f"{action} queue {name!r} and its {depth} messages?"):
+        raise typer.Abort()
+
+
+@app.command("purge")
+def purge(ctx: typer.Context, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False,
+          store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """Remove every message of a queue, in any state.
+
+    \b
+    Example:
+      mqcli queue purge orders --yes
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        depth = st.queue_info(name).depth
+        if dry_run:
+            s.out.document({"queue": name, "would_remove": depth, "dry_run": True})
+            return
+        _confirm("purge", name, depth, yes)
+        s.out.document({"queue": name, "removed": st.purge_queue(name)})
+
+
+@app.command("delete")
+def delete(ctx: typer.Context, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False,
+           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """Delete a queue and its messages.
+
+    \b
+    Example:
+      mqcli queue delete scratch --yes
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        depth = st.queue_info(name).depth
+        if dry_run:
+            s.out.document({"queue": name, "would_remove": depth, "dry_run": True})
+            return
+        _confirm("delete", name, depth, yes)
+        s.out.document({"queue": name, "deleted": True, "removed": st.delete_queue(name)})

@@ -1,0 +1,56 @@
+"""Exit codes (SPEC §6) and the one place where an exception becomes one.
+
+Every expected error prints one line on stderr, `mqcli: error: <what, and what to do> [STATUS]`,
+and with `-o json|jsonl` also a JSON object. No command calls sys.exit.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import IntEnum
+from typing import TextIO
+
+from store.errors import StoreError
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2
+    TIMEOUT = 3              # MQ_ERROR_IO_TIMEOUT
+    NOT_FOUND = 4            # MQ_ERROR_MESSAGE_NOT_FOUND
+    ALREADY_RECEIVED = 5     # MQ_ERROR_MESSAGE_ALREADY_RECEIVED
+    QUEUE_NOT_AVAILABLE = 6  # MQ_ERROR_QUEUE_NOT_AVAILABLE
+    QUEUE_QUOTA = 7          # enqueue status 1
+    STORE_QUOTA = 8          # enqueue status 2, or the store is full
+    EXPIRED = 9              # enqueue status 3
+    TRANSACTION = 10
+    STORE = 11
+    BAD_DATA = 12
+    CHANNEL = 13
+    INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """A command line that cannot be run as written (exit 2)."""
+
+
+def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = None) -> int:
+    """Print the one-line error for `exc` and return its exit code."""
+    stream = stream or sys.stderr
+    if isinstance(exc, StoreError):
+        code, status, mq_code, message = ExitCode(exc.exit_code), exc.status, exc.code, exc.message
+    elif isinstance(exc, UsageError):
+        code, status, mq_code, message = ExitCode.USAGE, "USAGE", None, str(exc)
+    elif isinstance(exc, KeyboardInterrupt):
+        code, status, mq_code, message = ExitCode.INTERRUPTED, "INTERRUPTED", None, "interrupted"
+    else:
+        code, status, mq_code = ExitCode.INTERNAL, "INTERNAL"
+        mq_code = None
+        message = f"internal error: {type(exc).__name__}: {exc} (a bug; rerun with --traceback and report it)"
+    stream.write(f"mqcli: error: {message} [{status}]\n")
+    if json_errors:
+        stream.write(json.dumps({"error": {"status": status, "code": mq_code, "message": message}}) + "\n")
+    stream.flush()
+    return int(code)

@@ -1,0 +1,84 @@
+"""Options every command shares (SPEC §6 global options), and the per-invocation session.
+
+`--store`, `-o/--output` and `-q/--quiet` are accepted before the command (the root callback
+keeps them in the context) and on each command (a command's own value wins).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from store import Store
+
+from .render import MODES, Output
+
+SETTINGS_KEY = "mqcli"
+
+
+def default_store_path() -> Path:
+    """$MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store, else ~/.local/share/mqcli/store."""
+    if os.environ.get("MQCLI_STORE"):
+        return Path(os.environ["MQCLI_STORE"])
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(data) / "mqcli" / "store"
+
+
+def _check_mode(value: Optional[str]) -> Optional[str]:
+    if value is not None and value not in MODES:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(MODES)}")
+    return value
+
+
+StoreOpt = Annotated[Optional[Path], typer.Option(
+    "--store", metavar="PATH", show_default=False,
+    help="Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).")]
+OutputOpt = Annotated[Optional[str], typer.Option(
+    "--output", "-o", metavar="text|json|jsonl|body", callback=_check_mode, show_default=False,
+    help="Output format.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No diagnostics on stderr.")]
+UnsafeOpt = Annotated[bool, typer.Option(
+    "--allow-unsafe-permissions", help="Open a store whose directory others may write to.")]
+
+
+@dataclass
+class Settings:
+    store: Optional[Path] = None
+    output: str = "text"
+    quiet: bool = False
+    allow_unsafe: bool = False
+
+
+@dataclass
+class Session:
+    """What one command needs: where the store is and how to render."""
+
+    store_path: Path
+    out: Output
+    allow_unsafe: bool = False
+
+    def open(self, *, create: bool = True) -> Store:
+        """Open the store; SPEC §2 creates it on first use (0700/0600)."""
+        return Store.open(self.store_path, create=create,
+                          allow_unsafe_permissions=self.allow_unsafe)
+
+
+def settings(ctx: typer.Context) -> Settings:
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    return obj.get(SETTINGS_KEY) or Settings()
+
+
+def session(ctx: typer.Context, store: Optional[Path] = None, output: Optional[str] = None,
+            quiet: bool = False, *, delimiter: bytes = b"\n", default_output: str = "text") -> Session:
+    base = settings(ctx)
+    mode = output or (base.output if base.output != "text" else default_output)
+    return Session(
+        store_path=store or base.store or default_store_path(),
+        out=Output(mode, quiet=quiet or base.quiet, delimiter=delimiter),
+        allow_unsafe=base.allow_unsafe,
+    )

@@ -1,0 +1,249 @@
+"""Rendering for every command: `text`, `json`, `jsonl`, `body` (SPEC §6 output modes).
+
+Data goes to stdout, diagnostics to stderr. `json` prints one document (an object for a
+single-message command, an array for listings and multi-message commands), `jsonl` one object
+a line, `body` the raw body bytes separated by a delimiter. Everything is written as UTF-8 bytes
+and flushed per message, because a destructive get commits only after its output is written.
+rich is imported only when a text table or a progress bar is drawn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, BinaryIO, TextIO
+
+from store import Message
+
+MODES = ("text", "json", "jsonl", "body")
+
+
+def iso(us: int | None) -> str | None:
+    if us is None:
+        return None
+    return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def age(us: int | None, now_us: int) -> str:
+    """A short human age like 3s, 4m12s, 2h05m, 3d04h."""
+    if us is None:
+        return "-"
+    seconds = max(0, (now_us - us) // 1_000_000)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")).encode("utf-8")
+
+
+def _body_text(body: bytes, limit: int | None = None) -> str:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(body)} bytes, not UTF-8: use -o body or -o json>"
+    if limit is not None and len(text) > limit:
+        return text[:limit] + "…"
+    return text
+
+
+class Output:
+    """The renderer of one command invocation."""
+
+    def __init__(self, mode: str = "text", *, quiet: bool = False, delimiter: bytes = b"\n",
+                 stdout: BinaryIO | None = None, stderr: TextIO | None = None) -> None:
+        self.mode = mode
+        self.quiet = quiet
+        self.delimiter = delimiter
+        self.out = stdout if stdout is not None else sys.stdout.buffer
+        self.err = stderr if stderr is not None else sys.stderr
+
+    # ---- diagnostics -------------------------------------------------------------------
+
+    def note(self, text: str) -> None:
+        """A diagnostic line on stderr (not data); -q silences it."""
+        if not self.quiet:
+            self.err.write(text + "\n")
+            self.err.flush()
+
+    def _write(self, data: bytes) -> None:
+        self.out.write(data)
+        self.out.flush()
+
+    # ---- messages ----------------------------------------------------------------------
+
+    def message(self, m: Message) -> None:
+        """A single-message command's result (put, get without --count)."""
+        if self.mode == "json" or self.mode == "jsonl":
+            self._write(_json(m.to_dict()) + b"\n")
+        elif self.mode == "body":
+            self._write(m.body + self.delimiter)
+        else:
+            self._write(_text_message(m).encode("utf-8"))
+
+    @contextmanager
+    def messages(self) -> Iterator[MessageStream]:
+        """A stream of messages (get --count, browse); each is written and flushed at once."""
+        stream = MessageStream(self)
+        try:
+            yield stream
+        except BaseException:
+            stream.close(failed=True)
+            raise
+        stream.close()
+
+    def msg_ids(self, messages: Sequence[Message]) -> None:
+        """What a put prints: each new msg_id (text), or the records (json/jsonl)."""
+        if self.mode == "text" or self.mode == "body":
+            self._write("".join(m.msg_id + "\n" for m in messages).encode("utf-8"))
+        elif self.mode == "jsonl" or len(messages) != 1:
+            with self.messages() as stream:
+                for m in messages:
+                    stream.write(m)
+        else:
+            self.message(messages[0])
+
+    # ---- records: listings and documents -----------------------------------------------
+
+    def document(self, obj: dict[str, Any], text_lines: Sequence[tuple[str, Any]] | None = None) -> None:
+        """One object: `info`, `queue show`, a sweep result."""
+        if self.mode in ("json", "jsonl"):
+            self._write(_json(obj) + b"\n")
+            return
+        pairs = text_lines if text_lines is not None else list(obj.items())
+        width = max((len(k) for k, _ in pairs), default=0)
+        self._write("".join(f"{k:<{width}}  {_plain(v)}\n" for k, v in pairs).encode("utf-8"))
+
+    def table(self, rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]],
+              title: str | None = None) -> None:
+        """A listing: a rich table in text, an array in json, lines in jsonl."""
+        if self.mode == "json":
+            self._write(_json(list(rows)) + b"\n")
+        elif self.mode == "jsonl":
+            self._write(b"".join(_json(r) + b"\n" for r in rows))
+        else:
+            self._write(render_table(rows, columns, title).encode("utf-8"))
+
+    def value(self, value: Any, key: str) -> None:
+        """One scalar result (an id, a count): bare in text, `{key: value}` in json."""
+        if self.mode in ("json", "jsonl"):
+            self._write(_json({key: value}) + b"\n")
+        else:
+            self._write(f"{value}\n".encode("utf-8"))
+
+
+class MessageStream:
+    """Messages written as they come; `extend` writes a batch with one flush."""
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self.count = 0
+
+    def _encode(self, m: Message) -> bytes:
+        o = self.output
+        self.count += 1
+        if o.mode == "json":
+            return (b"[" if self.count == 1 else b",\n") + _json(m.to_dict())
+        if o.mode == "jsonl":
+            return _json(m.to_dict()) + b"\n"
+        if o.mode == "body":
+            return m.body + o.delimiter
+        return _text_message(m, self.count).encode("utf-8")
+
+    def write(self, m: Message) -> None:
+        self.output._write(self._encode(m))
+
+    def extend(self, messages: Sequence[Message]) -> None:
+        self.output._write(b"".join(self._encode(m) for m in messages))
+
+    def close(self, failed: bool = False) -> None:
+        """End the JSON array; after a failure with nothing written, write nothing."""
+        if self.output.mode == "json" and not (failed and self.count == 0):
+            self.output._write(b"[]\n" if self.count == 0 else b"]\n")
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _text_message(m: Message, index: int | None = None) -> str:
+    head = f"[{index}] " if index is not None else ""
+    fields = [f"msg_id={m.msg_id}", f"priority={m.priority}", f"size={m.size}"]
+    if m.state != "available":
+        fields.append(f"state={m.state}")
+    for name in ("correl_id", "label", "confirm_id", "lock_id", "dead_letter_reason"):
+        value = getattr(m, name)
+        if value:
+            fields.append(f"{name}={value}")
+    if m.props:
+        fields.append("props=" + ",".join(f"{k}={v}" for k, v in m.props.items()))
+    return f"{head}{' '.join(fields)}\n{_body_text(m.body)}\n"
+
+
+def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]],
+                 title: str | None = None) -> str:
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, box=None, pad_edge=False, header_style="bold")
+    for key, header in columns:
+        table.add_column(header, justify="right" if rows and isinstance(rows[0].get(key), int) else "left",
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*(_plain(row.get(key)) for key, _ in columns))
+    buffer = StringIO()
+    console = Console(file=buffer, width=_width(), force_terminal=sys.stdout.isatty(),
+                      color_system="auto" if sys.stdout.isatty() else None)
+    console.print(table)
+    return buffer.getvalue()
+
+
+def _width() -> int:
+    try:
+        return max(80, os.get_terminal_size().columns)
+    except OSError:
+        return 200
+
+
+@contextmanager
+def progress(description: str, total: int | None = None, *, enabled: bool = True) -> Iterator[Any]:
+    """A rich progress bar on stderr, only when stderr is a terminal; else a silent stand-in."""
+    if not (enabled and sys.stderr.isatty()):
+        yield _NoProgress()
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    with bar:
+        task = bar.add_task(description, total=total)
+        yield _Progress(bar, task)
+
+
+class _NoProgress:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+
+class _Progress:
+    def __init__(self, bar: Any, task: Any) -> None:
+        self.bar, self.task = bar, task
+
+    def advance(self, n: int = 1) -> None:
+        self.bar.update(self.task, advance=n)
