@@ -59,7 +59,7 @@ def bench(
     batch: Annotated[int, typer.Option("--batch", min=1, help="Messages per commit.")] = 100,
     two_phase: Annotated[bool, typer.Option("--two-phase", help="Consumers get with a confirm id, then confirm.")] = False,
     express: Annotated[bool, typer.Option("--express", help="Express messages (one flush fewer).")] = False,
-    scratch: Annotated[bool, typer.Option("--scratch/--in-store", help="Run in a temporary store (default) or in --store.")] = True,
+    scratch: Annotated[bool, typer.Option("--scratch/--in-store", help="Run in a temporary store, or (default) on a temporary queue of --store.")] = False,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Measure throughput and latency with real producer and consumer processes.
@@ -78,7 +78,7 @@ def bench(
     path = str(Path(tmp.name) / "store") if tmp else str(s.store_path)
     queue = f"bench.{int(time.time() * 1000)}"
     try:
-        with Store.open(path, create=True) as st:
+        with Store.open(path, create=True, allow_unsafe_permissions=s.allow_unsafe) as st:
             st.create_queue(queue)
             if producers == 0:  # consumers only: fill the queue first
                 _producer(path, queue, messages, size, max(batch, 1000), express)
@@ -96,10 +96,7 @@ def bench(
             p.join()
         elapsed = time.perf_counter() - t0
         with Store.open(path) as st:
-            if scratch:
-                st.delete_queue(queue)
-            else:
-                st.delete_queue(queue)
+            st.delete_queue(queue)
     finally:
         if tmp:
             tmp.cleanup()
