@@ -374,19 +374,17 @@ class Store:
 
         Each goes through the seed 000 checks, so one that expired on the way is refused with
         status 3; the batch is one commit, all or none. Each gets a new SequentialID and so a
-        new lookup id, as the seed's enqueue does.
+        new lookup id, as the seed's enqueue does. The messages are updated in place (state
+        available, their new queue and lookup id); pass copies to keep the originals.
         """
         batch = list(messages)
+        for m in batch:
+            m.state = AVAILABLE
+            m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
+            validate_fields(m)
 
         def enqueue(t: Txn) -> list[Message]:
-            q = t.queue(queue)
-            out = []
-            for old in batch:
-                m = replace(old, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None,
-                            lease_expires=None, since=None, props=dict(old.props))
-                validate_fields(m)
-                out.append(m)
-            return t.enqueue(q, out)
+            return t.enqueue(t.queue(queue), batch)
         return self._write(enqueue)
 
     # ---- get ---------------------------------------------------------------------------

@@ -57,11 +57,38 @@ def guid_text(raw: bytes) -> str:
     return text
 
 
+_ISO_SECONDS: dict[int, str] = {}
+
+
 def iso_time(us: int) -> str:
-    return (_EPOCH + timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """ISO-8601 UTC with microseconds; the date-and-second part is cached (exports and gets
+    format many times of the same second)."""
+    seconds, micros = divmod(us, 1_000_000)
+    prefix = _ISO_SECONDS.get(seconds)
+    if prefix is None:
+        if len(_ISO_SECONDS) > 4096:
+            _ISO_SECONDS.clear()
+        prefix = _ISO_SECONDS[seconds] = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{prefix}.{micros:06d}Z"
+
+
+_ISO_PARSED: dict[str, int] = {}
 
 
 def parse_iso_time(text: str, what: str = "time") -> int:
+    """ISO-8601 → µs since the epoch (naive means UTC). Our own form
+    `YYYY-MM-DDTHH:MM:SS.ffffffZ` takes a cached fast path."""
+    if len(text) == 27 and text[19] == "." and text[26] == "Z" and text[20:26].isdigit():
+        seconds = _ISO_PARSED.get(text[:19])
+        if seconds is None:
+            seconds = _parse_iso(text[:19] + "Z", what) // 1_000_000
+            if len(_ISO_PARSED) < 4096:
+                _ISO_PARSED[text[:19]] = seconds
+        return seconds * 1_000_000 + int(text[20:26])
+    return _parse_iso(text, what)
+
+
+def _parse_iso(text: str, what: str) -> int:
     try:
         dt = datetime.fromisoformat(text)
     except (TypeError, ValueError):
@@ -136,10 +163,11 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: SPEC §4 field names, ISO-8601 times, `body` or `body_b64`."""
+        origin = guid_text(self.origin)
         d: dict[str, Any] = {
-            "msg_id": self.msg_id,
-            "lookup_id": self.lookup_id,
-            "unique_id": self.unique_id,
+            "msg_id": f"{origin}\\{self.msg_n}",
+            "lookup_id": (self.lookup_hi << 56) | (self.seq & 0xFFFFFFFFFFFFFF),
+            "unique_id": f"{origin}:{self.put_time}",
             "correl_id": self.correl_id,
             "priority": self.priority,
             "label": self.label,
@@ -148,29 +176,25 @@ class Message:
             d["body"] = self.body.decode("utf-8")
         except UnicodeDecodeError:
             d["body_b64"] = base64.b64encode(self.body).decode("ascii")
-        d.update(
-            size=self.size,
-            props=dict(self.props),
-            app_specific=self.app_specific,
-            **{"class": self.msg_class},
-            delivery=self.delivery,
-            queue=self.queue,
-            state=self.state,
-            put_time=iso_time(self.put_time),
-            expires=None if self.expires is None else iso_time(self.expires),
-            dead_letter=self.dead_letter,
-            trace=self.trace,
-            report_queue=self.report_queue,
-            hops=self.hops,
-            backouts=self.backouts,
-        )
-        if self.in_flight:
-            d.update(
-                confirm_id=self.confirm_id,
-                lock_id=self.lock_id,
-                tx=self.tx,
-                lease_expires=None if self.lease_expires is None else iso_time(self.lease_expires),
-            )
+        d["size"] = len(self.body)
+        d["props"] = dict(self.props)
+        d["app_specific"] = self.app_specific
+        d["class"] = "report" if self.report else "normal"
+        d["delivery"] = "express" if self.express else "recoverable"
+        d["queue"] = self.queue
+        d["state"] = self.state
+        d["put_time"] = iso_time(self.put_time)
+        d["expires"] = None if self.expires is None else iso_time(self.expires)
+        d["dead_letter"] = self.dead_letter
+        d["trace"] = self.trace
+        d["report_queue"] = self.report_queue
+        d["hops"] = self.hops
+        d["backouts"] = self.backouts
+        if self.state != AVAILABLE:
+            d["confirm_id"] = self.confirm_id
+            d["lock_id"] = self.lock_id
+            d["tx"] = self.tx
+            d["lease_expires"] = None if self.lease_expires is None else iso_time(self.lease_expires)
         if self.dead_letter_reason is not None:
             d["dead_letter_reason"] = self.dead_letter_reason
             d["original_queue"] = self.original_queue
@@ -286,13 +310,26 @@ def _decode_props(raw: bytes) -> dict[str, str]:
 
 # ---- JSON form -------------------------------------------------------------------------
 
+_GUID_BYTES: dict[str, bytes] = {}
+
+
+def guid_bytes(text: str) -> bytes:
+    """GUID text → 16 bytes (ValueError if it is not a GUID); cached, there are few origins."""
+    raw = _GUID_BYTES.get(text)
+    if raw is None:
+        raw = uuid.UUID(text).bytes
+        if len(_GUID_BYTES) < 4096:
+            _GUID_BYTES[text] = raw
+    return raw
+
+
 def parse_msg_id(text: Any) -> tuple[bytes, int]:
     """`<origin-qm-guid>\\<n>` → (16 GUID bytes, n)."""
     if not isinstance(text, str) or "\\" not in text:
         raise BadData(f"msg_id must look like <guid>\\<n>, got {text!r}")
     guid, _, n = text.rpartition("\\")
     try:
-        origin = uuid.UUID(guid).bytes
+        origin = guid_bytes(guid)
         number = int(n)
     except ValueError:
         raise BadData(f"msg_id must look like <guid>\\<n>, got {text!r}") from None
@@ -312,72 +349,117 @@ def parse_unique_id(text: Any) -> tuple[bytes, int]:
         raise BadData(f"unique_id must look like <guid>:<put time µs>, got {text!r}") from None
 
 
+_MISSING = object()
+# (JSON key, type, default, may be null); checked in one loop because import runs this per line
+_OPTIONAL_FIELDS = (
+    ("queue", str, "", False), ("priority", int, DEFAULT_PRIORITY, False),
+    ("lookup_id", int, 0, False), ("expires", str, None, True), ("props", dict, None, False),
+    ("class", str, "normal", False), ("delivery", str, "recoverable", False),
+    ("state", str, AVAILABLE, False), ("correl_id", str, None, True), ("label", str, "", False),
+    ("app_specific", int, 0, False), ("trace", bool, False, False), ("dead_letter", bool, True, False),
+    ("report_queue", str, None, True), ("hops", int, 0, False), ("backouts", int, 0, False),
+    ("dead_letter_reason", str, None, True), ("original_queue", str, None, True),
+)
+
+
+_NONE = type(None)
+# the exact keys and value types of an available message as to_dict writes it: a record that
+# matches them (what export and get -o jsonl print) is read in one step
+_CANONICAL_KEYS = ("msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "body",
+                   "size", "props", "app_specific", "class", "delivery", "queue", "state",
+                   "put_time", "expires", "dead_letter", "trace", "report_queue", "hops", "backouts")
+_CANONICAL_KINDS = (str, int, str, (str, _NONE), int, str, str, int, dict, int, str, str, str, str,
+                    str, (str, _NONE), bool, bool, (str, _NONE), int, int)
+
+
+def _from_canonical(d: dict[str, Any]) -> Message | None:
+    values = tuple(d.values())
+    if tuple(d) != _CANONICAL_KEYS or not all(map(isinstance, values, _CANONICAL_KINDS)):
+        return None
+    (msg_id, lookup_id, _, correl_id, priority, label, body, _, props, app_specific, msg_class,
+     delivery, queue, state, put_time, expires, dead_letter, trace, report_queue, hops, backouts) = values
+    if (type(lookup_id) is not int or type(priority) is not int or type(app_specific) is not int
+            or type(hops) is not int or type(backouts) is not int or state != AVAILABLE
+            or msg_class not in ("normal", "report") or delivery not in ("recoverable", "express")
+            or not all(type(k) is str and type(v) is str for k, v in props.items())):
+        return None  # let the full reader name what is wrong
+    origin, msg_n = parse_msg_id(msg_id)
+    return Message(
+        body.encode("utf-8"), queue, AVAILABLE, priority, 0, 0, origin, msg_n, (lookup_id >> 56) & 0xFF,
+        parse_iso_time(put_time, "put_time"), None if expires is None else parse_iso_time(expires, "expires"),
+        correl_id, label, dict(props), app_specific, msg_class == "report", delivery == "express",
+        trace, dead_letter, report_queue, hops, backouts,
+    )
+
+
 def _from_dict(d: Any) -> Message:
     if not isinstance(d, dict):
         raise BadData("a message record must be a JSON object")
-
-    def get(key: str, kind: type | tuple[type, ...], default: Any = ..., nullable: bool = False) -> Any:
-        if key not in d:
-            if default is ...:
-                raise BadData(f"field {key!r} is missing")
-            return default
-        value = d[key]
-        if value is None and nullable:
-            return None
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    m = _from_canonical(d)
+    if m is not None:
+        validate_fields(m)
+        return m
+    f: dict[str, Any] = {}
+    for key, kind, default, nullable in _OPTIONAL_FIELDS:
+        value = d.get(key, _MISSING)
+        if value is _MISSING:
+            value = default
+        elif type(value) is not kind and not (value is None and nullable):
             raise BadData(f"field {key!r} has the wrong type: {value!r}")
-        return value
-
-    if "body" in d and "body_b64" in d:
-        raise BadData("a record has either 'body' or 'body_b64', not both")
+        f[key] = value
     if "body_b64" in d:
+        if "body" in d:
+            raise BadData("a record has either 'body' or 'body_b64', not both")
         try:
-            body = base64.b64decode(get("body_b64", str), validate=True)
+            body = base64.b64decode(_required(d, "body_b64"), validate=True)
         except (binascii.Error, ValueError):
             raise BadData("field 'body_b64' is not valid base64") from None
     else:
-        body = get("body", str).encode("utf-8")
-    origin, msg_n = parse_msg_id(get("msg_id", str))
-    lookup_id = get("lookup_id", int, 0)
-    put_time = parse_iso_time(get("put_time", str), "put_time")
-    expires_text = get("expires", str, None, nullable=True)
-    props = get("props", dict, {})
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+        body = _required(d, "body").encode("utf-8")
+    origin, msg_n = parse_msg_id(_required(d, "msg_id"))
+    props = f["props"] or {}
+    if not all(type(k) is str and type(v) is str for k, v in props.items()):
         raise BadData("field 'props' must map strings to strings")
-    msg_class = get("class", str, "normal")
-    delivery = get("delivery", str, "recoverable")
-    state = get("state", str, AVAILABLE)
-    if msg_class not in ("normal", "report"):
-        raise BadData(f"field 'class' must be normal or report, got {msg_class!r}")
-    if delivery not in ("recoverable", "express"):
-        raise BadData(f"field 'delivery' must be recoverable or express, got {delivery!r}")
-    if state not in STATES:
-        raise BadData(f"field 'state' is not a message state: {state!r}")
+    if f["class"] not in ("normal", "report"):
+        raise BadData(f"field 'class' must be normal or report, got {f['class']!r}")
+    if f["delivery"] not in ("recoverable", "express"):
+        raise BadData(f"field 'delivery' must be recoverable or express, got {f['delivery']!r}")
+    if f["state"] not in STATES:
+        raise BadData(f"field 'state' is not a message state: {f['state']!r}")
     m = Message(
         body=body,
-        queue=get("queue", str, ""),
-        priority=get("priority", int, DEFAULT_PRIORITY),
+        queue=f["queue"],
+        priority=f["priority"],
         origin=origin,
         msg_n=msg_n,
-        lookup_hi=(lookup_id >> 56) & 0xFF,
-        put_time=put_time,
-        expires=None if expires_text is None else parse_iso_time(expires_text, "expires"),
-        correl_id=get("correl_id", str, None, nullable=True),
-        label=get("label", str, ""),
+        lookup_hi=(f["lookup_id"] >> 56) & 0xFF,
+        put_time=parse_iso_time(_required(d, "put_time"), "put_time"),
+        expires=None if f["expires"] is None else parse_iso_time(f["expires"], "expires"),
+        correl_id=f["correl_id"],
+        label=f["label"],
         props=dict(props),
-        app_specific=get("app_specific", int, 0),
-        report=msg_class == "report",
-        express=delivery == "express",
-        trace=get("trace", bool, False),
-        dead_letter=get("dead_letter", bool, True),
-        report_queue=get("report_queue", str, None, nullable=True),
-        hops=get("hops", int, 0),
-        backouts=get("backouts", int, 0),
-        dead_letter_reason=get("dead_letter_reason", str, None, nullable=True),
-        original_queue=get("original_queue", str, None, nullable=True),
+        app_specific=f["app_specific"],
+        report=f["class"] == "report",
+        express=f["delivery"] == "express",
+        trace=f["trace"],
+        dead_letter=f["dead_letter"],
+        report_queue=f["report_queue"],
+        hops=f["hops"],
+        backouts=f["backouts"],
+        dead_letter_reason=f["dead_letter_reason"],
+        original_queue=f["original_queue"],
     )
     validate_fields(m)
     return m
+
+
+def _required(d: dict[str, Any], key: str) -> str:
+    value = d.get(key, _MISSING)
+    if value is _MISSING:
+        raise BadData(f"field {key!r} is missing")
+    if type(value) is not str:
+        raise BadData(f"field {key!r} has the wrong type: {value!r}")
+    return value
 
 
 def validate_fields(m: Message) -> None:
