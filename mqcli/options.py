@@ -61,9 +61,9 @@ class Session:
     out: Output
     allow_unsafe: bool = False
 
-    def open(self, *, create: bool = True) -> Store:
-        """Open the store; SPEC §2 creates it on first use (0700/0600)."""
-        return Store.open(self.store_path, create=create,
+    def open(self, *, create: bool = True, name: str | None = None) -> Store:
+        """Open the store; SPEC §2 creates it on first use (0700/0600), named `name`."""
+        return Store.open(self.store_path, create=create, name=name,
                           allow_unsafe_permissions=self.allow_unsafe)
 
 

@@ -42,8 +42,11 @@ def age(us: int | None, now_us: int) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps with options builds one per call
+
+
 def _json(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")).encode("utf-8")
+    return _ENCODER.encode(obj).encode("utf-8")
 
 
 def _body_text(body: bytes, limit: int | None = None) -> str:

@@ -42,7 +42,7 @@ def init(
     from store.environment import store_exists
 
     existed = store_exists(s.store_path)
-    with s.open() as st:
+    with s.open(name=name) as st:
         if existed:
             s.out.note(f"a store already exists at {s.store_path}; leaving it as it is")
         info = st.info()
