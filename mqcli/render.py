@@ -45,7 +45,7 @@ def age(us: int | None, now_us: int) -> str:
 _ENCODER = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps with options builds one per call
 
 
-def _json(obj: Any) -> bytes:
+def json_line(obj: Any) -> bytes:
     return _ENCODER.encode(obj).encode("utf-8")
 
 
@@ -87,7 +87,7 @@ class Output:
     def message(self, m: Message) -> None:
         """A single-message command's result (put, get without --count)."""
         if self.mode == "json" or self.mode == "jsonl":
-            self._write(_json(m.to_dict()) + b"\n")
+            self._write(json_line(m.to_dict()) + b"\n")
         elif self.mode == "body":
             self._write(m.body + self.delimiter)
         else:
@@ -120,7 +120,7 @@ class Output:
     def document(self, obj: dict[str, Any], text_lines: Sequence[tuple[str, Any]] | None = None) -> None:
         """One object: `info`, `queue show`, a sweep result."""
         if self.mode in ("json", "jsonl"):
-            self._write(_json(obj) + b"\n")
+            self._write(json_line(obj) + b"\n")
             return
         pairs = text_lines if text_lines is not None else list(obj.items())
         width = max((len(k) for k, _ in pairs), default=0)
@@ -130,16 +130,16 @@ class Output:
               title: str | None = None) -> None:
         """A listing: a rich table in text, an array in json, lines in jsonl."""
         if self.mode == "json":
-            self._write(_json(list(rows)) + b"\n")
+            self._write(json_line(list(rows)) + b"\n")
         elif self.mode == "jsonl":
-            self._write(b"".join(_json(r) + b"\n" for r in rows))
+            self._write(b"".join(json_line(r) + b"\n" for r in rows))
         else:
             self._write(render_table(rows, columns, title).encode("utf-8"))
 
     def value(self, value: Any, key: str) -> None:
         """One scalar result (an id, a count): bare in text, `{key: value}` in json."""
         if self.mode in ("json", "jsonl"):
-            self._write(_json({key: value}) + b"\n")
+            self._write(json_line({key: value}) + b"\n")
         else:
             self._write(f"{value}\n".encode("utf-8"))
 
@@ -155,9 +155,9 @@ class MessageStream:
         o = self.output
         self.count += 1
         if o.mode == "json":
-            return (b"[" if self.count == 1 else b",\n") + _json(m.to_dict())
+            return (b"[" if self.count == 1 else b",\n") + json_line(m.to_dict())
         if o.mode == "jsonl":
-            return _json(m.to_dict()) + b"\n"
+            return json_line(m.to_dict()) + b"\n"
         if o.mode == "body":
             return m.body + o.delimiter
         return _text_message(m, self.count).encode("utf-8")

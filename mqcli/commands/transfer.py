@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,7 +12,7 @@ from store import Message, errors
 
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
-from ..render import progress
+from ..render import json_line, progress
 from .message import BATCH, _open_input, read_records
 
 
@@ -37,7 +36,7 @@ def export(
             count = 0
             with progress("export") as bar:
                 for m in st.export_messages(queues):
-                    sink.write(json.dumps(m.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
+                    sink.write(json_line(m.to_dict()) + b"\n")
                     count += 1
                     bar.advance()
             sink.flush()
