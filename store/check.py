@@ -54,33 +54,51 @@ def check_store(t: Txn) -> list[str]:
         if t.lt.get(keys.U32.pack(q.qid), db=dbs["qids"]) != bytes(key):
             report(f"queue {q.name!r}: its number {q.qid} is not registered")
 
-    want: set[bytes] = set()
+    want: dict[bytes, bytes | None] = {}  # index key -> its value (None: a record)
     counted: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     max_seq = 0
-    for key, raw in t.lt.cursor(db=dbs["msg"]):
-        seq = keys.U64.unpack(key)[0]
+    seen: set[int] = set()
+
+    def records():
+        """Every record: the values of the position entries, then the held records."""
+        for key, raw in t.lt.cursor(db=dbs["idx"]):
+            if key[:1] == keys.POS:
+                yield "position", keys.seq_of(key), raw, True
+        for key, raw in t.lt.cursor(db=dbs["msg"]):
+            yield "held record", keys.U64.unpack(key)[0], raw, False
+
+    for where, seq, raw, positioned in records():
         try:
             m = decode(raw)
         except BadData as exc:
-            report(f"message seq {seq}: {exc}")
+            report(f"message seq {seq} ({where}): {exc}")
             continue
         max_seq = max(max_seq, seq)
+        if seq in seen:
+            report(f"message seq {seq} is stored twice")
+        seen.add(seq)
         if m.seq != seq:
             report(f"message seq {seq}: record says seq {m.seq}")
         if m.qid not in queues:
             report(f"message seq {seq}: its queue number {m.qid} does not exist")
+        if positioned != (m.state == AVAILABLE):
+            report(f"message seq {seq} is {m.state} but stored as a {where}")
         problem = _state_problem(m)
         if problem:
             report(f"message seq {seq} {problem}")
         counted[m.qid][0] += 1
         counted[m.qid][1] += len(m.body)
-        want.update(index_entries(m))
+        location = keys.location(m.qid, m.priority)
+        for entry in index_entries(m):
+            want[entry] = None if entry[:1] == keys.POS else location
 
-    have = set(t.lt.cursor(db=dbs["idx"]).iternext(values=False))
-    for entry in sorted(want - have)[:10]:
+    have = {bytes(k): bytes(v) for k, v in t.lt.cursor(db=dbs["idx"])}
+    for entry in sorted(set(want) - set(have))[:10]:
         report(f"{_index_name(entry)} index: the entry of message seq {keys.seq_of(entry)} is missing")
-    for entry in sorted(have - want)[:10]:
+    for entry in sorted(set(have) - set(want))[:10]:
         report(f"{_index_name(entry)} index: entry {entry.hex()} points at no matching message")
+    for entry in sorted(k for k, v in want.items() if v is not None and k in have and have[k] != v)[:10]:
+        report(f"{_index_name(entry)} index: entry {entry.hex()} gives a wrong location")
 
     total = [0, 0]
     for qid, q in queues.items():

@@ -279,7 +279,7 @@ class Store:
 
     def _queue_info(self, t: Txn, q: QueueInfo) -> QueueInfo:
         count, size = t.qstats(q.qid)
-        available = sum(1 for _ in t.index_keys(keys.queue_prefix(q.qid)))
+        available = t.count_available(q.qid)
         return replace(q, depth=count, bytes=size, available=available)
 
     def queue_info(self, name: str) -> QueueInfo:

@@ -24,7 +24,7 @@ from .errors import StoreCorrupt, StorePermission, StoreUnavailable
 from .keys import DATABASES
 
 MARKER = "mqcli-store.json"
-STORE_FORMAT = 1
+STORE_FORMAT = 2  # 2: available records live in their position entries
 DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space, sparse on disk
 MAX_READERS = 1024
 

@@ -4,14 +4,17 @@ The key layouts are designed so that the order the store needs is the order LMDB
 (big-endian integers compare bytewise like numbers). A commit writes every B-tree page it
 touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta``.
 
-- ``msg``   ``seq(8)`` → message record. ``seq`` is the SequentialID given at enqueue
-  (seed 000); the seven low bytes of the lookup id are these bytes, so the record table is also
-  the lookup-id index.
-- ``idx``   every secondary index, each under its own one-byte tag, value ``b""``:
+- ``idx``   the position list and every secondary index, each under a one-byte tag:
 
-  - ``P qid(4) 7-priority(1) seq(8)``: the position list of *available* messages only.
-    Priority high→low then arrival is plain key order, so "the next available message" is one
-    ``set_range`` on the queue prefix, never a walk past in-flight messages.
+  - ``P qid(4) 7-priority(1) seq(8)`` → the message record: the position list of *available*
+    messages, holding their records. Priority high→low then arrival is plain key order, so
+    "the next available message" is one ``set_range`` on the queue prefix that yields the record
+    too, never a walk past in-flight messages. ``seq`` is the SequentialID given at enqueue
+    (seed 000), also the seven low bytes of the lookup id.
+
+  Every other entry's value is the message's *location*, ``qid(4) 7-priority(1)``: with the
+  seq at the end of the key it names the position entry.
+
   - ``M origin(16) n(4) seq(8)``: msg_id (a copy keeps its msg_id; the seq keeps entries apart).
   - ``U origin(16) put_time(8) seq(8)``: the MQe unique id.
   - ``C qid(4) len(1) correl 7-priority(1) seq(8)``: correlation ids in queue order, every state.
@@ -20,6 +23,8 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
   - ``E deadline(8) seq(8)``: in-flight messages by lease deadline; lapsed ones come first.
   - ``X expires(8) seq(8)``: messages with a time to be received, soonest first.
 
+- ``msg``   ``seq(8)`` → the record of an *in-flight* message (any state but available); it moves
+  back to its position entry when the message is available again.
 - ``meta``  identity and counters of the queue manager (names below), and
   ``q qid(4)`` → ``count(8) bytes(8)`` per queue.
 - ``queues`` casefolded name → queue record (JSON); ``qids`` ``qid(4)`` → casefolded name.
@@ -55,6 +60,14 @@ _TIME_SEQ = struct.Struct(">cqQ")
 
 SEQ_SIZE = 8
 LOOKUP_SEQ_MASK = (1 << 56) - 1
+
+
+_LOCATION = struct.Struct(">IB")
+
+
+def location(qid: int, priority: int) -> bytes:
+    """The value of every secondary index entry: where the message's position entry is."""
+    return _LOCATION.pack(qid, 7 - priority)
 
 
 def seq_key(seq: int) -> bytes:

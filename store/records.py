@@ -207,11 +207,11 @@ class Message:
 
 
 def encode(m: Message) -> bytes:
-    correl = _opt_bytes(m.correl_id)
-    label = m.label.encode("utf-8")
-    report_queue = _opt_bytes(m.report_queue)
-    reason = _opt_bytes(m.dead_letter_reason)
-    original = _opt_bytes(m.original_queue)
+    correl = None if m.correl_id is None else m.correl_id.encode("utf-8")
+    label = m.label.encode("utf-8") if m.label else b""
+    report_queue = None if m.report_queue is None else m.report_queue.encode("utf-8")
+    reason = None if m.dead_letter_reason is None else m.dead_letter_reason.encode("utf-8")
+    original = None if m.original_queue is None else m.original_queue.encode("utf-8")
     props = _encode_props(m.props) if m.props else b""
     flags = (
         (_F_REPORT if m.report else 0)
@@ -219,12 +219,10 @@ def encode(m: Message) -> bytes:
         | (_F_TRACE if m.trace else 0)
         | (0 if m.dead_letter else _F_NO_DEAD_LETTER)
     )
-    head = _HEADER.pack(
+    fixed = _HEADER_AND_LENGTHS.pack(
         FORMAT_V1, flags, _STATE_CODE[m.state], m.priority, m.qid, m.seq, m.lookup_hi,
         m.origin, m.msg_n, m.put_time, m.expires or 0, m.app_specific, m.hops, m.backouts,
         m.confirm_id or 0, m.lock_id or 0, m.tx or 0, m.lease_expires or 0, m.since or 0,
-    )
-    lengths = _LENGTHS.pack(
         _NONE16 if correl is None else len(correl),
         len(label),
         _NONE16 if report_queue is None else len(report_queue),
@@ -233,7 +231,9 @@ def encode(m: Message) -> bytes:
         len(props),
         len(m.body),
     )
-    return b"".join((head, lengths, correl or b"", label, report_queue or b"", reason or b"",
+    if correl is None and not label and report_queue is None and reason is None and original is None and not props:
+        return fixed + m.body  # the common case: no optional fields
+    return b"".join((fixed, correl or b"", label, report_queue or b"", reason or b"",
                      original or b"", props, m.body))
 
 
@@ -278,10 +278,6 @@ def decode(buf: bytes, queue: str = "") -> Message:
         raise
     except (struct.error, IndexError, KeyError, UnicodeDecodeError) as exc:
         raise BadData(f"malformed message record: {exc}") from None
-
-
-def _opt_bytes(text: str | None) -> bytes | None:
-    return None if text is None else text.encode("utf-8")
 
 
 def _encode_props(props: dict[str, str]) -> bytes:
@@ -468,18 +464,18 @@ def validate_fields(m: Message) -> None:
         raise InvalidArgument("body must be bytes")
     if not 0 <= m.priority <= MAX_PRIORITY:
         raise InvalidArgument(f"priority must be 0..7, got {m.priority}")
-    if len(m.label) > MAX_LABEL_CHARS:
-        raise InvalidArgument(f"label is longer than {MAX_LABEL_CHARS} characters")
-    if m.correl_id is not None and len(m.correl_id.encode("utf-8")) > MAX_CORREL_BYTES:
-        raise InvalidArgument(f"correl_id is longer than {MAX_CORREL_BYTES} bytes")
     if not -(1 << 31) <= m.app_specific < 1 << 32:
         raise InvalidArgument("app_specific must fit in 32 bits")
     if not 0 <= m.hops <= 0xFFFF or not 0 <= m.backouts <= 0xFFFF:
         raise InvalidArgument("hops and backouts must be 0..65535")
-    if m.report_queue is not None and len(m.report_queue.encode("utf-8")) >= _NONE16:
-        raise InvalidArgument("report_queue is too long")
     if len(m.body) >= 1 << 32:
         raise InvalidArgument("body is larger than 4 GiB")
-    for k, v in m.props.items():
+    if m.label and len(m.label) > MAX_LABEL_CHARS:
+        raise InvalidArgument(f"label is longer than {MAX_LABEL_CHARS} characters")
+    if m.correl_id is not None and len(m.correl_id.encode("utf-8")) > MAX_CORREL_BYTES:
+        raise InvalidArgument(f"correl_id is longer than {MAX_CORREL_BYTES} bytes")
+    if m.report_queue is not None and len(m.report_queue.encode("utf-8")) >= _NONE16:
+        raise InvalidArgument("report_queue is too long")
+    for k in m.props:
         if len(k.encode("utf-8")) > MAX_PROP_BYTES:
             raise InvalidArgument(f"property name {k[:20]!r}… is too long")

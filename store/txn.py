@@ -1,15 +1,20 @@
 """One write transaction of a store: the message-state machine and its indexes.
 
 Every public operation of `Store` runs as one `Txn`: one LMDB write transaction, committed
-whole or not at all (SPEC §2). All index maintenance lives here, in `_index_state` /
-`_unindex_state` and `insert` / `remove`, so that records and indexes cannot disagree.
+whole or not at all (SPEC §2). All index maintenance lives here, in `_place` / `_unplace`
+and `insert_many` / `remove_many`, so that records and indexes cannot disagree.
+
+Where a record lives depends on its state (see keys.py): an available message's record is the
+value of its position entry, so the next message is one cursor step that yields the record
+too; an in-flight message's record is in the `msg` table under its seq. Every other index
+entry carries the message's location (queue, priority) as its value, so a record is found
+from any index in one or two reads.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from itertools import repeat
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -147,43 +152,64 @@ class Txn:
 
     # ---- records -----------------------------------------------------------------------
 
-    def load(self, seq: int) -> Message | None:
-        raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+    def load(self, seq: int, location: bytes) -> Message | None:
+        """The message `seq` at `location` (an index entry's value): its position entry if it
+        is available, else its held record."""
+        raw = self.lt.get(keys.POS + location + keys.seq_key(seq), db=self.idx_db)
         if raw is None:
-            return None
+            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            if raw is None:
+                return None
         m = decode(raw)
         m.queue = self.queue_name(m.qid)
         return m
 
-    def _store(self, m: Message) -> None:
-        self.lt.put(keys.seq_key(m.seq), encode(m), db=self.msg_db)
-
-    def _index_state(self, m: Message) -> None:
-        """Add the index entries that depend on the message's state."""
+    def _place(self, m: Message) -> None:
+        """Write the record where its state puts it, with the state's index entries."""
         lt, idx = self.lt, self.idx_db
-        for key in state_entries(m):
-            lt.put(key, b"", db=idx)
+        entries = state_entries(m)
         if m.state == AVAILABLE:
+            lt.put(entries[0], encode(m), db=idx)
+            entries = entries[1:]
             self.woke.add(m.qid)
+        else:
+            lt.put(keys.seq_key(m.seq), encode(m), db=self.msg_db)
+        location = keys.location(m.qid, m.priority)
+        for key in entries:
+            lt.put(key, location, db=idx)
 
-    def _unindex_state(self, m: Message) -> None:
+    def _unplace(self, m: Message) -> None:
+        """Delete the record and the state's index entries (the position holds the record)."""
         lt, idx = self.lt, self.idx_db
+        if m.state != AVAILABLE:
+            lt.delete(keys.seq_key(m.seq), db=self.msg_db)
         for key in state_entries(m):
             lt.delete(key, db=idx)
 
     def insert_many(self, q: QueueInfo, messages: list[Message]) -> None:
         """Store messages of one queue that already have their seqs, with every index entry."""
-        records, entries = [], []
+        held, entries = [], []
+        append = entries.append
         size = 0
-        seq_key = keys.seq_key
+        locations = [keys.location(q.qid, p) for p in range(8)]
         for m in messages:
-            records.append((seq_key(m.seq), encode(m)))
-            entries.extend(zip(index_entries(m), repeat(b"")))
+            record = encode(m)
+            location = locations[m.priority]
+            state = state_entries(m)
+            if m.state == AVAILABLE:
+                append((state[0], record))  # the position entry holds the record
+                del state[0]
+            else:
+                held.append((keys.seq_key(m.seq), record))
+            for key in identity_entries(m):
+                append((key, location))
+            for key in state:
+                append((key, location))
             size += len(m.body)
-        # seqs only grow, so records always go at the end of their table (MDB_APPEND)
-        self.lt.cursor(db=self.msg_db).putmulti(records, append=True)
         self.lt.cursor(db=self.idx_db).putmulti(entries)
-        if any(m.state == AVAILABLE for m in messages):
+        if held:
+            self.lt.cursor(db=self.msg_db).putmulti(held)
+        if len(held) < len(messages):
             self.woke.add(q.qid)
         self._count(q.qid, len(messages), size, durable=not all(m.express for m in messages))
 
@@ -192,12 +218,12 @@ class Txn:
         self.remove_many([m])
 
     def remove_many(self, messages: list[Message]) -> None:
-        lt, idx, msg_db = self.lt, self.idx_db, self.msg_db
+        lt, idx = self.lt, self.idx_db
         by_queue: dict[int, list[int]] = {}
         durable = False
         for m in messages:
-            lt.delete(keys.seq_key(m.seq), db=msg_db)
-            for key in index_entries(m):
+            self._unplace(m)
+            for key in identity_entries(m):
                 lt.delete(key, db=idx)
             counted = by_queue.get(m.qid)
             if counted is None:
@@ -220,13 +246,12 @@ class Txn:
 
     def transition(self, m: Message, *, durable: bool, **changes: object) -> Message:
         """Move a message to another state (and/or change its in-flight fields)."""
-        self._unindex_state(m)
+        self._unplace(m)
         for name, value in changes.items():
             setattr(m, name, value)
         if m.state == AVAILABLE:
             m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
-        self._index_state(m)
-        self._store(m)
+        self._place(m)
         if durable and not m.express:
             self.durable = True
         return m
@@ -242,42 +267,46 @@ class Txn:
         c.put_time = first_time + n - 1
         return first_n, first_time
 
-    def check_enqueue(self, q: QueueInfo, m: Message, pending: int = 0) -> None:
-        """The checks of seed 000 §3.1.7.1.9, in the seed's order.
-
-        `pending` is the bytes of the messages enqueued before this one in the same batch.
-        """
-        size = len(m.body) + pending
-        if self.meta_int(keys.META_THROTTLED):
-            raise Throttled("the queue manager is throttled; no message is accepted (`mqcli qmgr set --no-throttle`)")
-        quota = self.meta_int(keys.META_QUOTA)
-        if quota and self.counters.bytes + size > quota:
-            raise StoreQuotaExceeded(
-                f"the store quota of {quota} bytes would be exceeded "
-                f"({self.counters.bytes} used, {size} more)")
-        if q.quota and self.qstats(q.qid)[1] + size > q.quota:
-            raise QueueQuotaExceeded(
-                f"the quota of queue {q.name!r} ({q.quota} bytes) would be exceeded "
-                f"({self.qstats(q.qid)[1]} used, {size} more)")
-        if m.expires is not None and m.expires <= self.now:
-            raise MessageExpired("the message expired before it could be enqueued")
+    def check_enqueue(self, q: QueueInfo, messages: list[Message]) -> None:
+        """The checks of seed 000 §3.1.7.1.9 for each message in turn, in the seed's order;
+        each message counts the ones before it in the same batch."""
+        store_quota = self.meta_int(keys.META_QUOTA)
+        store_used = self.counters.bytes
+        queue_used = self.qstats(q.qid)[1]
+        throttled = self.meta_int(keys.META_THROTTLED)
+        now = self.now
+        for m in messages:
+            size = len(m.body)
+            if throttled:
+                raise Throttled("the queue manager is throttled; no message is accepted (`mqcli qmgr set --no-throttle`)")
+            if store_quota and store_used + size > store_quota:
+                raise StoreQuotaExceeded(
+                    f"the store quota of {store_quota} bytes would be exceeded "
+                    f"({store_used} used, message {size})")
+            if q.quota and queue_used + size > q.quota:
+                raise QueueQuotaExceeded(
+                    f"the quota of queue {q.name!r} ({q.quota} bytes) would be exceeded "
+                    f"({queue_used} used, message {size})")
+            if m.expires is not None and m.expires <= now:
+                raise MessageExpired("the message expired before it could be enqueued")
+            store_used += size
+            queue_used += size
 
     def enqueue(self, q: QueueInfo, messages: list[Message], *, check: bool = True,
                 transactional: bool = False) -> list[Message]:
-        """Enqueue Message (seed 000 §3.1.7.1.9) for each message in turn, in one transaction."""
+        """Enqueue Message (seed 000 §3.1.7.1.9) for each message, in one transaction."""
+        if check:
+            self.check_enqueue(q, messages)
         c = self.counters
-        pending = 0
         seq = c.seq
+        qid, name = q.qid, q.name
         for m in messages:
-            if check:
-                self.check_enqueue(q, m, pending)
-                pending += len(m.body)
             seq += 1  # Increment LocalQueueManager.SequentialID
             m.seq = seq
             # high byte 0x07-priority for a transactional message, else 0x00
             m.lookup_hi = (7 - m.priority) if transactional else 0
-            m.qid = q.qid
-            m.queue = q.name
+            m.qid = qid
+            m.queue = name
         c.seq = seq
         self.insert_many(q, messages)
         return messages
@@ -327,21 +356,21 @@ class Txn:
         self.lapse_leases()
         self.expire_messages()
 
-    def due(self, tag: bytes) -> list[int]:
-        """Seqs whose lease (E) or expiry (X) deadline has passed, soonest first."""
-        due: list[int] = []
+    def due(self, tag: bytes) -> list[tuple[int, bytes]]:
+        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed."""
+        due: list[tuple[int, bytes]] = []
         cur = self.lt.cursor(db=self.idx_db)
         if cur.set_range(tag):
-            for key in cur.iternext(values=False):
+            for key, location in cur:
                 if key[:1] != tag or keys.deadline_of(key) > self.now or len(due) >= MAINTENANCE_BATCH:
                     break
-                due.append(keys.seq_of(key))
+                due.append((keys.seq_of(key), location))
         return due
 
     def lapse_leases(self) -> int:
         done = 0
-        for seq in self.due(keys.LEASE):
-            m = self.load(seq)
+        for seq, location in self.due(keys.LEASE):
+            m = self.load(seq, location)
             if m is None or m.state in (AVAILABLE, TX_LOCKED):
                 continue
             # a lapsed lease undoes the whole in-flight state, browse lock included
@@ -353,8 +382,8 @@ class Txn:
 
     def expire_messages(self) -> int:
         done = 0
-        for seq in self.due(keys.EXPIRY):
-            m = self.load(seq)
+        for seq, location in self.due(keys.EXPIRY):
+            m = self.load(seq, location)
             if m is None or m.state == TX_LOCKED:
                 continue
             self.dead_letter(m, "expired")
@@ -366,12 +395,13 @@ class Txn:
     def queue_messages(self, q: QueueInfo) -> Iterator[Message]:
         """Every message of a queue, any state, in queue order."""
         available = self.available(q)
-        held = sorted(self._held_seqs(q.qid).items())
+        held = sorted(self._held_seqs(q.qid))
         pending = next(available, None)
-        for (_, seq), _ in held:
-            m = self.load(seq)
-            if m is None:
-                continue
+        for _, seq in held:
+            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            if raw is None:
+                raise StoreCorrupt(f"in-flight message seq {seq} has no record")
+            m = decode(raw, q.name)
             while pending is not None and (7 - pending.priority, pending.seq) < (7 - m.priority, m.seq):
                 yield pending
                 pending = next(available, None)
@@ -380,44 +410,58 @@ class Txn:
             yield pending
             pending = next(available, None)
 
-    def _held_seqs(self, qid: int) -> dict[tuple[int, int], None]:
+    def _held_seqs(self, qid: int) -> set[tuple[int, int]]:
         """(7-priority, seq) of every in-flight message of a queue: each has a confirm or lock id."""
-        held: dict[tuple[int, int], None] = {}
+        held: set[tuple[int, int]] = set()
         for tag in (keys.CONFIRM, keys.LOCK):
-            for key in self.index_keys(keys.id_in_queue_prefix(tag, qid)):
-                held[(7 - keys.priority_in_id_key(key), keys.seq_of(key))] = None
+            for key, _ in self.index_items(keys.id_in_queue_prefix(tag, qid)):
+                held.add((7 - keys.priority_in_id_key(key), keys.seq_of(key)))
         return held
 
-    def index_keys(self, prefix: bytes) -> Iterator[bytes]:
-        """Index keys under a prefix, in key order."""
+    def index_items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Index entries under a prefix, in key order."""
         cur = self.lt.cursor(db=self.idx_db)
+        if cur.set_range(prefix):
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    return
+                yield key, value
+
+    def count_available(self, qid: int) -> int:
+        cur = self.lt.cursor(db=self.idx_db)
+        prefix = keys.queue_prefix(qid)
+        n = 0
         if cur.set_range(prefix):
             for key in cur.iternext(values=False):
                 if not key.startswith(prefix):
-                    return
-                yield key
+                    break
+                n += 1
+        return n
 
     def available(self, q: QueueInfo, priority: int | None = None) -> Iterator[Message]:
-        """Available messages in queue order: a cursor walk of the position list."""
+        """Available messages in queue order: a cursor walk of the position list, whose values
+        are the records. Callers collect what they take before changing anything."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
-        # Callers collect what they take before changing anything, so a plain walk is safe.
-        for key in self.index_keys(prefix):
-            m = self.load(keys.seq_of(key))
-            if m is None:
-                raise StoreCorrupt(f"position {key.hex()} points at no message")
-            yield m
+        for _, record in self.index_items(prefix):
+            yield decode(record, q.name)
 
     def by_index(self, prefix: bytes) -> Iterator[Message]:
         """The messages an index prefix points at, in index order."""
-        for seq in [keys.seq_of(key) for key in self.index_keys(prefix)]:
-            m = self.load(seq)
+        for seq, location in [(keys.seq_of(key), value) for key, value in self.index_items(prefix)]:
+            m = self.load(seq, location)
             if m is not None:
                 yield m
 
-    def by_lookup_id(self, lookup_id: int) -> Iterator[Message]:
-        m = self.load(lookup_id & keys.LOOKUP_SEQ_MASK)
-        if m is not None and m.lookup_id == lookup_id:
-            yield m
+    def by_lookup_id(self, q: QueueInfo, lookup_id: int) -> Iterator[Message]:
+        """The lookup id's low seven bytes are the seq (seed 000); the message is either held
+        or at one of the queue's eight priorities."""
+        seq = lookup_id & keys.LOOKUP_SEQ_MASK
+        for priority in range(7, -1, -1):
+            m = self.load(seq, keys.location(q.qid, priority))
+            if m is not None:
+                if m.lookup_id == lookup_id:
+                    yield m
+                return
 
     def with_confirm_id(self, q: QueueInfo, confirm_id: int) -> list[Message]:
         found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id)))
@@ -446,7 +490,7 @@ class Txn:
             return
         if f.msg_id is not None or f.lookup_id is not None:
             source = (self.by_index(keys.msgid_prefix(*f.msg_id_parts)) if f.msg_id is not None
-                      else self.by_lookup_id(f.lookup_id))  # type: ignore[arg-type]
+                      else self.by_lookup_id(q, f.lookup_id))  # type: ignore[arg-type]
             found = [m for m in source if m.qid == q.qid and f.matches(m) and m.state != PUT_UNCONFIRMED]
             if not found:
                 raise MessageNotFound(f"no message {f.describe()} in queue {q.name!r}")
@@ -467,9 +511,9 @@ class Txn:
 
     def get_next(self, q: QueueInfo, priority: int | None, count: int) -> list[Message]:
         """Destructive get of the next `count` available messages: cursor steps on the position
-        list, each record popped in the same step (the batched-get hot path)."""
+        list, whose values are the records (the batched-get hot path)."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
-        lt, idx, msg_db = self.lt, self.idx_db, self.msg_db
+        lt, idx = self.lt, self.idx_db
         cur = lt.cursor(db=idx)
         taken: list[Message] = []
         size = 0
@@ -477,12 +521,9 @@ class Txn:
         if not cur.set_range(prefix):
             return taken
         while len(taken) < count:
-            pos = cur.key()
+            pos, raw = cur.item()
             if not pos.startswith(prefix):
                 break
-            raw = lt.pop(pos[-8:], db=msg_db)
-            if raw is None:
-                raise StoreCorrupt(f"position {pos.hex()} points at no message")
             m = decode(raw, q.name)
             for key in identity_entries(m):  # its only state entry is `pos`, deleted below
                 lt.delete(key, db=idx)
