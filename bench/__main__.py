@@ -1,4 +1,7 @@
-"""python -m bench [--quick] [--messages N] [--out PATH] [--check] ..."""
+"""python -m bench [store|cli|all] [--quick] [--messages N] [--out PATH] [--check] ...
+
+`python -m bench` (or `--suite store`) runs the store suite, `python -m bench cli` (or
+`--suite cli`) the command-line suite (bench/cli.py), `--suite all` both."""
 
 from __future__ import annotations
 
@@ -13,15 +16,25 @@ from . import report, runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join("bench", "results", "store.json")
+SUITES = ("store", "cli", "all")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    from . import cli
+
     p = argparse.ArgumentParser(
         prog="python -m bench",
         description="Benchmark the store engine against raw py-lmdb, persist-queue "
-                    "(SQLiteAckQueue) and litequeue on one durable 256-byte-message workload.")
+                    "(SQLiteAckQueue) and litequeue on one durable 256-byte-message workload "
+                    "(suite 'store', the default), and the mqcli command line as whole "
+                    "processes: cold start, bulk put/get, wait latency (suite 'cli').")
+    p.add_argument("suite_arg", nargs="?", choices=SUITES, metavar="SUITE",
+                   help="store (default), cli or all; same as --suite")
+    p.add_argument("--suite", choices=SUITES, help="store (default), cli or all")
     p.add_argument("--quick", action="store_true",
-                   help="small sizes for CI (10,000 batched / 300 single messages, 3 rounds)")
+                   help="small sizes for CI (store: 10,000 batched / 300 single messages, "
+                        "3 rounds; cli: 20,000 bulk messages in 1 round, 10 start-up runs, "
+                        "10 latency samples)")
     p.add_argument("--messages", type=int, metavar="N",
                    help="messages per measurement in the batched workloads (whole batches of "
                         "min(1000, N)); the one-commit-per-message workloads use max(50, N/50) "
@@ -32,34 +45,117 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, metavar="R",
                    help="interleaved rounds per workload; the median is reported "
                         "(default 7; quick: 3)")
-    p.add_argument("--out", default=DEFAULT_OUT, metavar="PATH",
-                   help=f"JSON results file (default {DEFAULT_OUT})")
+    p.add_argument("--out", metavar="PATH",
+                   help=f"JSON results file of the one suite run (default {DEFAULT_OUT}, "
+                        f"for cli {cli.DEFAULT_OUT}); not with --suite all")
     p.add_argument("--tmpdir", metavar="DIR",
                    help="where the per-measurement temp dirs go (default: the system temp "
                         "dir). Use a real disk: on tmpfs fsync is free and ratios mislead")
     p.add_argument("--only", action="append", metavar="WORKLOAD",
-                   help="run only this workload (repeatable): put_single, put_batched, "
-                        "get_batched, get_confirm")
+                   help="run only this workload or part (repeatable): put_single, put_batched, "
+                        "get_batched, get_confirm (store); startup, bulk, wait (cli)")
+    g = p.add_argument_group("cli suite")
+    g.add_argument("--bulk-messages", type=int, metavar="N",
+                   help="messages in the bulk put --jsonl / get --all measurements "
+                        "(default 200,000; quick: 20,000)")
+    g.add_argument("--bulk-rounds", type=int, metavar="R",
+                   help="bulk rounds, each in a fresh store (default 3; quick: 1)")
+    g.add_argument("--startup-runs", type=int, metavar="N",
+                   help="timed runs of each start-up command (default 30; quick: 10)")
+    g.add_argument("--latency-samples", type=int, metavar="N",
+                   help="wait-latency samples per getter (default 50; quick: 10)")
+    g.add_argument("--importtime-runs", type=int, metavar="N",
+                   help="runs of -X importtime and of the phase split (default 5; quick: 3)")
+    g.add_argument("--settle-ms", type=int, metavar="MS",
+                   help="how long a getter waits after its FIFO appears before the put "
+                        "(default 100)")
+    g.add_argument("--profile", action="store_true",
+                   help="also run bulk put and get once under cProfile (untimed) and keep the "
+                        "top functions in the JSON")
     p.add_argument("--check", action="store_true",
-                   help="exit 1 if any target ratio is missed")
+                   help="exit 1 if any target is missed")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-round progress lines")
     args = p.parse_args(argv)
-    for name in ("messages", "sync_messages", "rounds"):
+    if args.suite_arg and args.suite and args.suite_arg != args.suite:
+        p.error(f"suite given twice: {args.suite_arg} and --suite {args.suite}")
+    args.suite = args.suite or args.suite_arg or "store"
+    if args.suite == "all" and args.out:
+        p.error("--out names one suite's file; with --suite all each suite writes its default")
+    for name in ("messages", "sync_messages", "rounds", "bulk_messages", "bulk_rounds",
+                 "startup_runs", "latency_samples", "importtime_runs"):
         v = getattr(args, name)
         if v is not None and v < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.settle_ms is not None and args.settle_ms < 0:
+        p.error("--settle-ms must not be negative")
+    if args.only:
+        known = {w.key for w in runner.WORKLOADS} | set(cli.PARTS)
+        bad = [k for k in args.only if k not in known]
+        if bad:
+            p.error(f"unknown workload(s) {bad}; choose from {sorted(known)}")
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    sizes = runner.sizes_for(args)
-    workloads = runner.selected_workloads(args.only)
-    log = (lambda *a, **k: None) if args.quiet else (lambda *a, **k: print(*a, **k, flush=True))
+def _out_path(args, default: str) -> str:
+    out = args.out or default
+    return out if os.path.isabs(out) else os.path.abspath(out)
 
+
+def _temp_root(args) -> str:
     base = args.tmpdir or tempfile.gettempdir()
     os.makedirs(base, exist_ok=True)
-    tmp_root = tempfile.mkdtemp(prefix="mqcli-bench-", dir=base)
+    return tempfile.mkdtemp(prefix="mqcli-bench-", dir=base)
+
+
+def main(argv=None) -> int:
+    from .cli import PARTS
+
+    args = parse_args(argv)
+    log = (lambda *a, **k: None) if args.quiet else (lambda *a, **k: print(*a, **k, flush=True))
+    only = args.only or []
+    cli_only = [k for k in only if k in PARTS]
+    store_only = [k for k in only if k not in PARTS]
+    run_store = args.suite in ("store", "all") and (not only or bool(store_only))
+    run_cli = args.suite in ("cli", "all") and (not only or bool(cli_only))
+    if not (run_store or run_cli):
+        raise SystemExit(f"--only {only}: nothing of suite {args.suite!r} (store workloads: "
+                         f"{', '.join(w.key for w in runner.WORKLOADS)}; cli parts: "
+                         f"{', '.join(PARTS)})")
+    status = 0
+    if run_store:
+        status |= main_store(args, store_only or None, log)
+    if run_cli:
+        if run_store:
+            print()
+        status |= main_cli(args, cli_only or None, log)
+    return status
+
+
+def main_cli(args, only, log) -> int:
+    from . import cli
+
+    parts = [p for p in cli.PARTS if not only or p in only]
+    tmp_root = _temp_root(args)
+    try:
+        info = report.machine_info(tmp_root, REPO)
+        doc = cli.run(args, tmp_root, info, log, parts)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    print()
+    print(cli.render_table(doc))
+    out = _out_path(args, cli.DEFAULT_OUT)
+    report.write_json(doc, out)
+    print(f"\nwrote {out}  ({doc['parameters']['elapsed_s']:.0f} s)")
+    missed = cli.missed(doc)
+    if missed:
+        print("targets missed: " + "; ".join(missed))
+    return 1 if (args.check and missed) else 0
+
+
+def main_store(args, only, log) -> int:
+    sizes = runner.sizes_for(args)
+    workloads = runner.selected_workloads(only)
+    tmp_root = _temp_root(args)
     t_start = time.perf_counter()
     try:
         info = report.machine_info(tmp_root, REPO)
@@ -90,7 +186,7 @@ def main(argv=None) -> int:
     doc = report.build_json(results, info, sizes, args, durability, notes, elapsed)
     print()
     print(report.render_table(results, info, sizes, notes))
-    out = args.out if os.path.isabs(args.out) else os.path.abspath(args.out)
+    out = _out_path(args, DEFAULT_OUT)
     report.write_json(doc, out)
     print(f"\nwrote {out}  ({elapsed:.0f} s)")
 

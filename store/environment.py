@@ -53,15 +53,19 @@ def create_layout(path: Path, map_size: int) -> None:
 def read_marker(path: Path) -> dict:
     try:
         marker = json.loads((path / MARKER).read_text())
-        if marker.get("format") != STORE_FORMAT or not isinstance(marker.get("map_size"), int):
-            raise ValueError("unknown format")
-        return marker
+        if not isinstance(marker.get("map_size"), int):
+            raise ValueError("no map size")
     except FileNotFoundError:
         raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)") from None
     except PermissionError:
         raise StorePermission(f"no permission to read the store at {path}") from None
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, AttributeError) as exc:
         raise StoreCorrupt(f"the store marker {path / MARKER} is unreadable: {exc}") from None
+    if marker.get("format") != STORE_FORMAT:
+        raise StoreUnavailable(
+            f"the store at {path} has format {marker.get('format')!r}; this mqcli reads format "
+            f"{STORE_FORMAT} (export it with the mqcli that made it, then import)")
+    return marker
 
 
 def check_permissions(path: Path) -> None:

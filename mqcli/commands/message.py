@@ -140,8 +140,8 @@ def put(
     confirm_id: ConfirmOpt = None,
     lease: LeaseOpt = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Put the body this many times.")] = 1,
-    jsonl: Annotated[Optional[str], typer.Option("--jsonl", help="Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids.")] = None,
-    lines: Annotated[Optional[str], typer.Option("--lines", help="Put one message per line of a file (or -).")] = None,
+    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids.")] = None,
+    lines: Annotated[Optional[str], typer.Option("--lines", metavar="FILE|-", help="Put one message per line of a file (or -).")] = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Put a message (or many) on a queue; prints each new msg_id.
@@ -264,7 +264,7 @@ def browse(
     msg_id: MsgIdOpt = None, correl_id: CorrelOpt = None, lookup_id: LookupOpt = None,
     priority: PriorityOpt = None,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="At most N messages.")] = None,
-    state: Annotated[Optional[list[str]], typer.Option("--state", help="Show messages in this state (repeatable; 'all' for every state). Default: available.")] = None,
+    state: Annotated[Optional[list[str]], typer.Option("--state", metavar="put-unconfirmed|available|locked-browse|get-unconfirmed|browse-get-unconfirmed|tx-locked|all", help="Show messages in this state (repeatable). Default: available.")] = None,
     lock: Annotated[bool, typer.Option("--lock", help="Browse with lock: lock each match and print the lock id.")] = False,
     lock_id: LockOpt = None, lease: LeaseOpt = None,
     delimiter: DelimiterOpt = "\\n",

@@ -1,0 +1,551 @@
+"""The message-state machine (SPEC §5, seed mqe-message-store-states) against a small model.
+
+A Hypothesis ``RuleBasedStateMachine`` drives a real store (fresh per example, fake clock) with
+puts, two-phase puts and gets, browse locks, unlocks, undos, deletes, wrong ids and lapsing
+leases, and after every step compares what the store shows with an in-memory model: the
+available messages in queue order, every message's state and ids, the depths, and (every few
+steps and at the end) ``Store.check()``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as hs
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from store import NewMessage, Store, errors
+
+PLAIN = "plain"  # max_backouts 0: never dead-lettered
+POISON = "poison"  # max_backouts 2: the second backout moves the message to dead-letter
+MAX_BACKOUTS = {PLAIN: 0, POISON: 2}
+QUEUES = (PLAIN, POISON)
+DEAD_LETTER = "dead-letter"
+SHOWN = (*QUEUES, DEAD_LETTER)
+
+START = 1_700_000_000.0  # seconds; every clock step and lease is a multiple of 1/2 s, so
+US = 1_000_000  # seconds * US is exact in a float and deadlines are exact integers of µs
+CHECK_EVERY = 5  # steps between Store.check() calls (it reads every record)
+
+# ids the model has never handed out: far above the counters used for real ids
+NEVER_USED = hs.integers(min_value=1 << 40, max_value=(1 << 62))
+
+queues = hs.sampled_from(QUEUES)
+priorities = hs.just(3) | hs.integers(min_value=0, max_value=7)  # ties test FIFO order
+correl_ids = hs.none() | hs.sampled_from(["c1", "c2"])
+leases = hs.none() | hs.sampled_from([1.0, 2.5, 5.0, 10.0])
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+    def now_us(self) -> int:
+        return round(self.now * US)
+
+
+@dataclass
+class Msg:
+    """The model of one stored message."""
+
+    msg_id: str
+    queue: str
+    priority: int
+    correl_id: str | None
+    arrival: int  # order of enqueue (a dead-letter move enqueues again)
+    state: str = "available"
+    confirm_id: int | None = None
+    lock_id: int | None = None
+    lease: int | None = None  # deadline in µs
+    backouts: int = 0
+    original_queue: str | None = None
+
+    def position(self) -> tuple[int, int]:
+        return (-self.priority, self.arrival)
+
+
+class StoreMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir: str | None = None
+        self.store: Store | None = None
+        self.msgs: dict[str, Msg] = {}  # live messages by msg_id
+        self.gone: list[str] = []  # msg_ids of deleted messages
+        self.arrivals = 0
+        self.next_id = 0  # confirm and lock ids the model chooses
+        self.used_confirm: dict[str, set[int]] = {q: set() for q in QUEUES}
+        # lock ids in the order they were handed out: the store picks random ones, and
+        # Hypothesis must draw the same lock when it replays an example
+        self.used_lock: dict[str, list[int]] = {q: [] for q in QUEUES}
+        self.steps = 0
+
+    # -- set-up and tear-down ------------------------------------------------------------
+
+    @initialize(seed=hs.lists(hs.tuples(queues, priorities, correl_ids), max_size=8))
+    def open_store(self, seed: list[tuple[str, int, str | None]]) -> None:
+        """A fresh store (fake clock) with both queues and a few available messages to start."""
+        base = "/dev/shm" if Path("/dev/shm").is_dir() else None
+        self.dir = tempfile.mkdtemp(prefix="mqcli-sm-", dir=base)
+        self.clock = FakeClock()
+        self.store = Store.open(
+            Path(self.dir) / "qm", create=True, name="qm", map_size=64 << 20, clock=self.clock
+        )
+        for q in QUEUES:
+            self.store.create_queue(q, max_backouts=MAX_BACKOUTS[q])
+        for q, priority, correl_id in seed:
+            self.put_one(q, priority, correl_id, confirm_id=None, lease=None)
+
+    def teardown(self) -> None:
+        try:
+            if self.store is not None:
+                try:
+                    problems = self.store.check()
+                finally:
+                    self.store.close()
+                assert problems == []
+        finally:
+            if self.dir is not None:
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- model helpers -------------------------------------------------------------------
+
+    def fresh_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def arrive(self) -> int:
+        self.arrivals += 1
+        return self.arrivals
+
+    def in_queue(self, q: str, state: str | None = None) -> list[Msg]:
+        found = [m for m in self.msgs.values() if m.queue == q]
+        if state is not None:
+            found = [m for m in found if m.state == state]
+        return sorted(found, key=Msg.position)
+
+    def with_confirm(self, q: str, c: int) -> list[Msg]:
+        return [m for m in self.in_queue(q) if m.confirm_id == c]
+
+    def with_lock(self, q: str, lock: int, state: str | None = "locked-browse") -> list[Msg]:
+        return [
+            m for m in self.in_queue(q) if m.lock_id == lock and (state is None or m.state == state)
+        ]
+
+    def confirm_ids(self, q: str, *states: str) -> list[int]:
+        return sorted({m.confirm_id for m in self.in_queue(q) if m.confirm_id is not None
+                       and (not states or m.state in states)})
+
+    def lock_ids(self, q: str, state: str | None = "locked-browse") -> list[int]:
+        held = {m.lock_id for m in self.in_queue(q) if state is None or m.state == state}
+        return [lock for lock in self.used_lock[q] if lock in held]
+
+    def deadline(self, lease: float | None) -> int | None:
+        return None if lease is None else self.clock.now_us() + round(lease * US)
+
+    def remove(self, m: Msg) -> None:
+        del self.msgs[m.msg_id]
+        self.gone.append(m.msg_id)
+
+    def make_available(self, m: Msg) -> None:
+        m.state = "available"
+        m.confirm_id = m.lock_id = m.lease = None
+
+    def back_out(self, m: Msg) -> None:
+        """An undone or lease-lapsed get: one more backout, dead-letter at max_backouts."""
+        m.backouts += 1
+        limit = MAX_BACKOUTS[m.queue]
+        if limit and m.backouts >= limit:
+            self.make_available(m)
+            m.original_queue = m.queue
+            m.queue = DEAD_LETTER
+            m.arrival = self.arrive()
+
+    def undo_confirm_model(self, m: Msg) -> None:
+        if m.state == "put-unconfirmed":
+            self.remove(m)
+        elif m.state == "get-unconfirmed":
+            self.make_available(m)
+            self.back_out(m)
+        elif m.state == "browse-get-unconfirmed":
+            # back under its browse lock, keeping the lease it has (the get's, or the lock's)
+            m.state = "locked-browse"
+            m.confirm_id = None
+            self.back_out(m)
+        else:  # pragma: no cover - the model never asks
+            raise AssertionError(m)
+
+    def lapse(self, m: Msg) -> None:
+        """A lapsed lease acts as undo (SPEC §5), the browse lock included (txn.lapse_leases)."""
+        if m.state == "put-unconfirmed":
+            self.remove(m)
+        elif m.state == "locked-browse":
+            self.make_available(m)
+        elif m.state in ("get-unconfirmed", "browse-get-unconfirmed"):
+            self.make_available(m)
+            self.back_out(m)
+        else:  # pragma: no cover
+            raise AssertionError(m)
+
+    def lapse_due(self) -> int:
+        now = self.clock.now_us()
+        due = sorted(  # due at the deadline itself; lapsed in (deadline, arrival) order
+            (m for m in self.msgs.values() if m.lease is not None and m.lease <= now),
+            key=lambda m: (m.lease, m.arrival),
+        )
+        for m in due:
+            self.lapse(m)
+        return len(due)
+
+    def snapshot(self) -> dict[str, tuple]:
+        return {
+            i: (m.queue, m.state, m.confirm_id, m.lock_id, m.lease, m.backouts)
+            for i, m in self.msgs.items()
+        }
+
+    def matches(self, m: Msg, flt: dict) -> bool:
+        return all(getattr(m, k) == v for k, v in flt.items())
+
+    def draw_filter(self, data: hs.DataObject, q: str) -> dict:
+        kind = data.draw(hs.sampled_from(["none", "none", "priority", "correl_id", "msg_id"]))
+        here = self.in_queue(q)
+        if kind == "priority":
+            present = sorted({m.priority for m in here})
+            return {"priority": data.draw(hs.sampled_from(present) | priorities if present else priorities)}
+        if kind == "correl_id":
+            return {"correl_id": data.draw(hs.sampled_from(["c1", "c2"]))}
+        if kind == "msg_id":
+            # any message: available here, in flight, in another queue, or deleted; backed-out
+            # ones first, so that a poison message is fetched again and reaches max_backouts
+            live = sorted(self.msgs, key=lambda i: (-self.msgs[i].backouts, self.msgs[i].arrival))
+            known = hs.sampled_from(live) | hs.sampled_from(self.gone) if self.gone else hs.sampled_from(live)
+            return {"msg_id": data.draw(known)} if live else {}
+        return {}
+
+    # -- puts ----------------------------------------------------------------------------
+
+    @rule(q=queues, priority=priorities, correl_id=correl_ids, lease=leases,
+          confirm=hs.sampled_from(["no", "no", "new", "reuse"]), data=hs.data())
+    def put(self, q: str, priority: int, correl_id: str | None, lease: float | None,
+            confirm: str, data: hs.DataObject) -> None:
+        """Put; with a confirm id (new, or one already pending a put) put-unconfirmed."""
+        if confirm == "no":
+            self.put_one(q, priority, correl_id, confirm_id=None, lease=None)
+            return
+        pending = self.confirm_ids(q, "put-unconfirmed")
+        c = data.draw(hs.sampled_from(pending)) if confirm == "reuse" and pending else self.fresh_id()
+        self.put_one(q, priority, correl_id, confirm_id=c, lease=lease)
+
+    @rule(q=queues, batch=hs.lists(hs.tuples(priorities, correl_ids), min_size=1, max_size=6),
+          confirm=hs.sampled_from([False, False, True]), lease=leases)
+    def put_many(self, q: str, batch: list[tuple[int, str | None]], confirm: bool,
+                 lease: float | None) -> None:
+        """One commit; with a confirm id the whole batch is pending under it."""
+        c = self.fresh_id() if confirm else None
+        news = [NewMessage(b"b%d" % i, priority=p, correl_id=cid) for i, (p, cid) in enumerate(batch)]
+        got = self.store.put_many(q, news, confirm_id=c, lease=lease if confirm else None)
+        assert [g.priority for g in got] == [p for p, _ in batch]
+        for g, (p, cid) in zip(got, batch):
+            assert g.msg_id not in self.msgs and g.msg_id not in self.gone
+            m = self.msgs[g.msg_id] = Msg(g.msg_id, q, p, cid, self.arrive())
+            if c is not None:
+                m.state, m.confirm_id, m.lease = "put-unconfirmed", c, self.deadline(lease)
+        if c is not None:
+            self.used_confirm[q].add(c)
+
+    def put_one(self, q: str, priority: int, correl_id: str | None, *,
+                confirm_id: int | None, lease: float | None) -> None:
+        body = b"m%d" % (self.arrivals + 1)
+        got = self.store.put(q, body, priority=priority, correl_id=correl_id,
+                             confirm_id=confirm_id, lease=lease)
+        assert got.msg_id not in self.msgs and got.msg_id not in self.gone
+        m = Msg(got.msg_id, q, priority, correl_id, self.arrive())
+        if confirm_id is not None:
+            m.state, m.confirm_id, m.lease = "put-unconfirmed", confirm_id, self.deadline(lease)
+            self.used_confirm[q].add(confirm_id)
+        self.msgs[m.msg_id] = m
+        assert (got.state, got.body, got.priority, got.queue) == (m.state, body, priority, q)
+
+    # -- confirm and undo ----------------------------------------------------------------
+
+    @precondition(lambda self: any(self.confirm_ids(q) for q in QUEUES))
+    @rule(data=hs.data())
+    def confirm(self, data: hs.DataObject) -> None:
+        q = data.draw(hs.sampled_from([q for q in QUEUES if self.confirm_ids(q)]))
+        c = data.draw(hs.sampled_from(self.confirm_ids(q)))
+        pending = self.with_confirm(q, c)
+        assert self.store.confirm(q, c) == len(pending)
+        for m in pending:
+            if m.state == "put-unconfirmed":
+                self.make_available(m)
+            else:  # get-unconfirmed, browse-get-unconfirmed
+                self.remove(m)
+
+    @precondition(lambda self: any(self.confirm_ids(q) for q in QUEUES))
+    @rule(data=hs.data())
+    def undo_confirm(self, data: hs.DataObject) -> None:
+        q = data.draw(hs.sampled_from([q for q in QUEUES if self.confirm_ids(q)]))
+        c = data.draw(hs.sampled_from(self.confirm_ids(q)))
+        pending = self.with_confirm(q, c)
+        assert self.store.undo(q, confirm_id=c) == len(pending)
+        for m in pending:
+            self.undo_confirm_model(m)
+
+    @precondition(lambda self: any(self.lock_ids(q) for q in QUEUES))
+    @rule(data=hs.data(), how=hs.sampled_from(["unlock", "undo"]))
+    def unlock(self, data: hs.DataObject, how: str) -> None:
+        q = data.draw(hs.sampled_from([q for q in QUEUES if self.lock_ids(q)]))
+        lock = data.draw(hs.sampled_from(self.lock_ids(q)))
+        locked = self.with_lock(q, lock)
+        if how == "unlock":
+            n = self.store.unlock(q, lock)
+        else:
+            n = self.store.undo(q, lock_id=lock)
+        assert n == len(locked)
+        for m in locked:
+            self.make_available(m)
+
+    # -- gets ----------------------------------------------------------------------------
+
+    def expect_get(self, q: str, flt: dict) -> Msg | None:
+        return next((m for m in self.in_queue(q, "available") if self.matches(m, flt)), None)
+
+    def refusal(self, q: str, flt: dict) -> type[errors.StoreError]:
+        """What a get or browse-with-lock that finds nothing raises (txn.Txn.candidates).
+
+        An exact msg_id names a message now or not at all (seed 002): absent from the queue
+        (or still put-unconfirmed, hidden) is MessageNotFound, held in flight is AlreadyReceived.
+        """
+        if "msg_id" not in flt:
+            return errors.Timeout
+        m = self.msgs.get(flt["msg_id"])
+        if m is None or m.queue != q or m.state == "put-unconfirmed":
+            return errors.MessageNotFound
+        return errors.AlreadyReceived
+
+    @rule(q=queues, data=hs.data())
+    def get(self, q: str, data: hs.DataObject) -> None:
+        flt = self.draw_filter(data, q)
+        want = self.expect_get(q, flt)
+        if want is None:
+            with pytest.raises(self.refusal(q, flt)):
+                self.store.get(q, wait=0, **flt)
+            return
+        got = self.store.get(q, wait=0, **flt)
+        assert got.msg_id == want.msg_id
+        self.remove(want)
+
+    @rule(q=queues, lease=leases, data=hs.data())
+    def get_unconfirmed(self, q: str, lease: float | None, data: hs.DataObject) -> None:
+        flt = self.draw_filter(data, q)
+        pending = self.confirm_ids(q, "get-unconfirmed")
+        reuse = pending and data.draw(hs.booleans(), label="reuse confirm id")
+        c = data.draw(hs.sampled_from(pending)) if reuse else self.fresh_id()
+        want = self.expect_get(q, flt)
+        if want is None:
+            with pytest.raises(self.refusal(q, flt)):
+                self.store.get(q, wait=0, confirm_id=c, lease=lease, **flt)
+            return
+        got = self.store.get(q, wait=0, confirm_id=c, lease=lease, **flt)
+        assert got.msg_id == want.msg_id
+        want.state, want.confirm_id, want.lease = "get-unconfirmed", c, self.deadline(lease)
+        self.used_confirm[q].add(c)
+
+    # -- browse with lock ----------------------------------------------------------------
+
+    @rule(q=queues, lease=leases, limit=hs.none() | hs.integers(1, 3), choose=hs.booleans(),
+          data=hs.data())
+    def browse_lock(self, q: str, lease: float | None, limit: int | None, choose: bool,
+                    data: hs.DataObject) -> None:
+        """Browse with lock; the lock id is ours or, when none is given, the store's."""
+        flt = self.draw_filter(data, q)
+        chosen = self.fresh_id() if choose else None
+        want = [m for m in self.in_queue(q, "available") if self.matches(m, flt)][:limit]
+        if not want:
+            with pytest.raises(self.refusal(q, flt)):
+                self.store.browse_lock(q, limit=limit, lease=lease, lock_id=chosen, **flt)
+            return
+        lock, got = self.store.browse_lock(q, limit=limit, lease=lease, lock_id=chosen, **flt)
+        assert [g.msg_id for g in got] == [m.msg_id for m in want]
+        assert all(g.state == "locked-browse" and g.lock_id == lock for g in got)
+        assert lock == (chosen or lock) and lock not in self.used_lock[q]
+        self.used_lock[q].append(lock)
+        for m in want:
+            m.state, m.lock_id = "locked-browse", lock
+            m.lease = self.deadline(lease)
+
+    @precondition(lambda self: any(self.lock_ids(q) for q in QUEUES))
+    @rule(data=hs.data(), confirm=hs.sampled_from([False, True, True]), lease=leases)
+    def get_locked(self, data: hs.DataObject, confirm: bool, lease: float | None) -> None:
+        q = data.draw(hs.sampled_from([q for q in QUEUES if self.lock_ids(q)]))
+        lock = data.draw(hs.sampled_from(self.lock_ids(q)))
+        want = self.with_lock(q, lock)[0]
+        if not confirm:
+            got = self.store.get(q, wait=0, lock_id=lock)
+            assert got.msg_id == want.msg_id
+            self.remove(want)
+            return
+        c = self.fresh_id()
+        got = self.store.get(q, wait=0, lock_id=lock, confirm_id=c, lease=lease)
+        assert got.msg_id == want.msg_id
+        want.state, want.confirm_id = "browse-get-unconfirmed", c
+        if lease is not None:
+            want.lease = self.deadline(lease)
+        self.used_confirm[q].add(c)
+
+    # -- delete --------------------------------------------------------------------------
+
+    @precondition(lambda self: any(m.queue in QUEUES for m in self.msgs.values()))
+    @rule(data=hs.data())
+    def delete(self, data: hs.DataObject) -> None:
+        """MQe deleteMessage: available, or locked-browse named with its own lock id.
+
+        Anything else is refused and changes nothing: a put-unconfirmed message is hidden
+        (MessageNotFound), a lock nobody holds is UnknownLockId, a held message AlreadyReceived.
+        """
+        m = data.draw(hs.sampled_from(sorted(
+            (m for m in self.msgs.values() if m.queue in QUEUES), key=lambda m: m.arrival)))
+        q = m.queue
+        lock = None
+        if m.state != "available":
+            others = [other for other in self.used_lock[q] if other != m.lock_id]
+            lock = data.draw(hs.sampled_from([m.lock_id, None, *others]) | NEVER_USED)
+        if m.state == "available" or (m.state == "locked-browse" and lock == m.lock_id):
+            self.store.delete(q, m.msg_id, lock_id=lock)
+            self.remove(m)
+            return
+        if m.state == "put-unconfirmed":
+            refusal: type[errors.StoreError] = errors.MessageNotFound
+        elif lock is not None and lock not in self.lock_ids(q, state=None):
+            refusal = errors.UnknownLockId
+        else:
+            refusal = errors.AlreadyReceived
+        before = self.snapshot()
+        with pytest.raises(refusal) as caught:
+            self.store.delete(q, m.msg_id, lock_id=lock)
+        assert type(caught.value) is refusal
+        assert self.snapshot() == before
+
+    # -- wrong ids -----------------------------------------------------------------------
+
+    def unknown_confirm(self, data: hs.DataObject, q: str) -> int:
+        """Never used, finished, or pending only in the other queue."""
+        live = set(self.confirm_ids(q))
+        stale = sorted(set().union(*self.used_confirm.values()) - live)
+        return data.draw(NEVER_USED | hs.sampled_from(stale) if stale else NEVER_USED)
+
+    def unknown_lock(self, data: hs.DataObject, q: str) -> int:
+        live = set(self.lock_ids(q, state=None))
+        stale = [lock for used in self.used_lock.values() for lock in used if lock not in live]
+        return data.draw(NEVER_USED | hs.sampled_from(stale) if stale else NEVER_USED)
+
+    @rule(q=queues, data=hs.data(),
+          op=hs.sampled_from(["confirm", "undo-confirm", "unlock", "undo-lock", "get-lock"]))
+    def wrong_id(self, q: str, data: hs.DataObject, op: str) -> None:
+        """An unknown confirm or lock id raises its own error and changes nothing."""
+        before = self.snapshot()
+        if op in ("confirm", "undo-confirm"):
+            c = self.unknown_confirm(data, q)
+            with pytest.raises(errors.UnknownConfirmId):
+                if op == "confirm":
+                    self.store.confirm(q, c)
+                else:
+                    self.store.undo(q, confirm_id=c)
+        else:
+            lock = self.unknown_lock(data, q)
+            with pytest.raises(errors.UnknownLockId):
+                if op == "unlock":
+                    self.store.unlock(q, lock)
+                elif op == "undo-lock":
+                    self.store.undo(q, lock_id=lock)
+                else:
+                    self.store.get(q, wait=0, lock_id=lock)
+        assert self.snapshot() == before
+
+    def got_locks(self) -> list[tuple[str, int]]:
+        """Browse locks whose messages are all got, pending confirm."""
+        return [(q, lock) for q in QUEUES for lock in self.lock_ids(q, state=None)
+                if lock not in self.lock_ids(q)]
+
+    @precondition(lambda self: self.got_locks())
+    @rule(data=hs.data(), op=hs.sampled_from(["unlock", "undo", "get"]))
+    def lock_of_got_messages_refused(self, data: hs.DataObject, op: str) -> None:
+        """Unlock, undo or get under a lock whose messages are all got: AlreadyReceived."""
+        q, lock = data.draw(hs.sampled_from(self.got_locks()))
+        before = self.snapshot()
+        with pytest.raises(errors.AlreadyReceived):
+            if op == "unlock":
+                self.store.unlock(q, lock)
+            elif op == "undo":
+                self.store.undo(q, lock_id=lock)
+            else:
+                self.store.get(q, wait=0, lock_id=lock)
+        assert self.snapshot() == before
+
+    # -- time ----------------------------------------------------------------------------
+
+    @rule(dt=hs.sampled_from([0.5, 1.0, 2.0, 3.0, 6.0, 12.0]),
+          then=hs.sampled_from(["sweep", "put"]), priority=priorities)
+    def advance_clock(self, dt: float, then: str, priority: int) -> None:
+        """Time passes; the next write (a sweep, or any put) undoes every lapsed lease."""
+        self.clock.now += dt
+        undone = self.lapse_due()
+        if then == "sweep":
+            assert self.store.sweep().leases_undone == undone
+        else:
+            self.put_one(PLAIN, priority, None, confirm_id=None, lease=None)
+
+    # -- what the store shows ------------------------------------------------------------
+
+    @invariant()
+    def store_agrees_with_model(self) -> None:
+        st = self.store
+        total = 0
+        for q in SHOWN:
+            want_all = self.in_queue(q)
+            want_avail = [m.msg_id for m in want_all if m.state == "available"]
+            total += len(want_all)
+            # plain browse: exactly the available messages, in queue order
+            assert [g.msg_id for g in st.browse(q)] == want_avail, q
+            seen = st.browse(q, states="all")  # every state, still in queue order
+            assert [g.msg_id for g in seen] == [m.msg_id for m in want_all], q
+            for g in seen:
+                m = self.msgs[g.msg_id]
+                assert g.queue == q
+                assert (g.state, g.confirm_id, g.lock_id, g.backouts, g.priority) == (
+                    m.state, m.confirm_id, m.lock_id, m.backouts, m.priority), g.msg_id
+                assert g.lease_expires == m.lease, g.msg_id
+                if q == DEAD_LETTER:
+                    assert g.original_queue == m.original_queue
+            inflight = sorted(g.msg_id for g in st.inflight(q))
+            assert inflight == sorted(m.msg_id for m in want_all if m.state != "available"), q
+            info = st.queue_info(q)
+            assert (info.depth, info.available) == (len(want_all), len(want_avail)), q
+        assert st.info().messages == total
+        self.steps += 1
+        if self.steps % CHECK_EVERY == 0:
+            assert st.check() == []
+
+
+StoreMachine.TestCase.settings = settings(
+    max_examples=300,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    # one bug shrunk to its few steps beats several half-shrunk views of the same bug
+    report_multiple_bugs=False,
+)
+TestMessageStates = StoreMachine.TestCase
