@@ -3,6 +3,7 @@ codes (in exits.report, the one place)."""
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import Annotated, Optional
@@ -11,6 +12,7 @@ import typer
 
 from . import __version__
 from .exits import ExitCode, UsageError, report
+from .render import OutputClosed
 from .options import SETTINGS_KEY, OutputOpt, QuietOpt, Settings, StoreOpt, UnsafeOpt
 
 app = typer.Typer(
@@ -84,17 +86,22 @@ def run(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         return report(KeyboardInterrupt(), json_errors=json_errors)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `mqcli`, `mqcli queue`: show the help
+        sys.stderr.write(exc.ctx.get_help() + "\n")
+        return ExitCode.USAGE
+    except OutputClosed:
+        # the reader went away (`mqcli get q --all | head`): nothing more to say, and a
+        # destructive get whose output could not be written did not commit
+        try:  # and no second EPIPE when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass
+        return 141
     except click.ClickException as exc:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
         return report(UsageError(exc.format_message() + hint), json_errors=json_errors)
-    except BrokenPipeError:
-        # the reader went away (`mqcli get q --all | head`): nothing more to say, and a
-        # destructive get whose output could not be written did not commit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 141
     except Exception as exc:
         if "--traceback" in argv:
             raise

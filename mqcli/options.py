@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from store import Store
-
 from .render import MODES, Output
+
+if TYPE_CHECKING:
+    from store import Store
 
 SETTINGS_KEY = "mqcli"
 
@@ -63,6 +64,8 @@ class Session:
 
     def open(self, *, create: bool = True, name: str | None = None) -> Store:
         """Open the store; SPEC §2 creates it on first use (0700/0600), named `name`."""
+        from store import Store
+
         return Store.open(self.store_path, create=create, name=name,
                           allow_unsafe_permissions=self.allow_unsafe)
 

@@ -15,11 +15,16 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from store import Message
+if TYPE_CHECKING:
+    from store import Message
 
 MODES = ("text", "json", "jsonl", "body")
+
+
+class OutputClosed(Exception):
+    """stdout's reader went away. Not an OSError, so that click does not turn it into exit 1."""
 
 
 def iso(us: int | None) -> str | None:
@@ -79,8 +84,11 @@ class Output:
             self.err.flush()
 
     def _write(self, data: bytes) -> None:
-        self.out.write(data)
-        self.out.flush()
+        try:
+            self.out.write(data)
+            self.out.flush()
+        except BrokenPipeError:
+            raise OutputClosed() from None
 
     # ---- messages ----------------------------------------------------------------------
 

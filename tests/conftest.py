@@ -28,3 +28,15 @@ def st(tmp_path, clock):
     yield store
     assert store.check() == []
     store.close()
+
+
+# ---- CLI tests (tests/test_cli_*.py) -------------------------------------------------------
+
+@pytest.fixture
+def cli(tmp_path):
+    """`mqcli` bound to a fresh store under tmp_path (via MQCLI_STORE), with a queue `q`."""
+    from cli_helpers import Cli
+
+    runner = Cli(tmp_path / "store", tmp_path / "xdg")
+    runner.ok("queue", "create", "q", "-q")
+    return runner

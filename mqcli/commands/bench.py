@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import statistics
-import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -27,27 +24,54 @@ def _producer(path: str, queue: str, count: int, size: int, batch: int, express:
             left -= n
 
 
+if TYPE_CHECKING:
+    import multiprocessing
+
+
 def _consumer(path: str, queue: str, count: int, batch: int, two_phase: bool, results: "multiprocessing.Queue") -> None:
+    import os
+    import secrets
+
     from store import Store, errors
 
     latencies: list[float] = []
     got = 0
-    with Store.open(path) as st:
-        cid = 1
-        while got < count:
-            try:
-                if two_phase:
-                    msgs = st.get_many(queue, min(batch, count - got), wait=5, confirm_id=cid)
-                    st.confirm(queue, cid)
-                    cid += 1
-                else:
-                    msgs = st.get_many(queue, min(batch, count - got), wait=5)
-            except errors.Timeout:
-                break
-            now = time.time()
-            latencies.extend(now - float(m.props["t"]) for m in msgs)
-            got += len(msgs)
-    results.put((got, latencies))
+    error = None
+    try:
+        with Store.open(path) as st:
+            # confirm ids name a group in the queue: each consumer needs its own
+            cid = secrets.randbits(40) << 20
+            while got < count:
+                try:
+                    if two_phase:
+                        cid += 1
+                        msgs = st.get_many(queue, min(batch, count - got), wait=5, confirm_id=cid)
+                        st.confirm(queue, cid)
+                    else:
+                        msgs = st.get_many(queue, min(batch, count - got), wait=5)
+                except errors.Timeout:
+                    break
+                now = time.time()
+                latencies.extend(now - float(m.props["t"]) for m in msgs)
+                got += len(msgs)
+    except Exception as exc:  # reported by the parent, which must not wait for a dead child
+        error = f"consumer {os.getpid()}: {type(exc).__name__}: {exc}"
+    results.put((got, latencies, error))
+
+
+def _collect(results: "multiprocessing.Queue", procs: list, expected: int) -> list:
+    """One result per consumer; fails instead of hanging if a child died without one."""
+    import queue as queue_module
+
+    outcomes: list = []
+    while len(outcomes) < expected:
+        try:
+            outcomes.append(results.get(timeout=1))
+        except queue_module.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a benchmark process died with exit code {dead[0].exitcode}") from None
+    return outcomes
 
 
 def bench(
@@ -68,6 +92,10 @@ def bench(
     Example:
       mqcli bench --messages 100000 --producers 2 --consumers 2 --batch 500
     """
+    import multiprocessing  # imported here: mqcli's start-up should not pay for them
+    import statistics
+    import tempfile
+
     from store import Store
 
     if producers == 0 and consumers == 0:
@@ -80,8 +108,8 @@ def bench(
     try:
         with Store.open(path, create=True, allow_unsafe_permissions=s.allow_unsafe) as st:
             st.create_queue(queue)
-            if producers == 0:  # consumers only: fill the queue first
-                _producer(path, queue, messages, size, max(batch, 1000), express)
+        if producers == 0:  # consumers only: fill the queue first (one Store per process at a time)
+            _producer(path, queue, messages, size, max(batch, 1000), express)
         ctx_mp = multiprocessing.get_context("fork")
         results = ctx_mp.Queue()
         share = [messages // max(producers, 1) + (1 if i < messages % max(producers, 1) else 0) for i in range(producers)]
@@ -91,17 +119,20 @@ def bench(
         procs += [ctx_mp.Process(target=_consumer, args=(path, queue, n, batch, two_phase, results)) for n in take]
         for p in procs:
             p.start()
-        outcomes = [results.get(timeout=600) for _ in take]
+        outcomes = _collect(results, procs, len(take))
         for p in procs:
             p.join()
+        errors_seen = [e for _, _, e in outcomes if e]
+        if errors_seen:
+            raise RuntimeError(errors_seen[0])
         elapsed = time.perf_counter() - t0
         with Store.open(path) as st:
             st.delete_queue(queue)
     finally:
         if tmp:
             tmp.cleanup()
-    got = sum(n for n, _ in outcomes)
-    lat = sorted(x for _, xs in outcomes for x in xs)
+    got = sum(n for n, _, _ in outcomes)
+    lat = sorted(x for _, xs, _ in outcomes for x in xs)
 
     def pct(p: float) -> Optional[float]:
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3) if lat else None

@@ -182,6 +182,8 @@ def put(
             _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
                                            for chunk in _chunks(bodies, BATCH)),
                         False, confirm_id, lease_s)
+        elif count == 1 and confirm_id is None:
+            s.out.msg_ids(st.put_many(queue, [NewMessage(_body(body, file), **fields)], lease=lease_s))
         else:
             data = _body(body, file)
             _put_stream(st, s.out, queue,

@@ -15,7 +15,9 @@ from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import age, iso
 
-qmgr_app = typer.Typer(help="Queue manager settings.", no_args_is_help=True, rich_markup_mode=None)
+qmgr_app = typer.Typer(
+    help="Queue manager settings.\n\n\b\nExample:\n  mqcli qmgr set --quota 10GiB",
+    no_args_is_help=True, rich_markup_mode=None)
 
 
 def _info_doc(info: StoreInfo) -> dict:

@@ -14,7 +14,9 @@ from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import iso
 
-app = typer.Typer(help="Queue administration.", no_args_is_help=True, rich_markup_mode=None)
+app = typer.Typer(
+    help="Queue administration.\n\n\b\nExample:\n  mqcli queue create orders --max-backouts 5\n  mqcli queue list",
+    no_args_is_help=True, rich_markup_mode=None)
 
 NameArg = Annotated[str, typer.Argument(help="Queue name (1-124 of letters, digits, . _ - /).", show_default=False)]
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Description, up to 250 characters.")]

@@ -1,0 +1,530 @@
+"""CLI: put, get, browse (with lock), unlock, confirm, undo, delete, move, inflight (SPEC §5, §6)."""
+
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from store import Store
+
+# SPEC §4: every field a message shows in JSON, and the ones present only while in flight.
+FIELDS = {"msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "size", "props",
+          "app_specific", "class", "delivery", "queue", "state", "put_time", "expires", "trace",
+          "report_queue", "hops", "backouts"}
+IN_FLIGHT = {"confirm_id", "lock_id", "tx", "lease_expires"}
+
+
+def _us(iso: str) -> int:
+    dt = datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return int(dt.timestamp()) * 1_000_000 + dt.microsecond
+
+
+# ---- put ----------------------------------------------------------------------------------
+
+
+def test_put_prints_the_new_msg_id(cli):
+    guid = cli.guid()
+    r = cli.ok("put", "q", "hello")
+    assert r.out == f"{guid}\\1\n" and r.stderr == ""
+    r = cli.ok("put", "q", "again", "--count", "3")
+    assert r.out.splitlines() == [f"{guid}\\{n}" for n in (2, 3, 4)]
+
+
+def test_put_json_prints_one_object(cli):
+    doc = cli.ok("put", "q", "hello", "-o", "json").json()
+    assert isinstance(doc, dict) and doc["body"] == "hello"
+
+
+def test_put_json_with_count_prints_an_array(cli):
+    docs = cli.ok("put", "q", "x", "--count", "2", "-o", "json").json()
+    assert isinstance(docs, list) and len(docs) == 2
+
+
+def test_get_json_shows_every_spec_field(cli):
+    guid = cli.guid()
+    cli.ok("queue", "create", "reports", "-q")
+    before = int(time.time() * 1_000_000)
+    cli.ok("put", "q", "hello", "--priority", "5", "--correl-id", "c-1", "--label", "greeting",
+           "--prop", "k=v", "--prop", "a=b=c", "--app-specific", "42", "--ttl", "1h", "--express",
+           "--trace", "--report-queue", "reports")
+    m = cli.json("get", "q")
+    assert isinstance(m, dict)
+    assert FIELDS <= m.keys()
+    assert not IN_FLIGHT & m.keys()  # only while in flight
+    assert "body_b64" not in m
+    assert m["msg_id"] == f"{guid}\\1"
+    assert m["lookup_id"] == 1  # high byte 0 (not transactional), low bytes SequentialID 1
+    assert m["correl_id"] == "c-1" and m["priority"] == 5 and m["label"] == "greeting"
+    assert m["body"] == "hello" and m["size"] == 5
+    assert m["props"] == {"k": "v", "a": "b=c"}
+    assert m["app_specific"] == 42 and m["class"] == "normal" and m["delivery"] == "express"
+    assert m["queue"] == "q" and m["trace"] is True and m["report_queue"] == "reports"
+    assert m["hops"] == 0 and m["backouts"] == 0
+    put_us = _us(m["put_time"])
+    assert before <= put_us <= int(time.time() * 1_000_000)
+    assert m["unique_id"] == f"{guid}:{put_us}"
+    assert _us(m["expires"]) - put_us == 3600 * 1_000_000
+
+
+def test_get_json_defaults_for_a_plain_put(cli):
+    cli.put("q", "x")
+    m = cli.json("get", "q")
+    assert (m["correl_id"], m["priority"], m["label"], m["props"], m["app_specific"]) == (None, 3, "", {}, 0)
+    assert (m["class"], m["delivery"], m["expires"], m["trace"], m["report_queue"]) == \
+        ("normal", "recoverable", None, False, None)
+
+
+def test_in_flight_fields_are_shown_while_in_flight(cli):
+    cli.put("q", "x")
+    m = cli.json("get", "q", "--confirm-id", "42", "--lease", "5m")
+    assert FIELDS | IN_FLIGHT <= m.keys()
+    assert m["state"] == "get-unconfirmed" and m["confirm_id"] == 42
+    assert m["lock_id"] is None and m["tx"] is None
+    assert 299 <= (_us(m["lease_expires"]) - time.time() * 1_000_000) / 1e6 <= 300
+    [locked] = cli.json("browse", "q", "--state", "all")
+    assert locked["confirm_id"] == 42 and locked["state"] == "get-unconfirmed"
+
+
+def test_a_binary_body_shows_as_body_b64(cli):
+    cli.put("q", b"\xff\x00\xfe")
+    m = cli.json("get", "q")
+    assert "body" not in m and m["body_b64"] == "/wD+" and m["size"] == 3
+
+
+def test_put_body_from_stdin_and_from_file(cli, tmp_path):
+    cli.ok("put", "q", "-", input=b"from stdin")
+    f = tmp_path / "body.bin"
+    f.write_bytes(b"from\nfile\x00")
+    cli.ok("put", "q", "--file", f)
+    assert cli.ok("get", "q", "-o", "body", "--delimiter", "").stdout == b"from stdin"
+    assert cli.ok("get", "q", "-o", "body", "--delimiter", "").stdout == b"from\nfile\x00"
+
+
+def test_all_256_byte_values_round_trip_byte_exact_in_process(cli):
+    body = bytes(range(256))
+    cli.ok("put", "q", "-", input=body)
+    assert cli.ok("get", "q", "-o", "body", "--delimiter", "").stdout == body
+
+
+def test_put_lines_puts_one_message_per_line(cli, tmp_path):
+    f = tmp_path / "lines.txt"
+    f.write_bytes(b"one\r\ntwo\nthree")
+    r = cli.ok("put", "q", "--lines", f, "--priority", "6")
+    assert len(r.out.splitlines()) == 3
+    got = cli.json("get", "q", "--all")
+    assert [m["body"] for m in got] == ["one", "two", "three"]
+    assert {m["priority"] for m in got} == {6}
+    cli.ok("put", "q", "--lines", "-", input=b"a\nb\n")
+    assert cli.ok("get", "q", "--all", "-o", "body").stdout == b"a\nb\n"
+
+
+def test_put_option_errors_are_usage_errors(cli):
+    assert "--prop wants K=V, got 'novalue'" in cli.fails(2, "put", "q", "x", "--prop", "novalue").stderr
+    assert "--trace needs --report-queue" in cli.fails(2, "put", "q", "x", "--trace").stderr
+    assert "give a BODY" in cli.fails(2, "put", "q").stderr
+    assert "not both" in cli.fails(2, "put", "q", "x", "--file", "f").stderr
+    assert "invalid ttl '5x'" in cli.fails(2, "put", "q", "x", "--ttl", "5x").stderr
+    assert "positive 63-bit" in cli.fails(2, "put", "q", "x", "--confirm-id", "0").stderr
+    assert cli.json("queue", "show", "q")["depth"] == 0
+
+
+# ---- get ----------------------------------------------------------------------------------
+
+
+def test_get_takes_highest_priority_first_then_fifo(cli):
+    for body, prio in (("a", 3), ("b", 7), ("c", 3), ("d", 0), ("e", 7)):
+        cli.put("q", body, "--priority", str(prio))
+    got = cli.ok("get", "q", "--all", "-o", "body").stdout
+    assert got == b"b\ne\na\nc\nd\n"
+    cli.fails(3, "get", "q")
+
+
+def test_get_removes_the_message(cli):
+    cli.put("q", "x")
+    assert cli.json("get", "q")["body"] == "x"
+    assert cli.json("queue", "show", "q")["depth"] == 0
+
+
+def test_get_text_output_shows_the_fields_and_body(cli):
+    m = cli.put("q", "hello", "--correl-id", "c9", "--label", "lbl")
+    out = cli.ok("get", "q").out
+    assert out == f"msg_id={m['msg_id']} priority=3 size=5 correl_id=c9 label=lbl\nhello\n"
+
+
+def test_get_count_and_all(cli):
+    cli.put("q", "m", "--count", "5")
+    assert len(cli.json("get", "q", "--count", "2")) == 2
+    assert len(cli.jsonl("get", "q", "--count", "10")) == 3  # fewer than asked is fine
+    cli.fails(3, "get", "q", "--all")
+    assert "not both" in cli.fails(2, "get", "q", "--count", "1", "--all").stderr
+
+
+def test_get_filters(cli):
+    a = cli.put("q", "a", "--correl-id", "x")
+    b = cli.put("q", "b", "--priority", "1")
+    c = cli.put("q", "c")
+    d = cli.put("q", "d", "--correl-id", "x")
+    assert cli.json("get", "q", "--msg-id", c["msg_id"])["body"] == "c"
+    assert cli.json("get", "q", "--lookup-id", hex(b["lookup_id"]))["body"] == "b"
+    assert [m["body"] for m in cli.json("get", "q", "--correl-id", "x", "--all")] == ["a", "d"]
+    cli.fails(3, "get", "q", "--priority", "1")
+    assert cli.json("browse", "q") == []
+    assert a["correl_id"] == d["correl_id"] == "x"
+
+
+def test_get_with_unknown_ids_exits_4(cli):
+    guid = cli.guid()
+    cli.put("q", "x")
+    r = cli.fails(4, "get", "q", "--msg-id", f"{guid}\\99")
+    assert cli.error_line(r) == (f"mqcli: error: no message with msg_id {guid}\\99 in queue 'q' "
+                                 "[MQ_ERROR_MESSAGE_NOT_FOUND]")
+    cli.fails(4, "get", "q", "--lookup-id", "999")
+    cli.fails(4, "get", "q", "--lock-id", "123")
+    assert "invalid lookup id 'zz'" in cli.fails(2, "get", "q", "--lookup-id", "zz").stderr
+    assert cli.json("queue", "show", "q")["available"] == 1
+
+
+def test_get_on_an_empty_queue_exits_3(cli):
+    r = cli.fails(3, "get", "q")
+    assert r.stdout == b""
+    assert cli.error_line(r) == "mqcli: error: no message in queue 'q' [MQ_ERROR_IO_TIMEOUT]"
+
+
+def test_get_waits_for_the_given_time(cli):
+    t0 = time.monotonic()
+    cli.fails(3, "get", "q", "--wait", "300ms")
+    assert time.monotonic() - t0 >= 0.25
+
+
+def test_get_delimiter_escapes(cli):
+    cli.put("q", "a")
+    cli.put("q", "b")
+    cli.put("q", "c")
+    assert cli.ok("get", "q", "--count", "2", "-o", "body", "--delimiter", "\\0").stdout == b"a\x00b\x00"
+    assert cli.ok("get", "q", "-o", "body", "--delimiter", "\\t--\\n").stdout == b"c\t--\n"
+
+
+def test_two_phase_get_then_confirm_removes(cli):
+    m = cli.put("q", "x")
+    got = cli.json("get", "q", "--confirm-id", "42")
+    assert got["msg_id"] == m["msg_id"] and got["state"] == "get-unconfirmed"
+    cli.fails(3, "get", "q")  # in flight: invisible to plain get and browse
+    assert cli.json("browse", "q") == []
+    assert cli.json("confirm", "q", "--confirm-id", "42") == {"queue": "q", "confirm_id": 42, "confirmed": 1}
+    assert cli.json("queue", "show", "q")["depth"] == 0
+    cli.fails(4, "confirm", "q", "--confirm-id", "42")
+
+
+def test_two_phase_get_then_undo_puts_it_back_with_a_backout(cli):
+    m = cli.put("q", "x")
+    cli.ok("get", "q", "--confirm-id", "42")
+    assert cli.json("undo", "q", "--confirm-id", "42") == {"queue": "q", "undone": 1}
+    back = cli.json("get", "q")
+    assert back["msg_id"] == m["msg_id"] and back["backouts"] == 1 and back["state"] == "available"
+
+
+def test_put_with_confirm_id_is_hidden_until_confirmed(cli):
+    m = cli.put("q", "x", "--confirm-id", "7")
+    assert m["state"] == "put-unconfirmed"
+    cli.put("q", "y", "--confirm-id", "7")
+    cli.fails(3, "get", "q")
+    assert cli.json("browse", "q") == []
+    assert cli.json("confirm", "q", "--confirm-id", "7")["confirmed"] == 2
+    assert cli.ok("get", "q", "--all", "-o", "body").stdout == b"x\ny\n"
+
+
+def test_put_with_confirm_id_then_undo_deletes_it(cli):
+    cli.put("q", "x", "--confirm-id", "7")
+    assert cli.json("undo", "q", "--confirm-id", "7")["undone"] == 1
+    assert cli.json("queue", "show", "q")["depth"] == 0
+    cli.fails(4, "confirm", "q", "--confirm-id", "7")
+
+
+def test_wrong_confirm_id_exits_4_and_changes_nothing(cli):
+    cli.put("q", "x")
+    cli.ok("get", "q", "--confirm-id", "42")
+    r = cli.fails(4, "confirm", "q", "--confirm-id", "99")
+    assert cli.error_line(r) == ("mqcli: error: no message of queue 'q' is pending under confirm id 99 "
+                                 "[MQ_ERROR_MESSAGE_NOT_FOUND]")
+    cli.fails(4, "undo", "q", "--confirm-id", "99")
+    assert [m["state"] for m in cli.json("browse", "q", "--state", "all")] == ["get-unconfirmed"]
+    cli.ok("confirm", "q", "--confirm-id", "42")
+
+
+# ---- browse, browse with lock, unlock -----------------------------------------------------
+
+
+def test_browse_shows_queue_order_without_taking(cli):
+    for body, prio in (("a", 1), ("b", 6), ("c", 1)):
+        cli.put("q", body, "--priority", str(prio))
+    assert [m["body"] for m in cli.json("browse", "q")] == ["b", "a", "c"]
+    assert [m["body"] for m in cli.jsonl("browse", "q", "--limit", "2")] == ["b", "a"]
+    assert cli.ok("browse", "q", "-o", "body").stdout == b"b\na\nc\n"
+    assert [m["body"] for m in cli.json("browse", "q", "--priority", "1")] == ["a", "c"]
+    assert cli.json("queue", "show", "q")["depth"] == 3
+    text = cli.ok("browse", "q").out
+    assert text.startswith("[1] msg_id=") and "\nb\n" in text
+
+
+def test_browse_state_shows_in_flight_messages(cli):
+    cli.put("q", "a")
+    cli.put("q", "b")
+    cli.ok("get", "q", "--confirm-id", "3")
+    assert [m["body"] for m in cli.json("browse", "q")] == ["b"]
+    assert [m["state"] for m in cli.json("browse", "q", "--state", "get-unconfirmed")] == ["get-unconfirmed"]
+    assert len(cli.json("browse", "q", "--state", "all")) == 2
+    assert len(cli.json("browse", "q", "--state", "available,get-unconfirmed")) == 2
+    assert "unknown state" in cli.fails(2, "browse", "q", "--state", "nonsense").stderr
+
+
+def test_browse_lock_prints_the_lock_id_and_locks_the_matches(cli):
+    cli.put("q", "a", "--count", "3")
+    r = cli.ok("browse", "q", "--lock", "--limit", "2")
+    lock_id = int(r.out)  # stdout is the lock id alone: the data a script needs
+    assert 0 < lock_id < 2**63
+    assert r.stderr.count("msg_id=") == 2  # the locked messages are shown on stderr
+    assert cli.ok("browse", "q", "--lock", "--limit", "1", "-q").stderr == ""
+    assert cli.json("browse", "q") == []
+    assert [m["state"] for m in cli.json("browse", "q", "--state", "all")] == ["locked-browse"] * 3
+    cli.fails(3, "get", "q")
+
+
+def test_browse_lock_json_shows_the_locked_records(cli):
+    cli.put("q", "a", "--count", "2")
+    locked = cli.json("browse", "q", "--lock", "--lock-id", "555", "--lease", "1m")
+    assert [m["lock_id"] for m in locked] == [555, 555]
+    assert {m["state"] for m in locked} == {"locked-browse"}
+    assert all(m["lease_expires"] for m in locked)
+
+
+def test_browse_lock_on_an_empty_queue_exits_3(cli):
+    r = cli.fails(3, "browse", "q", "--lock")
+    assert r.stdout == b""
+
+
+def test_browse_lock_options_need_lock(cli):
+    assert "go with --lock" in cli.fails(2, "browse", "q", "--lock-id", "5").stderr
+    assert "does not go with --lock" in cli.fails(2, "browse", "q", "--lock", "--state", "all").stderr
+
+
+def test_unlock_makes_locked_messages_available(cli):
+    cli.put("q", "a", "--count", "2")
+    lock_id = cli.ok("browse", "q", "--lock", "-q").out.strip()
+    assert cli.json("unlock", "q", "--lock-id", lock_id) == {"queue": "q", "lock_id": int(lock_id), "unlocked": 2}
+    assert len(cli.json("browse", "q")) == 2
+    r = cli.fails(4, "unlock", "q", "--lock-id", lock_id)
+    assert cli.error_line(r) == (f"mqcli: error: no message of queue 'q' is locked under lock id {lock_id} "
+                                 "[MQ_ERROR_MESSAGE_NOT_FOUND]")
+
+
+def test_undo_lock_id_unlocks(cli):
+    cli.put("q", "a")
+    lock_id = cli.ok("browse", "q", "--lock", "-q").out.strip()
+    assert cli.json("undo", "q", "--lock-id", lock_id)["undone"] == 1
+    assert len(cli.json("browse", "q")) == 1
+
+
+def test_get_with_lock_id_takes_the_locked_message(cli):
+    m = cli.put("q", "a")
+    cli.put("q", "b")
+    lock_id = cli.ok("browse", "q", "--lock", "--limit", "1", "-q").out.strip()
+    assert cli.json("get", "q", "--lock-id", lock_id)["msg_id"] == m["msg_id"]
+    assert [x["body"] for x in cli.json("browse", "q", "--state", "all")] == ["b"]
+
+
+def test_get_with_lock_id_and_confirm_id_then_undo_returns_to_the_lock(cli):
+    cli.put("q", "a")
+    lock_id = cli.ok("browse", "q", "--lock", "-q").out.strip()
+    got = cli.json("get", "q", "--lock-id", lock_id, "--confirm-id", "9")
+    assert got["state"] == "browse-get-unconfirmed" and got["lock_id"] == int(lock_id) and got["confirm_id"] == 9
+    cli.ok("undo", "q", "--confirm-id", "9")
+    assert [m["state"] for m in cli.json("browse", "q", "--state", "all")] == ["locked-browse"]
+    cli.ok("unlock", "q", "--lock-id", lock_id)
+    assert [m["state"] for m in cli.json("browse", "q")] == ["available"]
+
+
+def test_a_message_held_by_a_lock_exits_5(cli):
+    m = cli.put("q", "a")
+    cli.ok("browse", "q", "--lock", "-q")
+    r = cli.fails(5, "delete", "q", "--msg-id", m["msg_id"])
+    assert "[MQ_ERROR_MESSAGE_ALREADY_RECEIVED]" in r.stderr
+    cli.fails(5, "get", "q", "--msg-id", m["msg_id"])
+
+
+# ---- delete -------------------------------------------------------------------------------
+
+
+def test_delete_removes_one_message_by_msg_id(cli):
+    a = cli.put("q", "a")
+    cli.put("q", "b")
+    assert cli.json("delete", "q", "--msg-id", a["msg_id"]) == {"queue": "q", "msg_id": a["msg_id"], "deleted": True}
+    assert [m["body"] for m in cli.json("browse", "q")] == ["b"]
+    cli.fails(4, "delete", "q", "--msg-id", a["msg_id"])
+    assert "[MQ_ERROR_BAD_DATA]" in cli.fails(12, "delete", "q", "--msg-id", "not-an-id").stderr
+
+
+def test_delete_a_locked_message_with_its_lock_id(cli):
+    m = cli.put("q", "a")
+    lock_id = cli.ok("browse", "q", "--lock", "-q").out.strip()
+    cli.ok("delete", "q", "--msg-id", m["msg_id"], "--lock-id", lock_id)
+    assert cli.json("queue", "show", "q")["depth"] == 0
+
+
+# ---- undo for operators -------------------------------------------------------------------
+
+
+def test_undo_needs_exactly_one_selector(cli):
+    msg = "mqcli: error: give exactly one of --confirm-id, --lock-id, --older-than and --all [USAGE]"
+    assert cli.error_line(cli.fails(2, "undo", "q")) == msg
+    assert cli.error_line(cli.fails(2, "undo", "q", "--all", "--confirm-id", "1")) == msg
+    assert "need the QUEUE" in cli.fails(2, "undo", "--confirm-id", "1").stderr
+    assert "invalid age '5x'" in cli.fails(2, "undo", "--older-than", "5x").stderr
+
+
+def test_undo_older_than_undoes_only_old_in_flight_messages(cli):
+    old = cli.put("q", "old")
+    cli.put("q", "new")
+    with Store.open(cli.store, clock=lambda: time.time() - 3600) as st:
+        st.get("q", wait=0, msg_id=old["msg_id"], confirm_id=1)
+    cli.ok("get", "q", "--confirm-id", "2")
+    assert cli.json("undo", "--older-than", "30m")["undone"] == 1
+    assert [m["msg_id"] for m in cli.json("browse", "q")] == [old["msg_id"]]
+    assert [m["confirm_id"] for m in cli.json("inflight")] == [2]
+
+
+def test_undo_all_undoes_every_in_flight_message(cli):
+    cli.ok("queue", "create", "r", "-q")
+    cli.put("q", "a", "--count", "2")
+    cli.put("r", "b")
+    cli.ok("get", "q", "--confirm-id", "1")
+    cli.ok("browse", "q", "--lock", "-q")
+    cli.ok("get", "r", "--confirm-id", "2")
+    assert cli.json("undo", "q", "--all") == {"queue": "q", "undone": 2}
+    assert [m["queue"] for m in cli.json("inflight")] == ["r"]
+    assert cli.json("undo", "--all") == {"queue": None, "undone": 1}
+    assert cli.json("inflight") == []
+
+
+# ---- move ---------------------------------------------------------------------------------
+
+
+def test_move_moves_available_messages_keeping_ids(cli):
+    cli.ok("queue", "create", "r", "-q")
+    ids = [cli.put("q", b)["msg_id"] for b in ("a", "b", "c")]
+    assert cli.json("move", "q", "r", "--count", "2") == {"source": "q", "target": "r", "moved": 2}
+    moved = cli.json("browse", "r")
+    assert [m["msg_id"] for m in moved] == ids[:2] and {m["queue"] for m in moved} == {"r"}
+    assert [m["msg_id"] for m in cli.json("browse", "q")] == ids[2:]
+
+
+def test_move_copy_keeps_the_source(cli):
+    cli.ok("queue", "create", "r", "-q")
+    src = [cli.put("q", b, "--correl-id", b) for b in ("a", "b")]
+    assert cli.json("move", "q", "r", "--copy")["copied"] == 2
+    copies = cli.json("browse", "r")
+    assert [m["msg_id"] for m in copies] == [m["msg_id"] for m in src]
+    assert [m["body"] for m in copies] == ["a", "b"]
+    assert len(cli.json("browse", "q")) == 2
+
+
+def test_move_dry_run_counts_and_changes_nothing(cli):
+    cli.ok("queue", "create", "r", "-q")
+    cli.put("q", "a", "--count", "3")
+    cli.put("q", "z", "--correl-id", "only")
+    assert cli.json("move", "q", "r", "--dry-run") == {"source": "q", "target": "r", "would_move": 4, "dry_run": True}
+    assert cli.json("move", "q", "r", "--dry-run", "--correl-id", "only")["would_move"] == 1
+    assert cli.json("queue", "show", "r")["depth"] == 0 and cli.json("queue", "show", "q")["depth"] == 4
+    cli.fails(6, "move", "q", "nope", "--dry-run")
+
+
+def test_move_with_a_filter_and_to_a_missing_queue(cli):
+    cli.ok("queue", "create", "r", "-q")
+    cli.put("q", "a")
+    cli.put("q", "z", "--correl-id", "only")
+    assert cli.json("move", "q", "r", "--correl-id", "only")["moved"] == 1
+    assert [m["body"] for m in cli.json("browse", "r")] == ["z"]
+    cli.fails(6, "move", "q", "nope")
+    assert [m["body"] for m in cli.json("browse", "q")] == ["a"]
+
+
+def test_move_leaves_in_flight_messages(cli):
+    cli.ok("queue", "create", "r", "-q")
+    cli.put("q", "a", "--count", "2")
+    cli.ok("get", "q", "--confirm-id", "1")
+    assert cli.json("move", "q", "r")["moved"] == 1
+    assert [m["state"] for m in cli.json("browse", "q", "--state", "all")] == ["get-unconfirmed"]
+
+
+# ---- inflight -----------------------------------------------------------------------------
+
+
+def test_inflight_lists_locked_and_unconfirmed_messages(cli):
+    cli.ok("queue", "create", "r", "-q")
+    a = cli.put("q", "a")
+    cli.put("q", "b")
+    cli.put("r", "c")
+    cli.ok("get", "q", "--confirm-id", "11", "--lease", "1m")
+    lock_id = int(cli.ok("browse", "q", "--lock", "-q").out)
+    cli.put("r", "d", "--confirm-id", "12")
+    rows = cli.json("inflight")
+    assert [(r["queue"], r["state"]) for r in rows] == [
+        ("q", "get-unconfirmed"), ("q", "locked-browse"), ("r", "put-unconfirmed")]
+    first = rows[0]
+    assert first["msg_id"] == a["msg_id"] and first["confirm_id"] == 11 and first["lock_id"] is None
+    assert first["lease_expires"].endswith("Z") and 0 < float(first["lease_left"].rstrip("s")) <= 60
+    assert first["since"].endswith("Z") and first["age_s"] >= 0
+    assert rows[1]["lock_id"] == lock_id and rows[1]["lease_left"] is None
+    assert [r["state"] for r in cli.json("inflight", "q")] == ["get-unconfirmed", "locked-browse"]
+    text = cli.ok("inflight").out
+    assert "get-unconfirmed" in text and str(lock_id) in text
+    assert cli.json("inflight", "dead-letter") == []
+    cli.fails(6, "inflight", "nope")
+
+
+# ---- leases, poison messages, journal, format names ---------------------------------------
+
+
+def test_a_lapsed_lease_is_undone_on_the_next_access(cli):
+    m = cli.put("q", "a")
+    with Store.open(cli.store, clock=lambda: time.time() - 3600) as st:
+        st.get("q", wait=0, confirm_id=5, lease=60)
+    got = cli.json("get", "q")
+    assert got["msg_id"] == m["msg_id"] and got["backouts"] == 1
+    cli.fails(4, "confirm", "q", "--confirm-id", "5")
+
+
+def test_a_message_undone_max_backouts_times_goes_to_the_dead_letter_queue(cli):
+    cli.ok("queue", "set", "q", "--max-backouts", "2", "-q")
+    m = cli.put("q", "poison")
+    for _ in range(2):
+        cli.ok("get", "q", "--confirm-id", "1", "-q")
+        cli.ok("undo", "q", "--confirm-id", "1", "-q")
+    cli.fails(3, "get", "q")
+    [dead] = cli.json("browse", "dead-letter")
+    assert dead["msg_id"] == m["msg_id"] and dead["backouts"] == 2
+    assert dead["dead_letter_reason"] == "max-backouts" and dead["original_queue"] == "q"
+
+
+def test_a_binary_body_in_text_mode_says_how_to_see_it(cli):
+    cli.put("q", b"\xff\xfe")
+    assert cli.ok("get", "q").out.endswith("\n<2 bytes, not UTF-8: use -o body or -o json>\n")
+
+
+@pytest.mark.xfail(strict=True, reason="bug (not built yet): `queue create --journal` is accepted and "
+                                        "shown, but a get copies nothing to NAME;journal (SPEC §3)")
+def test_journal_keeps_a_copy_of_each_got_message(cli):
+    cli.ok("queue", "create", "j", "--journal", "-q")
+    m = cli.put("j", "a")
+    cli.ok("get", "j", "-q")
+    assert [x["msg_id"] for x in cli.json("browse", "j;journal")] == [m["msg_id"]]
+
+
+@pytest.mark.xfail(strict=True, reason="bug (not built yet): format names (SPEC §3, MS-MQMQ 2.1) are "
+                                        "not accepted where a queue is named: exit 6")
+def test_format_names_name_local_queues(cli):
+    guid = cli.guid()
+    queue_guid = cli.json("queue", "show", "q")["guid"]
+    cli.ok("put", "q", "a", "-q")
+    assert cli.json("browse", f"PUBLIC={queue_guid}")[0]["body"] == "a"
+    assert cli.json("browse", "DIRECT=OS:.\\q")[0]["body"] == "a"
+    assert cli.json("browse", f"MACHINE={guid};DEADLETTER") == []

@@ -1,0 +1,160 @@
+"""CLI: moving messages between queues and stores as JSONL — `get -o jsonl | put --jsonl`,
+`export` / `import` (SPEC §6: round-trips exactly, ids kept; only lookup_id is new, seed 000)."""
+
+import json
+import time
+
+from cli_helpers import Cli
+from store import Store
+
+
+def _fill(cli):
+    """A queue with every kind of field, mixed priorities, a binary body, a props map."""
+    cli.ok("queue", "create", "reports", "-q")
+    cli.put("q", "burn", "--count", "3")  # move SequentialID on, so new lookup ids differ
+    cli.ok("get", "q", "--all", "-q")
+    cli.put("q", "plain")
+    cli.put("q", "high", "--priority", "7", "--correl-id", "c-1", "--label", "L1",
+            "--prop", "k=v", "--prop", "x=", "--app-specific", "-5")
+    cli.put("q", bytes(range(256)), "--priority", "0", "--express", "--ttl", "2h")
+    cli.put("q", "ünïcødé ✓", "--label", "ラベル", "--trace", "--report-queue", "reports")
+    cli.put("q", "low", "--priority", "0", "--correl-id", "c-2")
+
+
+def _without(record, *keys):
+    return {k: v for k, v in record.items() if k not in keys}
+
+
+def test_get_jsonl_piped_to_put_jsonl_reproduces_every_field_but_queue_and_lookup_id(cli):
+    _fill(cli)
+    cli.ok("queue", "create", "copy", "-q")
+    source = cli.json("browse", "q")
+    dump = cli.ok("get", "q", "-o", "jsonl", "--all").stdout
+    got = [json.loads(line) for line in dump.splitlines()]
+    assert [_without(g, "state") for g in got] == [_without(s, "state") for s in source]
+    put = cli.ok("put", "copy", "--jsonl", "-", input=dump)
+    assert put.out.splitlines() == [g["msg_id"] for g in got]  # ids kept
+    copied = cli.json("browse", "copy")
+    assert len(copied) == len(got) == 5
+    for old, new in zip(got, copied):
+        assert new["queue"] == "copy" and old["queue"] == "q"
+        assert new["lookup_id"] != old["lookup_id"]  # a new SequentialID at enqueue (seed 000)
+        assert _without(new, "queue", "lookup_id") == _without(old, "queue", "lookup_id")
+        assert new["state"] == "available"
+    assert cli.ok("get", "copy", "--all", "-o", "body", "--delimiter", "").stdout == b"".join(
+        m["body"].encode() if "body" in m else bytes(range(256)) for m in got)
+
+
+def test_put_jsonl_json_output_shows_the_new_records(cli):
+    m = cli.put("q", "x")
+    line = cli.ok("get", "q", "-o", "jsonl").stdout
+    new = cli.jsonl("put", "q", "--jsonl", "-", input=line)
+    assert len(new) == 1 and new[0]["msg_id"] == m["msg_id"] and new[0]["lookup_id"] != m["lookup_id"]
+
+
+def test_put_jsonl_from_a_file(cli, tmp_path):
+    cli.put("q", "a")
+    cli.put("q", "b")
+    f = tmp_path / "dump.jsonl"
+    f.write_bytes(cli.ok("get", "q", "--all", "-o", "jsonl").stdout)
+    assert len(cli.ok("put", "q", "--jsonl", f).out.splitlines()) == 2
+    assert cli.ok("browse", "q", "-o", "body").stdout == b"a\nb\n"
+
+
+def test_put_jsonl_malformed_line_exits_12_naming_the_line_and_stores_nothing(cli):
+    good = cli.ok("put", "q", "x", "-o", "jsonl").stdout
+    cli.ok("get", "q", "-q")
+    r = cli.fails(12, "put", "q", "--jsonl", "-", input=good + b'{"msg_id": \n' + good)
+    assert cli.error_line(r).startswith("mqcli: error: line 2: not JSON: ")
+    assert cli.error_line(r).endswith(" [MQ_ERROR_BAD_DATA]")
+    r = cli.fails(12, "put", "q", "--jsonl", "-", input=good + b"\n" + b'{"body": "no id"}\n')
+    assert cli.error_line(r) == "mqcli: error: line 3: field 'msg_id' is missing [MQ_ERROR_BAD_DATA]"
+    assert cli.json("queue", "show", "q")["depth"] == 0
+
+
+def test_put_jsonl_record_already_expired_exits_9(cli):
+    record = cli.ok("put", "q", "x", "--ttl", "1h", "-o", "jsonl").jsonl()[0]
+    cli.ok("get", "q", "-q")
+    record["expires"] = "2020-01-01T00:00:00.000000Z"
+    r = cli.fails(9, "put", "q", "--jsonl", "-", input=json.dumps(record) + "\n")
+    assert cli.error_line(r) == ("mqcli: error: the message expired before it could be enqueued "
+                                 "[MQ_ERROR_MESSAGE_TIMED_OUT]")
+    assert cli.json("queue", "show", "q")["depth"] == 0
+
+
+def test_export_then_import_into_a_fresh_store_reproduces_the_queues(cli, tmp_path):
+    _fill(cli)
+    cli.ok("queue", "create", "other", "--label", "second", "-q")
+    cli.put("other", "o1", "--priority", "4")
+    with Store.open(cli.store, clock=lambda: time.time() - 3600) as st:  # one dead-lettered
+        st.put("q", b"expired", ttl=60)
+    cli.ok("sweep", "-q")
+    exported = cli.ok("export")
+    assert exported.stderr == "exported 7 messages\n"
+    records = exported.jsonl()
+    assert [r["queue"] for r in records] == ["dead-letter", "other"] + ["q"] * 5
+    assert records[0]["dead_letter_reason"] == "expired"
+
+    fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
+    fresh.ok("init", "-q")
+    r = fresh.ok("import", "-", "-o", "json", input=exported.stdout)
+    assert r.json() == {"imported": 7}
+    assert "created queue 'q'" in r.stderr and "created queue 'other'" in r.stderr
+    assert fresh.json("import", "-", input=b"") == {"imported": 0}
+    again = fresh.ok("export").jsonl()
+    assert [_without(a, "lookup_id") for a in again] == [_without(r, "lookup_id") for r in records]
+    assert fresh.ok("check").code == 0
+    # and through a file, with --to
+    f = tmp_path / "q.jsonl"
+    assert cli.ok("export", "q", "--to", f).stdout == b""
+    third = Cli(tmp_path / "third", tmp_path / "xdg")
+    assert third.json("import", f) == {"imported": 5}
+    assert [_without(m, "lookup_id") for m in third.json("browse", "q")] == \
+        [_without(m, "lookup_id") for m in cli.json("browse", "q")]
+
+
+def test_export_selected_queues_in_queue_order(cli):
+    cli.ok("queue", "create", "r", "-q")
+    cli.put("q", "a", "--priority", "1")
+    cli.put("q", "b", "--priority", "6")
+    cli.put("r", "c")
+    records = cli.ok("export", "q").jsonl()
+    assert [r["body"] for r in records] == ["b", "a"]
+    assert [r["body"] for r in cli.ok("export", "q", "r").jsonl()] == ["b", "a", "c"]
+    cli.fails(6, "export", "nope")
+
+
+def test_export_includes_in_flight_messages(cli):
+    cli.put("q", "a")
+    cli.put("q", "b")
+    cli.ok("get", "q", "--confirm-id", "4")
+    records = cli.ok("export", "q").jsonl()
+    assert [r["state"] for r in records] == ["get-unconfirmed", "available"]
+    assert records[0]["confirm_id"] == 4
+
+
+def test_import_into_another_queue(cli, tmp_path):
+    cli.put("q", "a")
+    dump = cli.ok("export", "q").stdout
+    assert cli.json("import", "-", "--queue", "elsewhere", input=dump) == {"imported": 1}
+    assert [m["body"] for m in cli.json("browse", "elsewhere")] == ["a"]
+    assert cli.ok("import", "-", "--queue", "elsewhere2", "-q", "-o", "json", input=dump).stderr == ""
+
+
+def test_import_malformed_line_exits_12_and_stores_nothing(cli, tmp_path):
+    cli.put("q", "a", "--count", "2")
+    lines = cli.ok("export").stdout.splitlines(keepends=True)
+    f = tmp_path / "bad.jsonl"
+    f.write_bytes(lines[0] + b"\n" + b"[1, 2]\n" + lines[1])
+    fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
+    r = fresh.fails(12, "import", f)
+    assert fresh.error_line(r) == ("mqcli: error: line 3: a message record must be a JSON object "
+                                   "[MQ_ERROR_BAD_DATA]")
+    assert [q["name"] for q in fresh.json("queue", "list")] == ["dead-letter", "dead-letter-tx"]
+    r = fresh.fails(12, "import", "-", input=b"{not json}\n")
+    assert "line 1: not JSON" in r.stderr
+
+
+def test_import_a_missing_file_is_a_usage_error(cli, tmp_path):
+    r = cli.fails(2, "import", tmp_path / "nope.jsonl")
+    assert "cannot read" in r.stderr
