@@ -9,13 +9,14 @@ rich is imported only when a text table or a progress bar is drawn.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
+
+from . import jsonl
 
 if TYPE_CHECKING:
     from store import Message
@@ -47,11 +48,8 @@ def age(us: int | None, now_us: int) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps with options builds one per call
-
-
 def json_line(obj: Any) -> bytes:
-    return _ENCODER.encode(obj).encode("utf-8")
+    return jsonl.dumps(obj)
 
 
 def _body_text(body: bytes, limit: int | None = None) -> str:

@@ -358,27 +358,30 @@ _OPTIONAL_FIELDS = (
 )
 
 
-_NONE = type(None)
 # the exact keys and value types of an available message as to_dict writes it: a record that
 # matches them (what export and get -o jsonl print) is read in one step
 _CANONICAL_KEYS = ("msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "body",
                    "size", "props", "app_specific", "class", "delivery", "queue", "state",
                    "put_time", "expires", "dead_letter", "trace", "report_queue", "hops", "backouts")
-_CANONICAL_KINDS = (str, int, str, (str, _NONE), int, str, str, int, dict, int, str, str, str, str,
-                    str, (str, _NONE), bool, bool, (str, _NONE), int, int)
 
 
 def _from_canonical(d: dict[str, Any]) -> Message | None:
-    values = tuple(d.values())
-    if tuple(d) != _CANONICAL_KEYS or not all(map(isinstance, values, _CANONICAL_KINDS)):
+    if len(d) != len(_CANONICAL_KEYS) or tuple(d) != _CANONICAL_KEYS:
         return None
     (msg_id, lookup_id, _, correl_id, priority, label, body, _, props, app_specific, msg_class,
-     delivery, queue, state, put_time, expires, dead_letter, trace, report_queue, hops, backouts) = values
-    if (type(lookup_id) is not int or type(priority) is not int or type(app_specific) is not int
-            or type(hops) is not int or type(backouts) is not int or state != AVAILABLE
-            or msg_class not in ("normal", "report") or delivery not in ("recoverable", "express")
-            or not all(type(k) is str and type(v) is str for k, v in props.items())):
-        return None  # let the full reader name what is wrong
+     delivery, queue, state, put_time, expires, dead_letter, trace, report_queue, hops, backouts) = d.values()
+    # exact types (a bool is not an int here); anything else goes to the full reader, which
+    # names what is wrong
+    if not (int is type(lookup_id) is type(priority) is type(app_specific) is type(hops) is type(backouts)
+            and str is type(msg_id) is type(label) is type(body) is type(msg_class) is type(delivery)
+            is type(queue) is type(state) is type(put_time)
+            and bool is type(dead_letter) is type(trace) and dict is type(props)
+            and (correl_id is None or type(correl_id) is str) and (expires is None or type(expires) is str)
+            and (report_queue is None or type(report_queue) is str)
+            and state == AVAILABLE and msg_class in ("normal", "report")
+            and delivery in ("recoverable", "express")
+            and (not props or all(type(k) is str and type(v) is str for k, v in props.items()))):
+        return None
     origin, msg_n = parse_msg_id(msg_id)
     return Message(
         body.encode("utf-8"), queue, AVAILABLE, priority, 0, 0, origin, msg_n, (lookup_id >> 56) & 0xFF,

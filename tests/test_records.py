@@ -122,3 +122,11 @@ def test_header_layout_is_stable():
     from store import records
     assert records._HEADER.format == ">BBBBIQB16sIqqiHHqqqqq"
     assert records._HEADER.size == 101
+
+
+def test_a_canonical_record_with_a_bool_for_an_int_is_refused():
+    d = Message(b"x", queue="q", origin=bytes(16), msg_n=1, put_time=5).to_dict()
+    assert Message.from_dict(dict(d)).body == b"x"  # the canonical form reads back
+    d["priority"] = True
+    with pytest.raises(errors.BadData, match="priority"):
+        Message.from_dict(d)

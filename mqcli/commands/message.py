@@ -76,13 +76,13 @@ def _open_input(name: str) -> BinaryIO:
 
 def read_records(stream: BinaryIO) -> Iterator[tuple[int, Message]]:
     """(line number, record) for each non-empty JSONL line; a bad line is BadData naming it."""
-    import json
+    from .. import jsonl
 
     for number, line in enumerate(stream, 1):
-        if not line.strip():
+        if line.isspace() or not line:
             continue
         try:
-            record = json.loads(line)
+            record = jsonl.loads(line)
         except ValueError as exc:
             raise errors.BadData(f"line {number}: not JSON: {exc}") from None
         try:
