@@ -54,16 +54,15 @@ def check_store(t: Txn) -> list[str]:
         if t.lt.get(keys.U32.pack(q.qid), db=dbs["qids"]) != bytes(key):
             report(f"queue {q.name!r}: its number {q.qid} is not registered")
 
-    want: dict[bytes, bytes | None] = {}  # index key -> its value (None: a record)
+    want: dict[bytes, bytes] = {}  # index key -> its value (b"" for a position: it holds the record)
     counted: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     max_seq = 0
     seen: set[int] = set()
 
     def records():
         """Every record: the values of the position entries, then the held records."""
-        for key, raw in t.lt.cursor(db=dbs["idx"]):
-            if key[:1] == keys.POS:
-                yield "position", keys.seq_of(key), raw, True
+        for key, raw in t.lt.cursor(db=dbs["pos"]):
+            yield "position", keys.seq_of(key), raw, True
         for key, raw in t.lt.cursor(db=dbs["msg"]):
             yield "held record", keys.U64.unpack(key)[0], raw, False
 
@@ -90,14 +89,15 @@ def check_store(t: Txn) -> list[str]:
         counted[m.qid][1] += len(m.body)
         location = keys.location(m.qid, m.priority)
         for entry in index_entries(m):
-            want[entry] = None if entry[:1] == keys.POS else location
+            want[entry] = b"" if entry[:1] == keys.POS else location
 
     have = {bytes(k): bytes(v) for k, v in t.lt.cursor(db=dbs["idx"])}
+    have.update((bytes(k), b"") for k in t.lt.cursor(db=dbs["pos"]).iternext(values=False))
     for entry in sorted(set(want) - set(have))[:10]:
         report(f"{_index_name(entry)} index: the entry of message seq {keys.seq_of(entry)} is missing")
     for entry in sorted(set(have) - set(want))[:10]:
         report(f"{_index_name(entry)} index: entry {entry.hex()} points at no matching message")
-    for entry in sorted(k for k, v in want.items() if v is not None and k in have and have[k] != v)[:10]:
+    for entry in sorted(k for k, v in want.items() if v and k in have and have[k] != v)[:10]:
         report(f"{_index_name(entry)} index: entry {entry.hex()} gives a wrong location")
 
     total = [0, 0]

@@ -24,7 +24,7 @@ from .errors import StoreCorrupt, StorePermission, StoreUnavailable
 from .keys import DATABASES
 
 MARKER = "mqcli-store.json"
-STORE_FORMAT = 2  # 2: available records live in their position entries
+STORE_FORMAT = 3  # 3: available records live in their position entries, a table of their own
 DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space, sparse on disk
 MAX_READERS = 1024
 

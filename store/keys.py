@@ -4,16 +4,17 @@ The key layouts are designed so that the order the store needs is the order LMDB
 (big-endian integers compare bytewise like numbers). A commit writes every B-tree page it
 touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta``.
 
-- ``idx``   the position list and every secondary index, each under a one-byte tag:
-
-  - ``P qid(4) 7-priority(1) seq(8)`` → the message record: the position list of *available*
-    messages, holding their records. Priority high→low then arrival is plain key order, so
-    "the next available message" is one ``set_range`` on the queue prefix that yields the record
-    too, never a walk past in-flight messages. ``seq`` is the SequentialID given at enqueue
-    (seed 000), also the seven low bytes of the lookup id.
-
-  Every other entry's value is the message's *location*, ``qid(4) 7-priority(1)``: with the
-  seq at the end of the key it names the position entry.
+- ``pos``   ``P qid(4) 7-priority(1) seq(8)`` → the message record: the position list of
+  *available* messages, holding their records. Priority high→low then arrival is plain key
+  order, so "the next available message" is one ``set_range`` on the queue prefix that yields
+  the record too, never a walk past in-flight messages. ``seq`` is the SequentialID given at
+  enqueue (seed 000), also the seven low bytes of the lookup id. A table of its own: new
+  positions mostly go at the end of a queue's range, and LMDB keeps pages full only for
+  sequential inserts that no other key range interleaves with (measured: 20,000 positions
+  interleaved with their msg_id entries in one table took 1.6x the pages).
+- ``idx``   every secondary index, each under a one-byte tag; each entry's value is the
+  message's *location*, ``qid(4) 7-priority(1)``: with the seq at the end of the key it names
+  the position entry.
 
   - ``M origin(16) n(4) seq(8)``: msg_id (a copy keeps its msg_id; the seq keeps entries apart).
   - ``U origin(16) put_time(8) seq(8)``: the MQe unique id.
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import struct
 
-DATABASES = (b"meta", b"queues", b"qids", b"msg", b"idx")
+DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx")
 
 POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY = b"P", b"M", b"U", b"C", b"K", b"L", b"E", b"X"
 INDEX_TAGS = (POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY)

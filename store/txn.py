@@ -76,6 +76,7 @@ class Txn:
         self._counters: Counters | None = None
         self.msg_db = dbs["msg"]
         self.idx_db = dbs["idx"]
+        self.pos_db = dbs["pos"]
 
     # ---- meta counters -----------------------------------------------------------------
 
@@ -155,7 +156,7 @@ class Txn:
     def load(self, seq: int, location: bytes) -> Message | None:
         """The message `seq` at `location` (an index entry's value): its position entry if it
         is available, else its held record."""
-        raw = self.lt.get(keys.POS + location + keys.seq_key(seq), db=self.idx_db)
+        raw = self.lt.get(keys.POS + location + keys.seq_key(seq), db=self.pos_db)
         if raw is None:
             raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
             if raw is None:
@@ -169,7 +170,7 @@ class Txn:
         lt, idx = self.lt, self.idx_db
         entries = state_entries(m)
         if m.state == AVAILABLE:
-            lt.put(entries[0], encode(m), db=idx)
+            lt.put(entries[0], encode(m), db=self.pos_db)
             entries = entries[1:]
             self.woke.add(m.qid)
         else:
@@ -181,14 +182,18 @@ class Txn:
     def _unplace(self, m: Message) -> None:
         """Delete the record and the state's index entries (the position holds the record)."""
         lt, idx = self.lt, self.idx_db
-        if m.state != AVAILABLE:
+        entries = state_entries(m)
+        if m.state == AVAILABLE:
+            lt.delete(entries[0], db=self.pos_db)
+            del entries[0]
+        else:
             lt.delete(keys.seq_key(m.seq), db=self.msg_db)
-        for key in state_entries(m):
+        for key in entries:
             lt.delete(key, db=idx)
 
     def insert_many(self, q: QueueInfo, messages: list[Message]) -> None:
         """Store messages of one queue that already have their seqs, with every index entry."""
-        held, entries = [], []
+        held, positions, entries = [], [], []
         append = entries.append
         size = 0
         locations = [keys.location(q.qid, p) for p in range(8)]
@@ -197,7 +202,7 @@ class Txn:
             location = locations[m.priority]
             state = state_entries(m)
             if m.state == AVAILABLE:
-                append((state[0], record))  # the position entry holds the record
+                positions.append((state[0], record))  # the position entry holds the record
                 del state[0]
             else:
                 held.append((keys.seq_key(m.seq), record))
@@ -206,6 +211,7 @@ class Txn:
             for key in state:
                 append((key, location))
             size += len(m.body)
+        self.lt.cursor(db=self.pos_db).putmulti(positions)
         self.lt.cursor(db=self.idx_db).putmulti(entries)
         if held:
             self.lt.cursor(db=self.msg_db).putmulti(held)
@@ -418,9 +424,9 @@ class Txn:
                 held.add((7 - keys.priority_in_id_key(key), keys.seq_of(key)))
         return held
 
-    def index_items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Index entries under a prefix, in key order."""
-        cur = self.lt.cursor(db=self.idx_db)
+    def index_items(self, prefix: bytes, db: lmdb._Database | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Entries of the index (or the position list) under a prefix, in key order."""
+        cur = self.lt.cursor(db=self.idx_db if db is None else db)
         if cur.set_range(prefix):
             for key, value in cur:
                 if not key.startswith(prefix):
@@ -428,7 +434,7 @@ class Txn:
                 yield key, value
 
     def count_available(self, qid: int) -> int:
-        cur = self.lt.cursor(db=self.idx_db)
+        cur = self.lt.cursor(db=self.pos_db)
         prefix = keys.queue_prefix(qid)
         n = 0
         if cur.set_range(prefix):
@@ -442,7 +448,7 @@ class Txn:
         """Available messages in queue order: a cursor walk of the position list, whose values
         are the records. Callers collect what they take before changing anything."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
-        for _, record in self.index_items(prefix):
+        for _, record in self.index_items(prefix, self.pos_db):
             yield decode(record, q.name)
 
     def by_index(self, prefix: bytes) -> Iterator[Message]:
@@ -514,7 +520,7 @@ class Txn:
         list, whose values are the records (the batched-get hot path)."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
         lt, idx = self.lt, self.idx_db
-        cur = lt.cursor(db=idx)
+        cur = lt.cursor(db=self.pos_db)
         taken: list[Message] = []
         size = 0
         durable = False
