@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from . import keys
 from .errors import BadData, StoreCorrupt
 from .queues import decode_queue
 from .records import (
-    AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED, Message,
-    decode,
+    AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED, TX_LOCKED,
+    Message, decode,
 )
 from .txn import Txn, index_entries
 
 _MAX_REPORTED = 50
 _INDEX_NAMES = {keys.POS: "position", keys.MSGID: "msg_id", keys.UNIQ: "unique_id",
                 keys.CORREL: "correl_id", keys.CONFIRM: "confirm id", keys.LOCK: "lock id",
-                keys.LEASE: "lease", keys.EXPIRY: "expiry"}
+                keys.LEASE: "lease", keys.EXPIRY: "expiry", keys.TX: "transaction",
+                keys.TX_TIMEOUT: "transaction timeout"}
 
 
 def _state_problem(m: Message) -> str | None:
@@ -28,6 +30,8 @@ def _state_problem(m: Message) -> str | None:
         return f"is {m.state} but its confirm id is {m.confirm_id}"
     if needs_lock != bool(m.lock_id):
         return f"is {m.state} but its lock id is {m.lock_id}"
+    if (m.state == TX_LOCKED) != bool(m.tx):
+        return f"is {m.state} but its transaction is {m.tx}"
     return None
 
 
@@ -54,7 +58,16 @@ def check_store(t: Txn) -> list[str]:
         if t.lt.get(keys.U32.pack(q.qid), db=dbs["qids"]) != bytes(key):
             report(f"queue {q.name!r}: its number {q.qid} is not registered")
 
-    want: dict[bytes, bytes] = {}  # index key -> its value (b"" for a position: it holds the record)
+    transactions = {}
+    for key, raw in t.lt.cursor(db=dbs["txs"]):
+        tx_id = keys.U64.unpack(key)[0]
+        try:
+            transactions[tx_id] = json.loads(raw)
+        except ValueError as exc:
+            report(f"transaction {tx_id}: malformed record: {exc}")
+    want: dict[bytes, bytes] = {
+        keys.deadline_key(keys.TX_TIMEOUT, rec["deadline"], tx_id): b""
+        for tx_id, rec in transactions.items() if rec.get("deadline")}  # index key -> its value (b"" for a position: it holds the record)
     counted: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     max_seq = 0
     seen: set[int] = set()
@@ -85,6 +98,8 @@ def check_store(t: Txn) -> list[str]:
         problem = _state_problem(m)
         if problem:
             report(f"message seq {seq} {problem}")
+        if m.tx and m.qid not in transactions.get(m.tx, {}).get("qids", ()):
+            report(f"message seq {seq} is locked by transaction {m.tx}, which does not know it")
         counted[m.qid][0] += 1
         counted[m.qid][1] += len(m.body)
         location = keys.location(m.qid, m.priority)

@@ -23,7 +23,7 @@ from .environment import (
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, QueueExists, StoreCorrupt, StoreError,
-    StoreFull, StoreUnavailable, Timeout, UnknownLockId,
+    StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
 )
 from .filters import Filter
 from .keys import U32, U64
@@ -36,6 +36,8 @@ from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_PRIORITY, GET_UNCONFIRMED, LOCKED_BROWSE,
     PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, guid_text, validate_fields,
 )
+from . import transactions
+from .transactions import TxInfo
 from .txn import Txn, new_guid
 
 T = TypeVar("T")
@@ -211,7 +213,7 @@ class Store:
     def _maintenance_due(self) -> bool:
         with self._env.begin() as lt:
             t = Txn(lt, self._dbs, self._now(), self._queue_cache)
-            return bool(t.due(keys.LEASE) or t.due(keys.EXPIRY))
+            return bool(t.due(keys.LEASE) or t.due(keys.EXPIRY) or t.due(keys.TX_TIMEOUT))
 
     # ---- the queue manager -------------------------------------------------------------
 
@@ -336,13 +338,20 @@ class Store:
     # ---- put ---------------------------------------------------------------------------
 
     def put(self, queue: str, body: bytes, *, confirm_id: int | None = None, lease: float | None = None,
-            **fields: Any) -> Message:
-        return self.put_many(queue, [NewMessage(body, **fields)], confirm_id=confirm_id, lease=lease)[0]
+            tx: int | None = None, **fields: Any) -> Message:
+        return self.put_many(queue, [NewMessage(body, **fields)], confirm_id=confirm_id, lease=lease, tx=tx)[0]
 
     def put_many(self, queue: str, messages: Iterable[NewMessage], *, confirm_id: int | None = None,
-                 lease: float | None = None) -> list[Message]:
-        """Put messages in one commit, all or none (seed 000 checks for each in turn)."""
+                 lease: float | None = None, tx: int | None = None) -> list[Message]:
+        """Put messages in one commit, all or none (seed 000 checks for each in turn).
+
+        With `tx` the messages are enqueued inside that transaction: tx-locked (invisible)
+        until it commits. A transactional queue takes puts only inside a transaction, and a
+        transaction puts only to transactional queues (MSMQ).
+        """
         _check_id(confirm_id, "confirm id")
+        if tx is not None and confirm_id is not None:
+            raise InvalidArgument("a put is either in a transaction or two-phase, not both")
         lease_us = _seconds(lease, "lease")
         batch = list(messages)
 
@@ -366,7 +375,12 @@ class Store:
                 )
                 validate_fields(m)
                 out.append(m)
-            return t.enqueue(q, out)
+            if tx is not None:
+                _transactional_queue(q, True)
+                transactions.prepare_enqueue(t, tx, transactions.load(t, tx), q.qid, out)
+            else:
+                _transactional_queue(q, False)
+            return t.enqueue(q, out, transactional=tx is not None)
         return self._write(put)
 
     def import_messages(self, queue: str, messages: Iterable[Message]) -> list[Message]:
@@ -392,17 +406,24 @@ class Store:
     def get(self, queue: str, *, wait: float | None = FOREVER, msg_id: str | None = None,
             correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
             confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
-            deliver: Callable[[list[Message]], None] | None = None) -> Message:
+            deliver: Callable[[list[Message]], None] | None = None, tx: int | None = None) -> Message:
         """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
         return self.get_many(queue, 1, wait=wait, msg_id=msg_id, correl_id=correl_id,
                              lookup_id=lookup_id, priority=priority, confirm_id=confirm_id,
-                             lock_id=lock_id, lease=lease, deliver=deliver)[0]
+                             lock_id=lock_id, lease=lease, deliver=deliver, tx=tx)[0]
 
     def get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
                  correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
                  confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
-                 deliver: Callable[[list[Message]], None] | None = None) -> list[Message]:
-        """Get up to `count` messages in one commit, waiting for the first one if asked."""
+                 deliver: Callable[[list[Message]], None] | None = None,
+                 tx: int | None = None) -> list[Message]:
+        """Get up to `count` messages in one commit, waiting for the first one if asked.
+
+        With `tx` the messages are dequeued inside that transaction (tx-locked until commit,
+        back in place with a backout on abort); seed 002 makes it exclusive with two-phase.
+        """
+        if tx is not None and confirm_id is not None:
+            raise InvalidArgument("a get is either in a transaction or two-phase, not both (seed 002)")
         if count < 1:
             raise InvalidArgument(f"count must be at least 1, got {count}")
         _check_id(confirm_id, "confirm id")
@@ -416,7 +437,13 @@ class Store:
 
         def take(t: Txn) -> tuple[int, list[Message]]:
             q = t.queue(queue)
-            if confirm_id is None and plain:
+            if tx is not None:
+                _transactional_queue(q, True)
+                record = transactions.load(t, tx)
+                found = t.take(q, f, count, lock_id)
+                for m in found:
+                    transactions.lock_for_dequeue(t, tx, record, m)
+            elif confirm_id is None and plain:
                 found = t.get_next(q, priority, count)
             else:
                 found = t.take(q, f, count, lock_id)
@@ -679,6 +706,32 @@ class Store:
         os.chmod(target / "data.mdb", 0o600)
         return target
 
+    # ---- transactions ------------------------------------------------------------------
+
+    def tx_begin(self, *, timeout: float | None = None) -> int:
+        """Start a transaction that later invocations can add to; returns its id."""
+        timeout_us = _seconds(timeout, "timeout")
+        return self._write(lambda t: transactions.begin(t, timeout_us))
+
+    def tx_commit(self, tx: int) -> int:
+        """Apply every operation of the transaction in one LMDB transaction; returns their count."""
+        return self._write(lambda t: transactions.finish(t, tx, commit=True))
+
+    def tx_abort(self, tx: int) -> int:
+        """Undo every operation of the transaction; returns their count."""
+        return self._write(lambda t: transactions.finish(t, tx, commit=False))
+
+    def tx_list(self) -> list[TxInfo]:
+        def read(t: Txn) -> list[TxInfo]:
+            return [transactions.info(t, i, transactions.load(t, i)) for i in transactions.all_ids(t)]
+        return self._read(read)
+
+    def tx_show(self, tx: int) -> tuple[TxInfo, list[Message]]:
+        def read(t: Txn) -> tuple[TxInfo, list[Message]]:
+            record = transactions.load(t, tx)
+            return transactions.info(t, tx, record), transactions.operations(t, tx, record)
+        return self._read(read)
+
     # ---- maintenance and inspection ----------------------------------------------------
 
     def sweep(self, *, dry_run: bool = False) -> SweepResult:
@@ -708,6 +761,17 @@ class Store:
         from .check import check_store
         with self._env.begin() as lt:
             return check_store(Txn(lt, self._dbs, self._now(), self._queue_cache))
+
+
+def _transactional_queue(q: QueueInfo, in_transaction: bool) -> None:
+    """MSMQ: a transactional queue takes messages only inside a transaction, and only a
+    transactional queue takes them inside one (exit 10)."""
+    if q.transactional and not in_transaction:
+        raise TransactionError(f"queue {q.name!r} is transactional: put inside a transaction "
+                               f"(`mqcli tx begin`, then --tx)")
+    if in_transaction and not q.transactional:
+        raise TransactionError(f"queue {q.name!r} is not transactional: only transactional queues "
+                               f"take part in transactions")
 
 
 def _states(states: str | Iterable[str] | None) -> set[str]:

@@ -23,9 +23,12 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
   - ``L qid(4) lock_id(8) 7-priority(1) seq(8)``: messages under a browse lock.
   - ``E deadline(8) seq(8)``: in-flight messages by lease deadline; lapsed ones come first.
   - ``X expires(8) seq(8)``: messages with a time to be received, soonest first.
+  - ``T qid(4) tx(8) 7-priority(1) seq(8)``: tx-locked messages of a transaction, per queue.
+  - ``Y deadline(8) tx(8)``: active transactions by timeout (value ``b""``).
 
 - ``msg``   ``seq(8)`` → the record of an *in-flight* message (any state but available); it moves
   back to its position entry when the message is available again.
+- ``txs``   ``tx(8)`` → the transaction record (JSON: created, deadline, queues touched).
 - ``meta``  identity and counters of the queue manager (names below), and
   ``q qid(4)`` → ``count(8) bytes(8)`` per queue.
 - ``queues`` casefolded name → queue record (JSON); ``qids`` ``qid(4)`` → casefolded name.
@@ -35,10 +38,11 @@ from __future__ import annotations
 
 import struct
 
-DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx")
+DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs")
 
 POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY = b"P", b"M", b"U", b"C", b"K", b"L", b"E", b"X"
-INDEX_TAGS = (POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY)
+TX, TX_TIMEOUT = b"T", b"Y"
+INDEX_TAGS = (POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY, TX, TX_TIMEOUT)
 
 # meta keys
 META_FORMAT = b"format"
@@ -48,6 +52,7 @@ META_CREATED = b"created"
 META_COUNTERS = b"counters"  # SequentialID, msg_id number, put time, messages, bytes
 META_NEXT_QID = b"qidn"
 META_QUOTA = b"quota"
+META_TX_ID = b"txid"
 META_THROTTLED = b"throttled"
 
 U64 = struct.Struct(">Q")

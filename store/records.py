@@ -33,7 +33,7 @@ MAX_LABEL_CHARS = 250
 MAX_CORREL_BYTES = 255
 MAX_PROP_BYTES = 0xFFFF
 
-_F_REPORT, _F_EXPRESS, _F_TRACE, _F_NO_DEAD_LETTER = 1, 2, 4, 8
+_F_REPORT, _F_EXPRESS, _F_TRACE, _F_NO_DEAD_LETTER, _F_TX_PUT = 1, 2, 4, 8, 16
 _NONE16 = 0xFFFF
 FORMAT_V1 = 1
 # version flags state priority qid seq lookup_hi origin msg_n put_time expires app_specific
@@ -131,6 +131,7 @@ class Message:
     since: int | None = None
     dead_letter_reason: str | None = None
     original_queue: str | None = None
+    tx_put: bool = False  # tx-locked by a put inside its transaction (else by a get)
 
     @property
     def msg_id(self) -> str:
@@ -218,6 +219,7 @@ def encode(m: Message) -> bytes:
         | (_F_EXPRESS if m.express else 0)
         | (_F_TRACE if m.trace else 0)
         | (0 if m.dead_letter else _F_NO_DEAD_LETTER)
+        | (_F_TX_PUT if m.tx_put else 0)
     )
     fixed = _HEADER_AND_LENGTHS.pack(
         FORMAT_V1, flags, _STATE_CODE[m.state], m.priority, m.qid, m.seq, m.lookup_hi,
@@ -272,7 +274,7 @@ def decode(buf: bytes, queue: str = "") -> Message:
             bool(flags & _F_REPORT), bool(flags & _F_EXPRESS), bool(flags & _F_TRACE),
             not flags & _F_NO_DEAD_LETTER, report_queue, hops, backouts,
             confirm_id or None, lock_id or None, tx or None, lease or None, since or None,
-            reason, original,
+            reason, original, bool(flags & _F_TX_PUT),
         )
     except BadData:
         raise

@@ -27,7 +27,7 @@ from .errors import (
     StoreCorrupt, StoreQuotaExceeded, Throttled, UnknownConfirmId, UnknownLockId,
 )
 from .keys import U32, U64
-from .queues import DEAD_LETTER, QueueInfo, decode_queue, queue_key
+from .queues import DEAD_LETTER, DEAD_LETTER_TX, QueueInfo, decode_queue, queue_key
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED,
     TX_LOCKED, Message, decode, encode,
@@ -257,6 +257,7 @@ class Txn:
             setattr(m, name, value)
         if m.state == AVAILABLE:
             m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
+            m.tx_put = False
         self._place(m)
         if durable and not m.express:
             self.durable = True
@@ -324,7 +325,8 @@ class Txn:
         self.remove(m)
         if not m.dead_letter:
             return None
-        dlq = self.queue(DEAD_LETTER)
+        # MSMQ's two dead-letter queues: messages of transactional queues go to DEADXACT
+        dlq = self.queue(DEAD_LETTER_TX if self.queue(m.queue).transactional else DEAD_LETTER)
         moved = replace(
             m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, lease_expires=None,
             since=None, expires=None, dead_letter_reason=reason, original_queue=m.queue,
@@ -361,6 +363,8 @@ class Txn:
         """
         self.lapse_leases()
         self.expire_messages()
+        from .transactions import abort_timed_out
+        abort_timed_out(self)
 
     def due(self, tag: bytes) -> list[tuple[int, bytes]]:
         """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed."""
@@ -417,9 +421,10 @@ class Txn:
             pending = next(available, None)
 
     def _held_seqs(self, qid: int) -> set[tuple[int, int]]:
-        """(7-priority, seq) of every in-flight message of a queue: each has a confirm or lock id."""
+        """(7-priority, seq) of every in-flight message of a queue: each has a confirm id, a
+        lock id or a transaction."""
         held: set[tuple[int, int]] = set()
-        for tag in (keys.CONFIRM, keys.LOCK):
+        for tag in (keys.CONFIRM, keys.LOCK, keys.TX):
             for key, _ in self.index_items(keys.id_in_queue_prefix(tag, qid)):
                 held.add((7 - keys.priority_in_id_key(key), keys.seq_of(key)))
         return held
@@ -578,6 +583,8 @@ def state_entries(m: Message) -> list[bytes]:
         out.append(keys.id_in_queue_key(keys.LOCK, m.qid, m.lock_id, m.priority, m.seq))
     if m.lease_expires:
         out.append(keys.deadline_key(keys.LEASE, m.lease_expires, m.seq))
+    if m.tx:
+        out.append(keys.id_in_queue_key(keys.TX, m.qid, m.tx, m.priority, m.seq))
     return out
 
 

@@ -207,7 +207,7 @@ def test_bench_two_phase_with_several_consumers(cli):
     # each consumer needs its own confirm ids: a shared one lets one consumer's confirm take
     # another's messages
     r = cli.subprocess("bench", "--messages", "2000", "--batch", "10", "--two-phase", "--producers", "2",
-                       "--consumers", "4", "-o", "json", timeout=10)
+                       "--consumers", "4", "-o", "json", timeout=60)
     assert r.code == 0, r
     assert r.json()["received"] == 2000
 

@@ -1,0 +1,126 @@
+"""Transactions that span invocations (seed 000 and seed 002 TransactionalOperation).
+
+A transaction is a record in the `txs` table; its operations are its tx-locked messages, found
+per queue under the `T` index. An enqueue in T stores the message tx-locked with `tx_put`
+(invisible); a dequeue in T locks an available message (reason AckReceive, seed 002). Commit
+applies every operation in one LMDB write transaction; abort restores each message to its
+state before T and counts a backout for dequeued ones. A timed-out transaction is aborted on
+the next write to the store.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from . import keys
+from .errors import TransactionError
+from .records import AVAILABLE, TX_LOCKED, Message
+from .txn import Txn
+
+MAX_TX_ID = (1 << 63) - 1
+
+
+@dataclass(slots=True)
+class TxInfo:
+    tx: int
+    created: int
+    deadline: int | None
+    queues: list[str] = field(default_factory=list)
+    operations: int = 0
+
+
+def _key(tx_id: int) -> bytes:
+    return keys.U64.pack(tx_id)
+
+
+def load(t: Txn, tx_id: int) -> dict:
+    """The record of an active transaction; TransactionError for unknown or finished ones."""
+    if not isinstance(tx_id, int) or isinstance(tx_id, bool) or not 0 < tx_id <= MAX_TX_ID:
+        raise TransactionError(f"a transaction id is a positive 63-bit integer, got {tx_id!r}")
+    raw = t.lt.get(_key(tx_id), db=t.dbs["txs"])
+    if raw is None:
+        raise TransactionError(f"transaction {tx_id} is unknown, finished or timed out (start one with `mqcli tx begin`)")
+    return json.loads(raw)
+
+
+def begin(t: Txn, timeout_us: int | None) -> int:
+    tx_id = t.meta_int(keys.META_TX_ID) + 1
+    t.set_meta_int(keys.META_TX_ID, tx_id)
+    deadline = t.now + timeout_us if timeout_us else None
+    record = {"created": t.now, "deadline": deadline, "qids": []}
+    t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
+    if deadline:
+        t.lt.put(keys.deadline_key(keys.TX_TIMEOUT, deadline, tx_id), b"", db=t.idx_db)
+    t.durable = True
+    return tx_id
+
+
+def touch(t: Txn, tx_id: int, record: dict, qid: int) -> None:
+    """Remember that T has operations in queue `qid` (commit and abort visit those queues)."""
+    if qid not in record["qids"]:
+        record["qids"].append(qid)
+        t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
+
+
+def operations(t: Txn, tx_id: int, record: dict) -> list[Message]:
+    found: list[Message] = []
+    for qid in record["qids"]:
+        found += t.by_index(keys.id_in_queue_prefix(keys.TX, qid, tx_id))
+    return found
+
+
+def finish(t: Txn, tx_id: int, *, commit: bool) -> int:
+    """Commit or abort T: every operation in this one LMDB transaction."""
+    record = load(t, tx_id)
+    ops = operations(t, tx_id, record)
+    for m in ops:
+        if m.tx_put:
+            if commit:
+                t.transition(m, durable=True, state=AVAILABLE, tx_put=False)
+            else:
+                t.remove(m)
+        elif commit:
+            t.remove(m)
+        else:
+            t.backout(m, state=AVAILABLE)  # seed 002: the dequeue is undone, one more backout
+    _forget(t, tx_id, record)
+    t.durable = True
+    return len(ops)
+
+
+def _forget(t: Txn, tx_id: int, record: dict) -> None:
+    t.lt.delete(_key(tx_id), db=t.dbs["txs"])
+    if record.get("deadline"):
+        t.lt.delete(keys.deadline_key(keys.TX_TIMEOUT, record["deadline"], tx_id), db=t.idx_db)
+
+
+def abort_timed_out(t: Txn) -> int:
+    done = 0
+    for tx_id, _ in t.due(keys.TX_TIMEOUT):
+        finish(t, tx_id, commit=False)
+        done += 1
+    return done
+
+
+def lock_for_dequeue(t: Txn, tx_id: int, record: dict, m: Message) -> None:
+    """Dequeue inside T (seed 002): the message is locked with reason AckReceive."""
+    touch(t, tx_id, record, m.qid)
+    t.transition(m, durable=False, state=TX_LOCKED, tx=tx_id, tx_put=False, since=t.now)
+
+
+def prepare_enqueue(t: Txn, tx_id: int, record: dict, qid: int, messages: list[Message]) -> None:
+    """Enqueue inside T (seed 000): the new positions are locked until commit."""
+    touch(t, tx_id, record, qid)
+    for m in messages:
+        m.state, m.tx, m.tx_put, m.since = TX_LOCKED, tx_id, True, t.now
+
+
+def info(t: Txn, tx_id: int, record: dict) -> TxInfo:
+    ops = operations(t, tx_id, record)
+    return TxInfo(tx=tx_id, created=record["created"], deadline=record.get("deadline"),
+                  queues=[t.queue_name(q) for q in record["qids"]], operations=len(ops))
+
+
+def all_ids(t: Txn) -> list[int]:
+    return [keys.U64.unpack(k)[0] for k in t.lt.cursor(db=t.dbs["txs"]).iternext(values=False)]

@@ -1,0 +1,164 @@
+"""Transactions that span invocations (seed 000, seed 002, SPEC §5 tx-locked rows)."""
+
+import pytest
+
+from store import NewMessage, errors
+
+
+@pytest.fixture
+def txq(st):
+    for name in ("a", "b", "c"):
+        st.create_queue(name, transactional=True)
+    return st
+
+
+def states(st, queue):
+    return [(m.body, m.state) for m in st.browse(queue, states="all")]
+
+
+def test_a_put_inside_a_transaction_is_invisible_until_commit(txq):
+    t = txq.tx_begin()
+    m = txq.put("a", b"x", tx=t)
+    assert m.state == "tx-locked" and m.tx == t
+    assert txq.browse("a") == []
+    with pytest.raises(errors.Timeout):
+        txq.get("a", wait=0)
+    assert txq.tx_commit(t) == 1
+    assert [x.body for x in txq.browse("a")] == [b"x"]
+
+
+def test_lookup_id_high_byte_of_a_transactional_message_is_7_minus_priority(txq):
+    t = txq.tx_begin()
+    m = txq.put("a", b"x", tx=t, priority=5)
+    assert m.lookup_id >> 56 == 2  # seed 000: 0x07 - priority
+
+
+def test_commit_and_abort_of_mixed_puts_and_gets_across_three_queues(txq):
+    for q in ("a", "b", "c"):
+        txq.put_many(q, [NewMessage(f"{q}1".encode())], tx=(t0 := txq.tx_begin()))
+        txq.tx_commit(t0)
+    t = txq.tx_begin()
+    txq.put("a", b"a2", tx=t)
+    got = txq.get("b", wait=0, tx=t)
+    assert got.body == b"b1" and got.state == "tx-locked"
+    txq.put("c", b"c2", tx=t)
+    txq.get("c", wait=0, tx=t)
+    assert txq.tx_abort(t) == 4
+    assert states(txq, "a") == [(b"a1", "available")]
+    assert states(txq, "b") == [(b"b1", "available")]
+    assert states(txq, "c") == [(b"c1", "available")]
+    assert txq.browse("b")[0].backouts == 1  # an aborted dequeue counts a backout
+
+    t = txq.tx_begin()
+    txq.put("a", b"a2", tx=t)
+    txq.get("b", wait=0, tx=t)
+    txq.get("c", wait=0, tx=t)
+    assert txq.tx_commit(t) == 3
+    assert [m.body for m in txq.browse("a")] == [b"a1", b"a2"]
+    assert txq.browse("b") == [] and txq.browse("c") == []
+
+
+def test_a_message_another_transaction_holds_is_already_received(txq):
+    t1, t2 = txq.tx_begin(), txq.tx_begin()
+    t0 = txq.tx_begin()
+    m = txq.put("a", b"x", tx=t0)
+    txq.tx_commit(t0)
+    txq.get("a", wait=0, tx=t1)
+    with pytest.raises(errors.AlreadyReceived) as info:
+        txq.get("a", wait=0, tx=t2, msg_id=m.msg_id)
+    assert info.value.exit_code == 5
+
+
+@pytest.mark.parametrize("finish", ["tx_commit", "tx_abort"])
+def test_finishing_an_unknown_or_finished_transaction_is_exit_10(txq, finish):
+    with pytest.raises(errors.TransactionError) as info:
+        getattr(txq, finish)(999)
+    assert info.value.exit_code == 10
+    t = txq.tx_begin()
+    txq.tx_commit(t)
+    with pytest.raises(errors.TransactionError):
+        getattr(txq, finish)(t)
+    with pytest.raises(errors.TransactionError):
+        txq.put("a", b"x", tx=t)
+
+
+def test_a_transactional_queue_refuses_puts_outside_a_transaction(txq):
+    with pytest.raises(errors.TransactionError) as info:
+        txq.put("a", b"x")
+    assert info.value.exit_code == 10
+    assert "transactional" in str(info.value)
+
+
+def test_a_transaction_puts_only_to_transactional_queues(txq):
+    t = txq.tx_begin()
+    with pytest.raises(errors.TransactionError):
+        txq.put("q", b"x", tx=t)
+
+
+def test_a_timed_out_transaction_is_aborted_on_next_access(txq, clock):
+    t0 = txq.tx_begin()
+    txq.put("b", b"keep", tx=t0)
+    txq.tx_commit(t0)
+    t = txq.tx_begin(timeout=10)
+    txq.put("a", b"x", tx=t)
+    txq.get("b", wait=0, tx=t)
+    clock.advance(11)
+    assert txq.browse("a") == []            # the write of this read aborts it
+    assert [m.body for m in txq.browse("b")] == [b"keep"]
+    with pytest.raises(errors.TransactionError):
+        txq.tx_commit(t)
+
+
+def test_a_two_phase_get_cannot_be_in_a_transaction(txq):
+    t = txq.tx_begin()
+    with pytest.raises(errors.InvalidArgument):
+        txq.get("a", wait=0, tx=t, confirm_id=3)
+
+
+def test_tx_list_and_show(txq, clock):
+    t = txq.tx_begin(timeout=60)
+    txq.put("a", b"x", tx=t)
+    txq.put("b", b"y", tx=t)
+    (info,) = [i for i in txq.tx_list() if i.tx == t]
+    assert (info.operations, sorted(info.queues), info.deadline - info.created) == (2, ["a", "b"], 60_000_000)
+    shown, ops = txq.tx_show(t)
+    assert sorted(m.body for m in ops) == [b"x", b"y"]
+    assert all(m.state == "tx-locked" for m in ops)
+
+
+def test_tx_locked_messages_are_in_flight_and_do_not_expire(txq, clock):
+    t = txq.tx_begin()
+    txq.put("a", b"x", tx=t, ttl=5)
+    assert [m.state for m in txq.inflight("a")] == ["tx-locked"]
+    clock.advance(10)
+    txq.sweep()
+    assert states(txq, "a") == [(b"x", "tx-locked")]
+    txq.tx_commit(t)
+    txq.sweep()
+    # committed, then expired: a transactional queue's dead letters go to dead-letter-tx
+    assert [m.body for m in txq.browse("dead-letter-tx")] == [b"x"]
+
+
+def test_commit_of_10000_operations_is_one_lmdb_write_transaction(txq, monkeypatch):
+    t = txq.tx_begin()
+    for i in range(10):
+        txq.put_many("a", [NewMessage(b"m") for _ in range(1000)], tx=t)
+    writes = []
+    real_begin = txq._env.begin
+
+    class Env:
+        def __getattr__(self, name):
+            return getattr(txq._env_real, name)
+
+        def begin(self, *args, **kwargs):
+            if kwargs.get("write"):
+                writes.append(1)
+            return real_begin(*args, **kwargs)
+    txq._env_real = txq._env
+    txq._env = Env()
+    try:
+        assert txq.tx_commit(t) == 10_000
+    finally:
+        txq._env = txq._env_real
+    assert writes == [1]
+    assert txq.queue_info("a").available == 10_000
