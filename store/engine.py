@@ -265,19 +265,7 @@ class Store:
                                   journal=journal, max_backouts=max_backouts)
 
     def _create_queue(self, name: str, **attrs: Any) -> QueueInfo:
-        def create(t: Txn) -> QueueInfo:
-            key = queue_key(name)
-            if t.lt.get(key, db=self._dbs["queues"]) is not None:
-                raise QueueExists(f"queue {name!r} already exists")
-            qid = t.meta_int(keys.META_NEXT_QID) + 1
-            t.set_meta_int(keys.META_NEXT_QID, qid)
-            q = new_queue(name, qid, t.now, **attrs)
-            t.lt.put(key, encode_queue(q), db=self._dbs["queues"])
-            t.lt.put(U32.pack(qid), key, db=self._dbs["qids"])
-            t.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(0, 0), db=self._dbs["meta"])
-            t.durable = True
-            return q
-        return self._write(create)
+        return self._write(lambda t: t.create_queue(name, **attrs))
 
     def _queue_info(self, t: Txn, q: QueueInfo) -> QueueInfo:
         count, size = t.qstats(q.qid)
@@ -449,6 +437,7 @@ class Store:
                 found = t.take(q, f, count, lock_id)
                 if confirm_id is None:
                     t.remove_many(found)
+                    t.journal(q, found)
                 else:
                     for m in found:  # two-phase read (seed 002 iTwoPhaseRead)
                         t.transition(
@@ -531,11 +520,14 @@ class Store:
         def confirm(t: Txn) -> int:
             q = t.queue(queue)
             pending = t.with_confirm_id(q, confirm_id)
+            got = []
             for m in pending:
                 if m.state == PUT_UNCONFIRMED:
                     t.transition(m, durable=True, state=AVAILABLE)
                 else:
                     t.remove(m)
+                    got.append(m)
+            t.journal(q, got)  # a confirmed get is a get
             return len(pending)
         return self._write(confirm)
 
@@ -588,12 +580,14 @@ class Store:
 
     def move(self, source: str, target: str, *, count: int | None = None, copy: bool = False,
              msg_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
-             priority: int | None = None, batch: int = 1000) -> Iterator[list[Message]]:
+             priority: int | None = None, batch: int = 1000, tx: int | None = None) -> Iterator[list[Message]]:
         """Move (or copy) available messages in queue order, one commit per batch.
 
         Yields each batch after its commit, so a caller can show progress; a batch is atomic.
         Moved messages keep msg_id, put time, hops and backouts and are enqueued in the target
-        with the seed 000 checks (a quota there stops the move with that batch undone).
+        with the seed 000 checks (a quota there stops the move with that batch undone). With
+        `tx` each move is a dequeue and an enqueue inside that transaction (both queues must be
+        transactional): nothing moves until it commits.
         """
         if queue_key(source) == queue_key(target):
             raise InvalidArgument("source and target are the same queue")
@@ -616,6 +610,17 @@ class Store:
                 return []
             if copy:
                 after = (7 - found[-1].priority, found[-1].seq)
+            if tx is not None:
+                _transactional_queue(src, True)
+                _transactional_queue(dst, True)
+                record = transactions.load(t, tx)
+                clones = [replace(m, props=dict(m.props)) for m in found]
+                if not copy:
+                    for m in found:
+                        transactions.lock_for_dequeue(t, tx, record, m)
+                transactions.prepare_enqueue(t, tx, record, dst.qid, clones)
+                return t.enqueue(dst, clones, transactional=True)
+            if copy:
                 found = [replace(m, props=dict(m.props)) for m in found]
             else:
                 t.remove_many(found)

@@ -40,6 +40,15 @@ _STORED = ("name", "qid", "guid", "label", "quota", "transactional", "journal", 
            "created", "system")
 
 
+JOURNAL_SUFFIX = ";journal"
+
+
+def journal_name(name: str) -> str:
+    """The journal of queue NAME is NAME;journal (MSMQ's QUEUE;JOURNAL); users cannot create
+    a queue with a ';' in its name, so it never collides."""
+    return name + JOURNAL_SUFFIX
+
+
 def queue_key(name: str) -> bytes:
     """Queue names are case-insensitive; the key is the casefolded name."""
     return name.casefold().encode("utf-8")

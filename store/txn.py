@@ -27,10 +27,14 @@ from .errors import (
     StoreCorrupt, StoreQuotaExceeded, Throttled, UnknownConfirmId, UnknownLockId,
 )
 from .keys import U32, U64
-from .queues import DEAD_LETTER, DEAD_LETTER_TX, QueueInfo, decode_queue, queue_key
+from .errors import QueueExists
+from .queues import (
+    DEAD_LETTER, DEAD_LETTER_TX, QueueInfo, decode_queue, encode_queue, journal_name, new_queue,
+    queue_key,
+)
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED,
-    TX_LOCKED, Message, decode, encode,
+    TX_LOCKED, Message, decode, encode, iso_time,
 )
 
 if TYPE_CHECKING:
@@ -130,6 +134,36 @@ class Txn:
                 self._queue_cache[key] = (raw, q)
             self._queues[key] = q
         return q
+
+    def create_queue(self, name: str, **attrs: object) -> QueueInfo:
+        key = queue_key(name)
+        if self.lt.get(key, db=self.dbs["queues"]) is not None:
+            raise QueueExists(f"queue {name!r} already exists")
+        qid = self.meta_int(keys.META_NEXT_QID) + 1
+        self.set_meta_int(keys.META_NEXT_QID, qid)
+        q = new_queue(name, qid, self.now, **attrs)
+        self.lt.put(key, encode_queue(q), db=self.dbs["queues"])
+        self.lt.put(U32.pack(qid), key, db=self.dbs["qids"])
+        self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(0, 0), db=self.dbs["meta"])
+        self.durable = True
+        return q
+
+    def journal(self, q: QueueInfo, removed: list[Message]) -> None:
+        """A journaled queue keeps a copy of each message a get removes in NAME;journal (SPEC
+        §3), made on first use, with the removal time in the property mqcli.journal_time."""
+        if not q.journal or not removed:
+            return
+        name = journal_name(q.name)
+        try:
+            jq = self.queue(name)
+        except QueueNotAvailable:
+            jq = self.create_queue(name, label=f"journal of {q.name}")
+        stamp = iso_time(self.now)
+        copies = [replace(m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, tx_put=False,
+                          lease_expires=None, since=None, expires=None, original_queue=q.name,
+                          props={**m.props, "mqcli.journal_time": stamp})
+                  for m in removed]
+        self.enqueue(jq, copies, check=False)
 
     def queue_names(self) -> list[str]:
         """Casefolded names of every queue, in name order."""
@@ -545,6 +579,7 @@ class Txn:
                 break
         if taken:
             self._count(q.qid, -len(taken), -size, durable)
+            self.journal(q, taken)
         return taken
 
     def take(self, q: QueueInfo, f: Filter, count: int, lock_id: int | None = None) -> list[Message]:

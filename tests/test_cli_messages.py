@@ -510,8 +510,6 @@ def test_a_binary_body_in_text_mode_says_how_to_see_it(cli):
     assert cli.ok("get", "q").out.endswith("\n<2 bytes, not UTF-8: use -o body or -o json>\n")
 
 
-@pytest.mark.xfail(strict=True, reason="bug (not built yet): `queue create --journal` is accepted and "
-                                        "shown, but a get copies nothing to NAME;journal (SPEC §3)")
 def test_journal_keeps_a_copy_of_each_got_message(cli):
     cli.ok("queue", "create", "j", "--journal", "-q")
     m = cli.put("j", "a")

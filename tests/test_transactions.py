@@ -162,3 +162,48 @@ def test_commit_of_10000_operations_is_one_lmdb_write_transaction(txq, monkeypat
         txq._env = txq._env_real
     assert writes == [1]
     assert txq.queue_info("a").available == 10_000
+
+
+def test_move_inside_a_transaction_moves_nothing_until_commit(txq):
+    t0 = txq.tx_begin()
+    txq.put_many("a", [NewMessage(b"1"), NewMessage(b"2")], tx=t0)
+    txq.tx_commit(t0)
+    t = txq.tx_begin()
+    moved = [m for batch in txq.move("a", "b", tx=t) for m in batch]
+    assert [m.body for m in moved] == [b"1", b"2"]
+    assert txq.browse("a") == [] and txq.browse("b") == []
+    txq.tx_abort(t)
+    assert [m.body for m in txq.browse("a")] == [b"1", b"2"] and txq.browse("b") == []
+    t = txq.tx_begin()
+    list(txq.move("a", "b", tx=t))
+    txq.tx_commit(t)
+    assert txq.browse("a") == [] and [m.body for m in txq.browse("b")] == [b"1", b"2"]
+
+
+def test_a_journaled_queue_keeps_a_copy_of_every_got_message(st, clock):
+    st.create_queue("j", journal=True)
+    st.put_many("j", [NewMessage(b"plain"), NewMessage(b"two-phase"), NewMessage(b"kept")])
+    st.get("j", wait=0)
+    st.get("j", wait=0, confirm_id=7)
+    assert [m.body for m in st.browse("j;journal")] == [b"plain"]  # not yet confirmed
+    st.confirm("j", 7)
+    journal = st.browse("j;journal")
+    assert [m.body for m in journal] == [b"plain", b"two-phase"]
+    assert journal[0].original_queue == "j" and "mqcli.journal_time" in journal[0].props
+    assert st.purge_queue("j;journal") == 2
+
+
+def test_a_committed_transactional_get_is_journaled(txq):
+    txq.create_queue("tj", transactional=True, journal=True)
+    t = txq.tx_begin()
+    txq.put("tj", b"x", tx=t)
+    txq.tx_commit(t)
+    t = txq.tx_begin()
+    txq.get("tj", wait=0, tx=t)
+    txq.tx_abort(t)
+    with pytest.raises(errors.QueueNotAvailable):
+        txq.browse("tj;journal")  # an aborted get is not a get
+    t = txq.tx_begin()
+    txq.get("tj", wait=0, tx=t)
+    txq.tx_commit(t)
+    assert [m.body for m in txq.browse("tj;journal")] == [b"x"]
