@@ -23,11 +23,10 @@ import lmdb
 
 from . import keys
 from .errors import (
-    AlreadyReceived, MessageExpired, MessageNotFound, QueueNotAvailable, QueueQuotaExceeded,
+    AlreadyReceived, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable, QueueQuotaExceeded,
     StoreCorrupt, StoreQuotaExceeded, Throttled, UnknownConfirmId, UnknownLockId,
 )
 from .keys import U32, U64
-from .errors import QueueExists
 from .queues import (
     DEAD_LETTER, DEAD_LETTER_TX, QueueInfo, decode_queue, encode_queue, journal_name, new_queue,
     queue_key,

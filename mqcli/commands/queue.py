@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from store import QueueInfo
+if TYPE_CHECKING:
+    from store import QueueInfo, Store
 
 from ..durations import parse_size
 from ..exits import UsageError
@@ -119,6 +122,20 @@ def _confirm(action: str, name: str, depth: int, yes: bool) -> None:
         raise typer.Abort()
 
 
+def _remove_all(ctx: typer.Context, name: str, action: str, yes: bool, dry_run: bool,
+                store: Optional[Path], output: Optional[str], quiet: bool,
+                remove: Callable[[Store], dict]) -> None:
+    """purge and delete: say what would go (--dry-run), ask (or need --yes), then do it."""
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        depth = st.queue_info(name).depth
+        if dry_run:
+            s.out.document({"queue": name, "would_remove": depth, "dry_run": True})
+            return
+        _confirm(action, name, depth, yes)
+        s.out.document({"queue": name, **remove(st)})
+
+
 @app.command("purge")
 def purge(ctx: typer.Context, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False,
           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
@@ -128,14 +145,8 @@ def purge(ctx: typer.Context, name: NameArg, yes: YesOpt = False, dry_run: DryRu
     Example:
       mqcli queue purge orders --yes
     """
-    s = session(ctx, store, output, quiet)
-    with s.open() as st:
-        depth = st.queue_info(name).depth
-        if dry_run:
-            s.out.document({"queue": name, "would_remove": depth, "dry_run": True})
-            return
-        _confirm("purge", name, depth, yes)
-        s.out.document({"queue": name, "removed": st.purge_queue(name)})
+    _remove_all(ctx, name, "purge", yes, dry_run, store, output, quiet,
+                lambda st: {"removed": st.purge_queue(name)})
 
 
 @app.command("delete")
@@ -147,11 +158,5 @@ def delete(ctx: typer.Context, name: NameArg, yes: YesOpt = False, dry_run: DryR
     Example:
       mqcli queue delete scratch --yes
     """
-    s = session(ctx, store, output, quiet)
-    with s.open() as st:
-        depth = st.queue_info(name).depth
-        if dry_run:
-            s.out.document({"queue": name, "would_remove": depth, "dry_run": True})
-            return
-        _confirm("delete", name, depth, yes)
-        s.out.document({"queue": name, "deleted": True, "removed": st.delete_queue(name)})
+    _remove_all(ctx, name, "delete", yes, dry_run, store, output, quiet,
+                lambda st: {"deleted": True, "removed": st.delete_queue(name)})
