@@ -229,10 +229,12 @@ class Txn:
         held, positions, entries = [], [], []
         append = entries.append
         size = 0
-        locations = [keys.location(q.qid, p) for p in range(8)]
+        locations: dict[int, bytes] = {}
         for m in messages:
             record = encode(m)
-            location = locations[m.priority]
+            location = locations.get(m.priority)
+            if location is None:
+                location = locations[m.priority] = keys.location(q.qid, m.priority)
             state = state_entries(m)
             if m.state == AVAILABLE:
                 positions.append((state[0], record))  # the position entry holds the record
