@@ -7,9 +7,10 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import bench qmgr queue" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import bench qmgr queue tx" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
+        "tx") REPLY="begin commit abort list show" ;;
         *) REPLY="" ;;
     esac
 }
@@ -25,14 +26,14 @@ _mqcli_options()
         "backup") REPLY="--store -o --output -q --quiet -h --help" ;;
         "sweep") REPLY="--dry-run --store -o --output -q --quiet -h --help" ;;
         "stats") REPLY="--watch --interval --store -o --output -q --quiet -h --help" ;;
-        "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --express --no-dead-letter --trace --report-queue --confirm-id --lease -n --count --jsonl --lines --store -o --output -q --quiet -h --help" ;;
-        "get") REPLY="-w --wait --msg-id --correl-id --lookup-id --priority -n --count --all --confirm-id --lock-id --lease --delimiter --store -o --output -q --quiet -h --help" ;;
+        "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --express --no-dead-letter --trace --report-queue --confirm-id --lease --tx -n --count --jsonl --lines --store -o --output -q --quiet -h --help" ;;
+        "get") REPLY="-w --wait --msg-id --correl-id --lookup-id --priority -n --count --all --confirm-id --lock-id --lease --tx --delimiter --store -o --output -q --quiet -h --help" ;;
         "browse") REPLY="--msg-id --correl-id --lookup-id --priority -n --limit --state --lock --lock-id --lease --delimiter --store -o --output -q --quiet -h --help" ;;
         "unlock") REPLY="--lock-id --store -o --output -q --quiet -h --help" ;;
         "confirm") REPLY="--confirm-id --store -o --output -q --quiet -h --help" ;;
         "undo") REPLY="--confirm-id --lock-id --older-than --all --store -o --output -q --quiet -h --help" ;;
         "delete") REPLY="--msg-id --lock-id --store -o --output -q --quiet -h --help" ;;
-        "move") REPLY="--copy --msg-id --correl-id --lookup-id --priority -n --count --dry-run --store -o --output -q --quiet -h --help" ;;
+        "move") REPLY="--copy --msg-id --correl-id --lookup-id --priority -n --count --dry-run --tx --store -o --output -q --quiet -h --help" ;;
         "inflight") REPLY="--store -o --output -q --quiet -h --help" ;;
         "export") REPLY="--to --store -o --output -q --quiet -h --help" ;;
         "import") REPLY="--queue --store -o --output -q --quiet -h --help" ;;
@@ -46,6 +47,12 @@ _mqcli_options()
         "queue set") REPLY="--label --quota --journal --no-journal --max-backouts --store -o --output -q --quiet -h --help" ;;
         "queue purge") REPLY="-y --yes --dry-run --store -o --output -q --quiet -h --help" ;;
         "queue delete") REPLY="-y --yes --dry-run --store -o --output -q --quiet -h --help" ;;
+        "tx") REPLY="-h --help" ;;
+        "tx begin") REPLY="--timeout --store -o --output -q --quiet -h --help" ;;
+        "tx commit") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "tx abort") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "tx list") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "tx show") REPLY="--store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -61,14 +68,14 @@ _mqcli_value_options()
         "backup") REPLY="--store -o --output" ;;
         "sweep") REPLY="--store -o --output" ;;
         "stats") REPLY="--interval --store -o --output" ;;
-        "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --report-queue --confirm-id --lease -n --count --jsonl --lines --store -o --output" ;;
-        "get") REPLY="-w --wait --msg-id --correl-id --lookup-id --priority -n --count --confirm-id --lock-id --lease --delimiter --store -o --output" ;;
+        "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --report-queue --confirm-id --lease --tx -n --count --jsonl --lines --store -o --output" ;;
+        "get") REPLY="-w --wait --msg-id --correl-id --lookup-id --priority -n --count --confirm-id --lock-id --lease --tx --delimiter --store -o --output" ;;
         "browse") REPLY="--msg-id --correl-id --lookup-id --priority -n --limit --state --lock-id --lease --delimiter --store -o --output" ;;
         "unlock") REPLY="--lock-id --store -o --output" ;;
         "confirm") REPLY="--confirm-id --store -o --output" ;;
         "undo") REPLY="--confirm-id --lock-id --older-than --store -o --output" ;;
         "delete") REPLY="--msg-id --lock-id --store -o --output" ;;
-        "move") REPLY="--msg-id --correl-id --lookup-id --priority -n --count --store -o --output" ;;
+        "move") REPLY="--msg-id --correl-id --lookup-id --priority -n --count --tx --store -o --output" ;;
         "inflight") REPLY="--store -o --output" ;;
         "export") REPLY="--to --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
@@ -80,6 +87,11 @@ _mqcli_value_options()
         "queue set") REPLY="--label --quota --max-backouts --store -o --output" ;;
         "queue purge") REPLY="--store -o --output" ;;
         "queue delete") REPLY="--store -o --output" ;;
+        "tx begin") REPLY="--timeout --store -o --output" ;;
+        "tx commit") REPLY="--store -o --output" ;;
+        "tx abort") REPLY="--store -o --output" ;;
+        "tx list") REPLY="--store -o --output" ;;
+        "tx show") REPLY="--store -o --output" ;;
         *) REPLY="" ;;
     esac
 }

@@ -6,11 +6,13 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'bench' 'qmgr' 'queue'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'bench' 'qmgr' 'queue' 'tx'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
             printf '%s\n' 'create' 'list' 'show' 'set' 'purge' 'delete'
+        case 'tx'
+            printf '%s\n' 'begin' 'commit' 'abort' 'list' 'show'
     end
 end
 
@@ -31,9 +33,9 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'stats'
             printf '%s\n' '--interval' '--store' '-o' '--output'
         case 'put'
-            printf '%s\n' '-f' '--file' '-p' '--priority' '--correl-id' '--label' '--prop' '--app-specific' '--ttl' '--report-queue' '--confirm-id' '--lease' '-n' '--count' '--jsonl' '--lines' '--store' '-o' '--output'
+            printf '%s\n' '-f' '--file' '-p' '--priority' '--correl-id' '--label' '--prop' '--app-specific' '--ttl' '--report-queue' '--confirm-id' '--lease' '--tx' '-n' '--count' '--jsonl' '--lines' '--store' '-o' '--output'
         case 'get'
-            printf '%s\n' '-w' '--wait' '--msg-id' '--correl-id' '--lookup-id' '--priority' '-n' '--count' '--confirm-id' '--lock-id' '--lease' '--delimiter' '--store' '-o' '--output'
+            printf '%s\n' '-w' '--wait' '--msg-id' '--correl-id' '--lookup-id' '--priority' '-n' '--count' '--confirm-id' '--lock-id' '--lease' '--tx' '--delimiter' '--store' '-o' '--output'
         case 'browse'
             printf '%s\n' '--msg-id' '--correl-id' '--lookup-id' '--priority' '-n' '--limit' '--state' '--lock-id' '--lease' '--delimiter' '--store' '-o' '--output'
         case 'unlock'
@@ -45,7 +47,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'delete'
             printf '%s\n' '--msg-id' '--lock-id' '--store' '-o' '--output'
         case 'move'
-            printf '%s\n' '--msg-id' '--correl-id' '--lookup-id' '--priority' '-n' '--count' '--store' '-o' '--output'
+            printf '%s\n' '--msg-id' '--correl-id' '--lookup-id' '--priority' '-n' '--count' '--tx' '--store' '-o' '--output'
         case 'inflight'
             printf '%s\n' '--store' '-o' '--output'
         case 'export'
@@ -67,6 +69,16 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'queue purge'
             printf '%s\n' '--store' '-o' '--output'
         case 'queue delete'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'tx begin'
+            printf '%s\n' '--timeout' '--store' '-o' '--output'
+        case 'tx commit'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'tx abort'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'tx list'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'tx show'
             printf '%s\n' '--store' '-o' '--output'
     end
 end
@@ -126,7 +138,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'init' -d 'Create a store (one queue m
 complete -c mqcli -n '__mqcli_at \'\'' -a 'info' -d 'Show the queue manager: identity, usage, quota, throttle.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'check' -d 'Verify that every record and index entry of the store agree (exit 11 if not).'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'backup' -d 'Copy the store, compacted and consistent, while other processes keep using it.'
-complete -c mqcli -n '__mqcli_at \'\'' -a 'sweep' -d 'Expire messages past their ttl and undo lapsed leases (also done on every write).'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'sweep' -d 'Expire messages past their ttl, undo lapsed leases, abort timed-out transactions (also done on every write).'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'stats' -d 'Per queue: depth by state and priority, bytes, oldest message.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'put' -d 'Put a message (or many) on a queue; prints each new msg_id.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'get' -d 'Get (destructively) the next message; with --confirm-id, a two-phase get.'
@@ -142,6 +154,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'import' -d 'Load a JSONL dump: every 
 complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and latency with real producer and consumer processes.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'qmgr' -d 'Queue manager settings.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'queue' -d 'Queue administration.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'tx' -d 'Transactions that span several invocations (seed 000, seed 002).'
 complete -c mqcli -n '__mqcli_at \'\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -205,6 +218,7 @@ complete -c mqcli -n '__mqcli_at \'put\'' -l trace -d 'Request trace reports (ne
 complete -c mqcli -n '__mqcli_at \'put\'' -l report-queue -x -d 'Where trace reports go.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l confirm-id -x -d 'Confirm id (a positive 63-bit integer you choose).'
 complete -c mqcli -n '__mqcli_at \'put\'' -l lease -x -d 'Undo automatically if not confirmed within this time, e.g. 30s.'
+complete -c mqcli -n '__mqcli_at \'put\'' -l tx -x -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s n -l count -x -d 'Put the body this many times.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l lines -r -F -d 'Put one message per line of a file (or -).'
@@ -224,6 +238,7 @@ complete -c mqcli -n '__mqcli_at \'get\'' -l all -d 'Get every available message
 complete -c mqcli -n '__mqcli_at \'get\'' -l confirm-id -x -d 'Confirm id (a positive 63-bit integer you choose).'
 complete -c mqcli -n '__mqcli_at \'get\'' -l lock-id -x -d 'Lock id of a browse with lock.'
 complete -c mqcli -n '__mqcli_at \'get\'' -l lease -x -d 'Undo automatically if not confirmed within this time, e.g. 30s.'
+complete -c mqcli -n '__mqcli_at \'get\'' -l tx -x -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'get\'' -l delimiter -x -d 'Separator after each body with -o body (escapes like \\n, \\0 allowed).'
 complete -c mqcli -n '__mqcli_at \'get\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'get\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
@@ -286,6 +301,7 @@ complete -c mqcli -n '__mqcli_at \'move\'' -l lookup-id -x -d 'Only the message 
 complete -c mqcli -n '__mqcli_at \'move\'' -l priority -x -d 'Only messages of this priority (0-7).'
 complete -c mqcli -n '__mqcli_at \'move\'' -s n -l count -x -d 'At most N messages.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l dry-run -d 'Count what would move, change nothing.'
+complete -c mqcli -n '__mqcli_at \'move\'' -l tx -x -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'move\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'move\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -400,3 +416,42 @@ complete -c mqcli -n '__mqcli_at \'queue delete\'' -l store -r -F -d 'Store dire
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli tx
+complete -c mqcli -n '__mqcli_at \'tx\'' -a 'begin' -d 'Start a transaction and print its id, for --tx on later put and get commands.'
+complete -c mqcli -n '__mqcli_at \'tx\'' -a 'commit' -d 'Commit a transaction: every put appears and every get is removed, all at once.'
+complete -c mqcli -n '__mqcli_at \'tx\'' -a 'abort' -d 'Abort a transaction: its puts vanish and its gets return (each counts a backout).'
+complete -c mqcli -n '__mqcli_at \'tx\'' -a 'list' -d 'List the open transactions: age, timeout left, operations and queues.'
+complete -c mqcli -n '__mqcli_at \'tx\'' -a 'show' -d 'Show a transaction, then its messages in queue order as browse does.'
+complete -c mqcli -n '__mqcli_at \'tx\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli tx begin
+complete -c mqcli -n '__mqcli_at \'tx begin\'' -l timeout -x -d 'Abort the transaction if not committed within this time, e.g. 5m (default: forever; a lapsed one is aborted on the next access to the store).'
+complete -c mqcli -n '__mqcli_at \'tx begin\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'tx begin\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx begin\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'tx begin\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli tx commit
+complete -c mqcli -n '__mqcli_at \'tx commit\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'tx commit\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx commit\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'tx commit\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli tx abort
+complete -c mqcli -n '__mqcli_at \'tx abort\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'tx abort\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx abort\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'tx abort\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli tx list
+complete -c mqcli -n '__mqcli_at \'tx list\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'tx list\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx list\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'tx list\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli tx show
+complete -c mqcli -n '__mqcli_at \'tx show\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'tx show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx show\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'tx show\'' -s h -l help -d 'Show this message and exit.'

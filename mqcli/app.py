@@ -50,12 +50,13 @@ def root(
 
 
 def _register() -> None:
-    from .commands import message, qmgr, queue, transfer
+    from .commands import message, qmgr, queue, transfer, tx
 
     qmgr.register(app)
     app.add_typer(queue.app, name="queue")
     message.register(app)
     transfer.register(app)
+    app.add_typer(tx.app, name="tx")
     from .commands import bench
     bench.register(app)
 

@@ -193,7 +193,7 @@ def _text_message(m: Message, index: int | None = None) -> str:
     fields = [f"msg_id={m.msg_id}", f"priority={m.priority}", f"size={m.size}"]
     if m.state != "available":
         fields.append(f"state={m.state}")
-    for name in ("correl_id", "label", "confirm_id", "lock_id", "dead_letter_reason"):
+    for name in ("correl_id", "label", "confirm_id", "lock_id", "tx", "dead_letter_reason"):
         value = getattr(m, name)
         if value:
             fields.append(f"{name}={value}")

@@ -94,6 +94,7 @@ class QueueStats:
 class SweepResult:
     expired: int = 0
     leases_undone: int = 0
+    transactions_aborted: int = 0
 
 
 def _check_id(value: int | None, what: str) -> None:
@@ -598,6 +599,10 @@ class Store:
         def one(t: Txn) -> list[Message]:
             nonlocal after
             src, dst = t.queue(source), t.queue(target)
+            if tx is not None:  # the transaction and the queues' rules first, found or not
+                _transactional_queue(src, True)
+                _transactional_queue(dst, True)
+                transactions.load(t, tx)
             size = batch if left is None else min(batch, left)
             found = []
             for m in t.candidates(src, f):
@@ -611,8 +616,6 @@ class Store:
             if copy:
                 after = (7 - found[-1].priority, found[-1].seq)
             if tx is not None:
-                _transactional_queue(src, True)
-                _transactional_queue(dst, True)
                 record = transactions.load(t, tx)
                 clones = [replace(m, props=dict(m.props)) for m in found]
                 if not copy:
@@ -740,20 +743,23 @@ class Store:
     # ---- maintenance and inspection ----------------------------------------------------
 
     def sweep(self, *, dry_run: bool = False) -> SweepResult:
-        """Expire messages and undo lapsed leases until none is due (SPEC §5)."""
+        """Expire messages, undo lapsed leases and abort timed-out transactions until none is
+        due (SPEC §5, §6)."""
         if dry_run:
-            def count(t: Txn) -> SweepResult:
-                return SweepResult(expired=len(t.due(keys.EXPIRY)), leases_undone=len(t.due(keys.LEASE)))
             with self._env.begin() as lt:
-                return count(Txn(lt, self._dbs, self._now(), self._queue_cache))
+                t = Txn(lt, self._dbs, self._now(), self._queue_cache)
+                return SweepResult(expired=len(t.due(keys.EXPIRY)), leases_undone=len(t.due(keys.LEASE)),
+                                   transactions_aborted=len(t.due(keys.TX_TIMEOUT)))
         total = SweepResult()
         while True:
             def one(t: Txn) -> SweepResult:
-                return SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages())
+                return SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages(),
+                                   transactions_aborted=transactions.abort_timed_out(t))
             step = self._write(one, maintain=False)
             total.expired += step.expired
             total.leases_undone += step.leases_undone
-            if not step.expired and not step.leases_undone:
+            total.transactions_aborted += step.transactions_aborted
+            if not (step.expired or step.leases_undone or step.transactions_aborted):
                 return total
 
     def inflight(self, queue: str | None = None) -> list[Message]:

@@ -253,10 +253,10 @@ def _put_in_the_past(path, seconds_ago, **put):
 
 def test_sweep_dry_run_counts_then_sweep_expires_to_dead_letter(cli):
     old = _put_in_the_past(cli.store, 3600, ttl=60)
-    assert cli.json("sweep", "--dry-run") == {"expired": 1, "leases_undone": 0, "dry_run": True}
+    assert cli.json("sweep", "--dry-run") == {"expired": 1, "leases_undone": 0, "transactions_aborted": 0, "dry_run": True}
     # a dry run changes nothing: the message is still due (any other read would expire it)
     assert cli.json("sweep", "--dry-run")["expired"] == 1
-    assert cli.json("sweep") == {"expired": 1, "leases_undone": 0, "dry_run": False}
+    assert cli.json("sweep") == {"expired": 1, "leases_undone": 0, "transactions_aborted": 0, "dry_run": False}
     assert cli.json("browse", "q") == []
     dead = cli.json("browse", "dead-letter")
     assert [m["msg_id"] for m in dead] == [old.msg_id]

@@ -2,16 +2,26 @@
 
 A Hypothesis ``RuleBasedStateMachine`` drives a real store (fresh per example, fake clock) with
 puts, two-phase puts and gets, browse locks, unlocks, undos, deletes, wrong ids and lapsing
-leases, and after every step compares what the store shows with an in-memory model: the
-available messages in queue order, every message's state and ids, the depths, and (every few
-steps and at the end) ``Store.check()``.
+leases, and transactions (begin, put and get inside T, commit, abort, timeout, wrong or finished
+ids, the transactional-queue refusals), and after every step compares what the store shows
+with an in-memory model: the available messages in queue order, every message's state and ids
+(tx-locked ones included), the depths, the active transactions, and (every few steps and at the
+end) ``Store.check()``.
+
+Transactions as the store does them (store/transactions.py ``finish``): commit makes T's puts
+available at the positions they were put at and removes T's gets; abort removes T's puts and
+makes T's gets available again with one more backout, dead-lettered (to ``dead-letter-tx``, the
+transactional queues' dead-letter queue) at the queue's max-backouts. Abort visits T's queues in
+the order T first touched them and each queue's messages in queue order, which decides the order
+of several messages dead-lettered by one abort. A timed-out T is aborted on the next access
+(after the lapsed leases of that access). A get inside T under a browse lock is not driven here.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -29,10 +39,15 @@ from store import NewMessage, Store, errors
 
 PLAIN = "plain"  # max_backouts 0: never dead-lettered
 POISON = "poison"  # max_backouts 2: the second backout moves the message to dead-letter
-MAX_BACKOUTS = {PLAIN: 0, POISON: 2}
-QUEUES = (PLAIN, POISON)
+TX_PLAIN = "txplain"  # transactional, max_backouts 0
+TX_POISON = "txpoison"  # transactional, max_backouts 2: dead-lettered to dead-letter-tx
+MAX_BACKOUTS = {PLAIN: 0, POISON: 2, TX_PLAIN: 0, TX_POISON: 2}
+PUT_QUEUES = (PLAIN, POISON)  # take plain and two-phase puts
+TX_QUEUES = (TX_PLAIN, TX_POISON)  # take puts only inside a transaction
+QUEUES = (*PUT_QUEUES, *TX_QUEUES)  # every queue gets, browse locks, deletes... work on
 DEAD_LETTER = "dead-letter"
-SHOWN = (*QUEUES, DEAD_LETTER)
+DEAD_LETTER_TX = "dead-letter-tx"
+SHOWN = (*QUEUES, DEAD_LETTER, DEAD_LETTER_TX)
 
 START = 1_700_000_000.0  # seconds; every clock step and lease is a multiple of 1/2 s, so
 US = 1_000_000  # seconds * US is exact in a float and deadlines are exact integers of µs
@@ -42,6 +57,12 @@ CHECK_EVERY = 5  # steps between Store.check() calls (it reads every record)
 NEVER_USED = hs.integers(min_value=1 << 40, max_value=(1 << 62))
 
 queues = hs.sampled_from(QUEUES)
+put_queues = hs.sampled_from(PUT_QUEUES)
+tx_queues = hs.sampled_from(TX_QUEUES)
+tx_timeouts = hs.none() | hs.none() | hs.sampled_from([1.0, 2.5, 5.0, 10.0])
+MAX_ACTIVE_TX = 3  # keeps operations concentrated on a few transactions
+# transaction ids that name no transaction: never handed out, or not a valid id at all
+NO_TX = NEVER_USED | hs.sampled_from([0, -1])
 priorities = hs.just(3) | hs.integers(min_value=0, max_value=7)  # ties test FIFO order
 correl_ids = hs.none() | hs.sampled_from(["c1", "c2"])
 leases = hs.none() | hs.sampled_from([1.0, 2.5, 5.0, 10.0])
@@ -73,9 +94,19 @@ class Msg:
     lease: int | None = None  # deadline in µs
     backouts: int = 0
     original_queue: str | None = None
+    tx: int | None = None  # the transaction holding it (state tx-locked)
+    tx_put: bool = False  # tx-locked by a put inside that transaction (else by a get)
 
     def position(self) -> tuple[int, int]:
         return (-self.priority, self.arrival)
+
+
+@dataclass
+class Tx:
+    """The model of one active transaction."""
+
+    deadline: int | None  # µs, or None: no timeout
+    queues: list[str] = field(default_factory=list)  # in the order T first touched them
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -91,13 +122,20 @@ class StoreMachine(RuleBasedStateMachine):
         # lock ids in the order they were handed out: the store picks random ones, and
         # Hypothesis must draw the same lock when it replays an example
         self.used_lock: dict[str, list[int]] = {q: [] for q in QUEUES}
+        self.txs: dict[int, Tx] = {}  # active transactions by id
+        self.tx_done: list[int] = []  # committed, aborted or timed-out ids
         self.steps = 0
 
     # -- set-up and tear-down ------------------------------------------------------------
 
-    @initialize(seed=hs.lists(hs.tuples(queues, priorities, correl_ids), max_size=8))
-    def open_store(self, seed: list[tuple[str, int, str | None]]) -> None:
-        """A fresh store (fake clock) with both queues and a few available messages to start."""
+    @initialize(seed=hs.lists(hs.tuples(put_queues, priorities, correl_ids), max_size=8),
+                tx_seed=hs.lists(hs.tuples(tx_queues, priorities, correl_ids), max_size=8),
+                open_tx=hs.booleans())
+    def open_store(self, seed: list[tuple[str, int, str | None]],
+                   tx_seed: list[tuple[str, int, str | None]], open_tx: bool) -> None:
+        """A fresh store (fake clock) with every queue and a few available messages to start
+        (those of the transactional queues put by one committed transaction), and maybe an
+        active transaction, so that the rules inside transactions run from the first step."""
         base = "/dev/shm" if Path("/dev/shm").is_dir() else None
         self.dir = tempfile.mkdtemp(prefix="mqcli-sm-", dir=base)
         self.clock = FakeClock()
@@ -105,9 +143,18 @@ class StoreMachine(RuleBasedStateMachine):
             Path(self.dir) / "qm", create=True, name="qm", map_size=64 << 20, clock=self.clock
         )
         for q in QUEUES:
-            self.store.create_queue(q, max_backouts=MAX_BACKOUTS[q])
+            self.store.create_queue(q, max_backouts=MAX_BACKOUTS[q], transactional=q in TX_QUEUES)
         for q, priority, correl_id in seed:
             self.put_one(q, priority, correl_id, confirm_id=None, lease=None)
+        if tx_seed:
+            t = self.store.tx_begin()
+            self.txs[t] = Tx(deadline=None)
+            for q, priority, correl_id in tx_seed:
+                self.tx_put_batch(t, q, [(priority, correl_id)])
+            assert self.store.tx_commit(t) == len(tx_seed)
+            self.finish_model(t, commit=True)
+        if open_tx:
+            self.tx_begin(timeout=None)
 
     def teardown(self) -> None:
         try:
@@ -162,16 +209,18 @@ class StoreMachine(RuleBasedStateMachine):
 
     def make_available(self, m: Msg) -> None:
         m.state = "available"
-        m.confirm_id = m.lock_id = m.lease = None
+        m.confirm_id = m.lock_id = m.lease = m.tx = None
+        m.tx_put = False
 
     def back_out(self, m: Msg) -> None:
-        """An undone or lease-lapsed get: one more backout, dead-letter at max_backouts."""
+        """An undone, aborted or lease-lapsed get: one more backout, dead-letter at
+        max_backouts (a transactional queue's messages to dead-letter-tx)."""
         m.backouts += 1
         limit = MAX_BACKOUTS[m.queue]
         if limit and m.backouts >= limit:
             self.make_available(m)
             m.original_queue = m.queue
-            m.queue = DEAD_LETTER
+            m.queue = DEAD_LETTER_TX if m.queue in TX_QUEUES else DEAD_LETTER
             m.arrival = self.arrive()
 
     def undo_confirm_model(self, m: Msg) -> None:
@@ -212,9 +261,55 @@ class StoreMachine(RuleBasedStateMachine):
 
     def snapshot(self) -> dict[str, tuple]:
         return {
-            i: (m.queue, m.state, m.confirm_id, m.lock_id, m.lease, m.backouts)
+            i: (m.queue, m.state, m.confirm_id, m.lock_id, m.lease, m.backouts, m.tx)
             for i, m in self.msgs.items()
         }
+
+    # -- transactions in the model -------------------------------------------------------
+
+    def touch(self, t: int, q: str) -> None:
+        if q not in self.txs[t].queues:
+            self.txs[t].queues.append(q)
+
+    def tx_ops(self, t: int) -> list[Msg]:
+        """T's messages in the order commit and abort visit them: T's queues in the order T
+        first touched them, each in queue order (the transaction index)."""
+        return [m for q in self.txs[t].queues for m in self.in_queue(q) if m.tx == t]
+
+    def finish_model(self, t: int, *, commit: bool) -> None:
+        for m in self.tx_ops(t):
+            if m.tx_put:
+                if commit:
+                    self.make_available(m)  # at the position it was put at
+                else:
+                    self.remove(m)
+            elif commit:
+                self.remove(m)
+            else:
+                self.make_available(m)
+                self.back_out(m)
+        del self.txs[t]
+        self.tx_done.append(t)
+
+    def abort_timed_out(self) -> list[int]:
+        """Transactions past their deadline, aborted in (deadline, id) order."""
+        now = self.clock.now_us()
+        due = sorted((tx.deadline, t) for t, tx in self.txs.items()
+                     if tx.deadline is not None and tx.deadline <= now)
+        for _, t in due:
+            self.finish_model(t, commit=False)
+        return [t for _, t in due]
+
+    def tx_put_batch(self, t: int, q: str, batch: list[tuple[int, str | None]]) -> None:
+        news = [NewMessage(b"t%d" % i, priority=p, correl_id=cid) for i, (p, cid) in enumerate(batch)]
+        got = self.store.put_many(q, news, tx=t)
+        self.touch(t, q)
+        for g, (p, cid) in zip(got, batch, strict=True):
+            assert g.msg_id not in self.msgs and g.msg_id not in self.gone
+            assert (g.state, g.tx, g.tx_put, g.queue, g.priority) == ("tx-locked", t, True, q, p)
+            assert g.lookup_id >> 56 == 7 - p  # seed 000: a transactional message's high byte
+            self.msgs[g.msg_id] = Msg(g.msg_id, q, p, cid, self.arrive(), state="tx-locked",
+                                      tx=t, tx_put=True)
 
     def matches(self, m: Msg, flt: dict) -> bool:
         return all(getattr(m, k) == v for k, v in flt.items())
@@ -237,7 +332,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- puts ----------------------------------------------------------------------------
 
-    @rule(q=queues, priority=priorities, correl_id=correl_ids, lease=leases,
+    @rule(q=put_queues, priority=priorities, correl_id=correl_ids, lease=leases,
           confirm=hs.sampled_from(["no", "no", "new", "reuse"]), data=hs.data())
     def put(self, q: str, priority: int, correl_id: str | None, lease: float | None,
             confirm: str, data: hs.DataObject) -> None:
@@ -249,7 +344,7 @@ class StoreMachine(RuleBasedStateMachine):
         c = data.draw(hs.sampled_from(pending)) if confirm == "reuse" and pending else self.fresh_id()
         self.put_one(q, priority, correl_id, confirm_id=c, lease=lease)
 
-    @rule(q=queues, batch=hs.lists(hs.tuples(priorities, correl_ids), min_size=1, max_size=6),
+    @rule(q=put_queues, batch=hs.lists(hs.tuples(priorities, correl_ids), min_size=1, max_size=6),
           confirm=hs.sampled_from([False, False, True]), lease=leases)
     def put_many(self, q: str, batch: list[tuple[int, str | None]], confirm: bool,
                  lease: float | None) -> None:
@@ -500,13 +595,111 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(dt=hs.sampled_from([0.5, 1.0, 2.0, 3.0, 6.0, 12.0]),
           then=hs.sampled_from(["sweep", "put"]), priority=priorities)
     def advance_clock(self, dt: float, then: str, priority: int) -> None:
-        """Time passes; the next write (a sweep, or any put) undoes every lapsed lease."""
+        """Time passes; the next write (a sweep, or any put) undoes every lapsed lease, and the
+        next access aborts every timed-out transaction (after the leases: Txn.maintain). A
+        sweep does not abort them, but the reads of the invariant right after it do."""
         self.clock.now += dt
         undone = self.lapse_due()
+        self.abort_timed_out()
         if then == "sweep":
             assert self.store.sweep().leases_undone == undone
         else:
             self.put_one(PLAIN, priority, None, confirm_id=None, lease=None)
+
+    # -- transactions --------------------------------------------------------------------
+
+    def draw_tx(self, data: hs.DataObject) -> int:
+        return data.draw(hs.sampled_from(sorted(self.txs)), label="tx")
+
+    @precondition(lambda self: len(self.txs) < MAX_ACTIVE_TX)
+    @rule(timeout=tx_timeouts)
+    def tx_begin(self, timeout: float | None) -> None:
+        t = self.store.tx_begin(timeout=timeout)
+        assert t not in self.txs and t not in self.tx_done
+        self.txs[t] = Tx(deadline=self.deadline(timeout))
+
+    @precondition(lambda self: self.txs)
+    @rule(q=tx_queues, batch=hs.lists(hs.tuples(priorities, correl_ids), min_size=1, max_size=4),
+          data=hs.data())
+    def tx_put(self, q: str, batch: list[tuple[int, str | None]], data: hs.DataObject) -> None:
+        """Put inside T: tx-locked at its position, invisible until T commits."""
+        self.tx_put_batch(self.draw_tx(data), q, batch)
+
+    @precondition(lambda self: self.txs)
+    @rule(q=tx_queues, count=hs.integers(1, 3), data=hs.data())
+    def tx_get(self, q: str, count: int, data: hs.DataObject) -> None:
+        """Get inside T (seed 002): the next available matches become tx-locked by T."""
+        t = self.draw_tx(data)
+        # mostly the head of the queue (so one message is got and aborted again and again,
+        # up to max-backouts), sometimes with a filter
+        flt = self.draw_filter(data, q) if data.draw(hs.integers(0, 3), label="filter") == 0 else {}
+        want = [m for m in self.in_queue(q, "available") if self.matches(m, flt)][:count]
+        if "msg_id" in flt:
+            want = want[:1]
+        if not want:
+            before = self.snapshot()
+            with pytest.raises(self.refusal(q, flt)):
+                self.store.get_many(q, count, wait=0, tx=t, **flt)
+            assert self.snapshot() == before
+            return
+        got = self.store.get_many(q, count, wait=0, tx=t, **flt)
+        assert [g.msg_id for g in got] == [m.msg_id for m in want]
+        assert all((g.state, g.tx, g.tx_put) == ("tx-locked", t, False) for g in got)
+        self.touch(t, q)
+        for m in want:
+            m.state, m.tx = "tx-locked", t
+
+    @precondition(lambda self: self.txs)
+    @rule(data=hs.data(), commit=hs.booleans())
+    def tx_finish(self, data: hs.DataObject, commit: bool) -> None:
+        t = self.draw_tx(data)
+        ops = self.tx_ops(t)
+        n = self.store.tx_commit(t) if commit else self.store.tx_abort(t)
+        assert n == len(ops)
+        self.finish_model(t, commit=commit)
+
+    @rule(data=hs.data(), op=hs.sampled_from(["commit", "abort", "put", "get"]), q=tx_queues)
+    def tx_wrong_id(self, data: hs.DataObject, op: str, q: str) -> None:
+        """A transaction id never handed out, invalid, or finished (committed, aborted, timed
+        out): TransactionError, and nothing changes."""
+        t = data.draw(NO_TX | hs.sampled_from(self.tx_done) if self.tx_done else NO_TX)
+        before = self.snapshot()
+        with pytest.raises(errors.TransactionError):
+            if op == "commit":
+                self.store.tx_commit(t)
+            elif op == "abort":
+                self.store.tx_abort(t)
+            elif op == "put":
+                self.store.put(q, b"x", tx=t)
+            else:
+                self.store.get(q, wait=0, tx=t)
+        assert self.snapshot() == before
+
+    @rule(q=tx_queues, confirm=hs.booleans(), many=hs.booleans(), priority=priorities)
+    def put_to_transactional_queue_refused(self, q: str, confirm: bool, many: bool,
+                                           priority: int) -> None:
+        """A transactional queue takes puts only inside a transaction (MSMQ)."""
+        c = self.fresh_id() if confirm else None
+        before = self.snapshot()
+        with pytest.raises(errors.TransactionError):
+            if many:
+                self.store.put_many(q, [NewMessage(b"x", priority=priority)] * 2, confirm_id=c)
+            else:
+                self.store.put(q, b"x", priority=priority, confirm_id=c)
+        assert self.snapshot() == before
+
+    @precondition(lambda self: self.txs)
+    @rule(q=put_queues, op=hs.sampled_from(["put", "get"]), data=hs.data())
+    def tx_on_plain_queue_refused(self, q: str, op: str, data: hs.DataObject) -> None:
+        """A transaction touches only transactional queues, even when messages are there."""
+        t = self.draw_tx(data)
+        before = self.snapshot()
+        with pytest.raises(errors.TransactionError):
+            if op == "put":
+                self.store.put(q, b"x", tx=t)
+            else:
+                self.store.get(q, wait=0, tx=t)
+        assert self.snapshot() == before
 
     # -- what the store shows ------------------------------------------------------------
 
@@ -527,14 +720,22 @@ class StoreMachine(RuleBasedStateMachine):
                 assert g.queue == q
                 assert (g.state, g.confirm_id, g.lock_id, g.backouts, g.priority) == (
                     m.state, m.confirm_id, m.lock_id, m.backouts, m.priority), g.msg_id
+                assert (g.tx, g.tx_put) == (m.tx, m.tx_put), g.msg_id
                 assert g.lease_expires == m.lease, g.msg_id
-                if q == DEAD_LETTER:
+                if q in (DEAD_LETTER, DEAD_LETTER_TX):
                     assert g.original_queue == m.original_queue
             inflight = sorted(g.msg_id for g in st.inflight(q))
             assert inflight == sorted(m.msg_id for m in want_all if m.state != "available"), q
             info = st.queue_info(q)
             assert (info.depth, info.available) == (len(want_all), len(want_avail)), q
         assert st.info().messages == total
+        # the active transactions: ids, deadlines, queues in touch order, operations
+        listed = {i.tx: (i.deadline, i.queues, i.operations) for i in st.tx_list()}
+        assert listed == {t: (tx.deadline, tx.queues, len(self.tx_ops(t)))
+                          for t, tx in self.txs.items()}
+        for t in self.txs:
+            _, ops = st.tx_show(t)
+            assert sorted(m.msg_id for m in ops) == sorted(m.msg_id for m in self.tx_ops(t))
         self.steps += 1
         if self.steps % CHECK_EVERY == 0:
             assert st.check() == []

@@ -207,3 +207,17 @@ def test_a_committed_transactional_get_is_journaled(txq):
     txq.get("tj", wait=0, tx=t)
     txq.tx_commit(t)
     assert [m.body for m in txq.browse("tj;journal")] == [b"x"]
+
+
+def test_sweep_aborts_timed_out_transactions(txq, clock):
+    t = txq.tx_begin(timeout=1)
+    txq.put("a", b"x", tx=t)
+    clock.advance(2)
+    assert txq.sweep(dry_run=True).transactions_aborted == 1
+    assert txq.sweep().transactions_aborted == 1
+    assert txq.tx_list() == []
+
+
+def test_move_in_an_unknown_transaction_fails_even_with_nothing_to_move(txq):
+    with pytest.raises(errors.TransactionError):
+        list(txq.move("a", "b", tx=999))

@@ -28,6 +28,7 @@ PriorityOpt = Annotated[Optional[int], typer.Option("--priority", min=0, max=7, 
 ConfirmOpt = Annotated[Optional[int], typer.Option("--confirm-id", help="Confirm id (a positive 63-bit integer you choose).")]
 LockOpt = Annotated[Optional[int], typer.Option("--lock-id", help="Lock id of a browse with lock.")]
 LeaseOpt = Annotated[Optional[str], typer.Option("--lease", help="Undo automatically if not confirmed within this time, e.g. 30s.")]
+TxOpt = Annotated[Optional[int], typer.Option("--tx", metavar="TX", help="Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.")]
 DelimiterOpt = Annotated[str, typer.Option("--delimiter", help="Separator after each body with -o body (escapes like \\n, \\0 allowed).")]
 
 
@@ -92,14 +93,15 @@ def read_records(stream: BinaryIO) -> Iterator[tuple[int, Message]]:
 
 
 def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message] | list[NewMessage]],
-                keep_ids: bool, confirm_id: Optional[int], lease: Optional[float]) -> int:
+                keep_ids: bool, confirm_id: Optional[int], lease: Optional[float],
+                tx: Optional[int] = None) -> int:
     total = 0
     with progress(f"put {queue}") as bar, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
         for batch in items:
             if keep_ids:
                 done = st.import_messages(queue, batch)  # type: ignore[arg-type]
             else:
-                done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease)  # type: ignore[arg-type]
+                done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx)  # type: ignore[arg-type]
             stream.extend(done)
             total += len(done)
             bar.advance(len(done))
@@ -139,6 +141,7 @@ def put(
     report_queue: Annotated[Optional[str], typer.Option("--report-queue", help="Where trace reports go.")] = None,
     confirm_id: ConfirmOpt = None,
     lease: LeaseOpt = None,
+    tx: TxOpt = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Put the body this many times.")] = 1,
     jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids.")] = None,
     lines: Annotated[Optional[str], typer.Option("--lines", metavar="FILE|-", help="Put one message per line of a file (or -).")] = None,
@@ -152,6 +155,7 @@ def put(
       mqcli put orders - < payload.bin
       mqcli put orders --lines events.txt
       mqcli get old -o jsonl --all | mqcli put new --jsonl -
+      mqcli put orders 'hello' --tx "$(mqcli tx begin)"
     """
     props = {}
     for item in prop or []:
@@ -165,6 +169,9 @@ def put(
         raise UsageError("give one of --jsonl and --lines")
     if (jsonl or lines) and (body is not None or file is not None):
         raise UsageError(f"--{'jsonl' if jsonl else 'lines'} takes the bodies from its input; drop the BODY/--file")
+    if jsonl is not None and tx is not None:
+        # --jsonl keeps the records' ids (import_messages), which has no transaction
+        raise UsageError("--jsonl cannot be used with --tx; use --lines, or put the records first and move them")
     fields = dict(priority=priority, correl_id=correl_id, label=label, props=props or None,
                   app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
                   dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
@@ -181,14 +188,14 @@ def put(
             bodies = (line.rstrip(b"\n").removesuffix(b"\r") for line in stream)
             _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
                                            for chunk in _chunks(bodies, BATCH)),
-                        False, confirm_id, lease_s)
+                        False, confirm_id, lease_s, tx)
         elif count == 1 and confirm_id is None:
-            s.out.msg_ids(st.put_many(queue, [NewMessage(_body(body, file), **fields)], lease=lease_s))
+            s.out.msg_ids(st.put_many(queue, [NewMessage(_body(body, file), **fields)], lease=lease_s, tx=tx))
         else:
             data = _body(body, file)
             _put_stream(st, s.out, queue,
                         ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
-                        False, confirm_id, lease_s)
+                        False, confirm_id, lease_s, tx)
 
 
 def _chunks(items: Iterator, size: int) -> Iterator[list]:
@@ -219,26 +226,29 @@ def get(
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="Get up to N messages.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Get every available message.")] = False,
     confirm_id: ConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
+    tx: TxOpt = None,
     delimiter: DelimiterOpt = "\\n",
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Get (destructively) the next message; with --confirm-id, a two-phase get.
 
     The message is written to stdout before its removal commits: a killed get may show a
-    message again, never lose one. Exit 3 when there is none within --wait.
+    message again, never lose one. Exit 3 when there is none within --wait. With --tx the
+    message is tx-locked and removed when the transaction commits (back on abort).
 
     \b
     Examples:
       mqcli get orders --wait 30s
       mqcli get orders --confirm-id 42 --lease 1m -o json && mqcli confirm orders --confirm-id 42
       mqcli get orders --all -o jsonl > drained.jsonl
+      mqcli get orders --tx "$T" -o json > order.json
     """
     if count is not None and all_:
         raise UsageError("give --count or --all, not both")
     seconds = parse_duration(wait, what="wait")
     s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
     filters = dict(msg_id=msg_id, correl_id=correl_id, lookup_id=_lookup(lookup_id), priority=priority,
-                   confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"))
+                   confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
             st.get(queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
@@ -395,14 +405,18 @@ def move(
     priority: PriorityOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="At most N messages.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would move, change nothing.")] = False,
+    tx: TxOpt = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Move (or copy) available messages to another queue, atomically per batch of 1,000.
+
+    With --tx (both queues transactional) nothing moves until the transaction commits.
 
     \b
     Examples:
       mqcli move dead-letter orders --correl-id order-17
       mqcli move orders orders.backup --copy
+      mqcli move inbox work --count 10 --tx "$T"
     """
     s = session(ctx, store, output, quiet)
     filters = dict(msg_id=msg_id, correl_id=correl_id, lookup_id=_lookup(lookup_id), priority=priority)
@@ -414,7 +428,7 @@ def move(
             return
         moved = 0
         with progress(f"{'copy' if copy else 'move'} {source} → {target}", total=count) as bar:
-            for batch in st.move(source, target, count=count, copy=copy, **filters):  # type: ignore[arg-type]
+            for batch in st.move(source, target, count=count, copy=copy, tx=tx, **filters):  # type: ignore[arg-type]
                 moved += len(batch)
                 bar.advance(len(batch))
     s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved})
@@ -441,7 +455,7 @@ def inflight(ctx: typer.Context,
             "backouts": m.backouts,
         } for m in st.inflight(queue)]
     s.out.table(rows, [("queue", "queue"), ("msg_id", "msg_id"), ("state", "state"),
-                       ("confirm_id", "confirm id"), ("lock_id", "lock id"), ("age", "age"),
+                       ("confirm_id", "confirm id"), ("lock_id", "lock id"), ("tx", "tx"), ("age", "age"),
                        ("lease_left", "lease left"), ("backouts", "backouts")])
 
 

@@ -131,7 +131,8 @@ def sweep(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what is due, change nothing.")] = False,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
-    """Expire messages past their ttl and undo lapsed leases (also done on every write).
+    """Expire messages past their ttl, undo lapsed leases, abort timed-out transactions (also
+    done on every write).
 
     \b
     Example:
@@ -140,7 +141,8 @@ def sweep(
     s = session(ctx, store, output, quiet)
     with s.open() as st:
         result = st.sweep(dry_run=dry_run)
-    s.out.document({"expired": result.expired, "leases_undone": result.leases_undone, "dry_run": dry_run})
+    s.out.document({"expired": result.expired, "leases_undone": result.leases_undone,
+                    "transactions_aborted": result.transactions_aborted, "dry_run": dry_run})
 
 
 _STATE_COLUMNS = [("put-unconfirmed", "put-unc"), ("available", "avail"), ("locked-browse", "locked"),
