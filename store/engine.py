@@ -22,14 +22,14 @@ from .environment import (
     DEFAULT_MAP_SIZE, check_permissions, create_layout, open_environment, read_marker, store_exists,
 )
 from .errors import (
-    AlreadyReceived, InvalidArgument, MessageNotFound, QueueExists, StoreCorrupt, StoreError,
-    StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
+    AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
+    StoreFull, StoreUnavailable, Timeout, TransactionError,
 )
 from .filters import Filter
 from .keys import U32, U64
 from .notify import WAIT_DIR, Waiter, wake
 from .queues import (
-    DEAD_LETTER, SYSTEM_QUEUES, QueueInfo, encode_queue, new_queue, queue_key, validate_attrs,
+    DEAD_LETTER, SYSTEM_QUEUES, QueueInfo, encode_queue, queue_key, validate_attrs,
     validate_name,
 )
 from .records import (
