@@ -33,7 +33,7 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED,
-    TX_LOCKED, Message, decode, encode, iso_time,
+    TX_LOCKED, Message, decode, encode, guid_text, iso_time,
 )
 
 if TYPE_CHECKING:
@@ -124,6 +124,8 @@ class Txn:
         if q is None:
             raw = self.lt.get(key, db=self.dbs["queues"])
             if raw is None:
+                if "=" in name:  # an MSMQ format name (SPEC §3); plain names cannot hold '='
+                    return self.queue(self.local_queue_name(name))
                 raise QueueNotAvailable(f"queue {name!r} does not exist (create it with `mqcli queue create {name}`)")
             cached = self._queue_cache.get(key)
             if cached is not None and cached[0] == raw:
@@ -163,6 +165,34 @@ class Txn:
                           props={**m.props, "mqcli.journal_time": stamp})
                   for m in removed]
         self.enqueue(jq, copies, check=False)
+
+    def local_queue_name(self, text: str) -> str:
+        """The local queue a format name addresses (SPEC §3, MS-MQMQ 2.1)."""
+        from . import formatnames
+
+        fn = formatnames.parse(text)
+        qm_name = bytes(self.lt.get(keys.META_NAME, db=self.dbs["meta"]) or b"").decode()
+        if not fn.is_local(qm_name, guid_text(self.origin)):
+            raise QueueNotAvailable(f"{text!r} names a queue of another queue manager; sending through "
+                                    f"a link (store-and-forward) is not built yet")
+        if fn.kind == "public":
+            found = [n for n in self.queue_names() if self.queue(n).guid == fn.guid]
+            if not found:
+                raise QueueNotAvailable(f"no queue has the GUID {fn.guid} ({text!r})")
+            name = self.queue(found[0]).name
+        elif fn.kind == "private":
+            raw = self.lt.get(U32.pack(fn.queue_number or 0), db=self.dbs["qids"])
+            if raw is None:
+                raise QueueNotAvailable(f"no queue has the private number {fn.queue_number:x} ({text!r})")
+            name = self.queue(bytes(raw).decode()).name
+        elif fn.queue is None:  # MACHINE=...;X or DIRECT=...\SYSTEM$;X
+            system = formatnames.SYSTEM_QUEUES_BY_SUFFIX.get(fn.suffix or "")
+            if system is None:
+                raise QueueNotAvailable(f"{text!r}: the queue manager's own journal is not kept")
+            return system
+        else:
+            name = fn.queue
+        return journal_name(name) if fn.suffix == "journal" else name
 
     def queue_names(self) -> list[str]:
         """Casefolded names of every queue, in name order."""

@@ -517,8 +517,6 @@ def test_journal_keeps_a_copy_of_each_got_message(cli):
     assert [x["msg_id"] for x in cli.json("browse", "j;journal")] == [m["msg_id"]]
 
 
-@pytest.mark.xfail(strict=True, reason="bug (not built yet): format names (SPEC §3, MS-MQMQ 2.1) are "
-                                        "not accepted where a queue is named: exit 6")
 def test_format_names_name_local_queues(cli):
     guid = cli.guid()
     queue_guid = cli.json("queue", "show", "q")["guid"]

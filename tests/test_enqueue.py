@@ -295,3 +295,30 @@ def test_backup_is_a_consistent_openable_copy(st, tmp_path):
         assert [m.body for m in copy.browse("q")] == [b"keep"]
         assert copy.info().guid == st.info().guid
         assert copy.check() == []
+
+
+def test_format_names_address_local_queues(st):
+    from store.formatnames import parse  # noqa: F401  (the parser has its own tests)
+    q = st.create_queue("orders", journal=True)
+    info = st.info()
+    st.put(f"PUBLIC={q.guid}", b"by guid")
+    st.put(f"PRIVATE={info.guid}\\{q.qid:08x}", b"by number")
+    st.put("DIRECT=OS:.\\orders", b"direct")
+    st.put(f"DIRECT=OS:{info.name}\\PRIVATE$\\orders", b"direct private")
+    assert [m.body for m in st.browse("orders")] == [b"by guid", b"by number", b"direct", b"direct private"]
+    st.get("orders", wait=0)
+    assert [m.body for m in st.browse(f"PUBLIC={q.guid};JOURNAL")] == [b"by guid"]
+    assert st.queue_info(f"MACHINE={info.guid};DEADLETTER").name == "dead-letter"
+    assert st.queue_info("DIRECT=OS:.\\SYSTEM$;DEADXACT").name == "dead-letter-tx"
+
+
+@pytest.mark.parametrize("name, error", [
+    ("DIRECT=OS:elsewhere\\orders", errors.QueueNotAvailable),
+    ("DIRECT=TCP:10.0.0.1\\orders", errors.QueueNotAvailable),
+    ("PUBLIC=00000000-0000-0000-0000-000000000000", errors.QueueNotAvailable),
+    ("PUBLIC=xyz", errors.BadData),
+    ("DIRECT=IPX:abc\\orders", errors.BadData),
+])
+def test_format_names_of_other_or_missing_queues_are_refused(st, name, error):
+    with pytest.raises(error):
+        st.put(name, b"x")
