@@ -7,10 +7,11 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import bench qmgr queue tx" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import bench qmgr queue tx trace" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
+        "trace") REPLY="decode" ;;
         *) REPLY="" ;;
     esac
 }
@@ -53,6 +54,8 @@ _mqcli_options()
         "tx abort") REPLY="--store -o --output -q --quiet -h --help" ;;
         "tx list") REPLY="--store -o --output -q --quiet -h --help" ;;
         "tx show") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "trace") REPLY="-h --help" ;;
+        "trace decode") REPLY="--body --store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -92,6 +95,7 @@ _mqcli_value_options()
         "tx abort") REPLY="--store -o --output" ;;
         "tx list") REPLY="--store -o --output" ;;
         "tx show") REPLY="--store -o --output" ;;
+        "trace decode") REPLY="--store -o --output" ;;
         *) REPLY="" ;;
     esac
 }

@@ -6,13 +6,15 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'bench' 'qmgr' 'queue' 'tx'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'bench' 'qmgr' 'queue' 'tx' 'trace'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
             printf '%s\n' 'create' 'list' 'show' 'set' 'purge' 'delete'
         case 'tx'
             printf '%s\n' 'begin' 'commit' 'abort' 'list' 'show'
+        case 'trace'
+            printf '%s\n' 'decode'
     end
 end
 
@@ -79,6 +81,8 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'tx list'
             printf '%s\n' '--store' '-o' '--output'
         case 'tx show'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'trace decode'
             printf '%s\n' '--store' '-o' '--output'
     end
 end
@@ -155,6 +159,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and lat
 complete -c mqcli -n '__mqcli_at \'\'' -a 'qmgr' -d 'Queue manager settings.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'queue' -d 'Queue administration.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'tx' -d 'Transactions that span several invocations (seed 000, seed 002).'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'trace' -d 'Trace reports (seed 001): decode their labels and bodies.'
 complete -c mqcli -n '__mqcli_at \'\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -455,3 +460,14 @@ complete -c mqcli -n '__mqcli_at \'tx show\'' -l store -r -F -d 'Store directory
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli trace
+complete -c mqcli -n '__mqcli_at \'trace\'' -a 'decode' -d 'Decode a trace report\'s label (or body) strictly by the seed\'s ABNF and print its fields.'
+complete -c mqcli -n '__mqcli_at \'trace\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli trace decode
+complete -c mqcli -n '__mqcli_at \'trace decode\'' -l body -d 'Decode a report body instead of a label.'
+complete -c mqcli -n '__mqcli_at \'trace decode\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'trace decode\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'trace decode\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'trace decode\'' -s h -l help -d 'Show this message and exit.'

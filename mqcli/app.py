@@ -50,13 +50,14 @@ def root(
 
 
 def _register() -> None:
-    from .commands import message, qmgr, queue, transfer, tx
+    from .commands import message, qmgr, queue, trace, transfer, tx
 
     qmgr.register(app)
     app.add_typer(queue.app, name="queue")
     message.register(app)
     transfer.register(app)
     app.add_typer(tx.app, name="tx")
+    app.add_typer(trace.app, name="trace")
     from .commands import bench
     bench.register(app)
 

@@ -1,0 +1,500 @@
+"""Trace report labels and bodies (seed 001, SPEC §7): encoded from their fields, decoded strictly.
+
+The seed's ABNF, which this module follows rule by rule:
+
+    label      = qm-id %x3A message-id %x3A hops SP "received by" SP computer SP "at" SP
+                 time-date %x0000
+    qm-id      = 4HEXDIG
+    message-id = 8HEXDIG
+    hops       = 2HEXDIG
+    computer   = GUID
+    time-date  = hour SP ("AM" / "PM") SP date
+    hour       = 2DIGIT ":" 2DIGIT [":" 2DIGIT]
+    date       = day "," month SP 2DIGIT SP year
+    month      = "Jan" / "Feb" / ... / "Dec"
+    day        = "Mon" / "Tue" / ... / "Sun"
+    year       = 2DIGIT
+    GUID       = 8HEXDIG "-" 4HEXDIG "-" 4HEXDIG "-" 4HEXDIG "-" 12HEXDIG
+
+    Report     = "<MESSAGE ID>" id "</MESSAGE ID>" CR LF "<TARGET QUEUE>" queue "</TARGET QUEUE>" CR LF
+    id         = 8HEXDIG
+    queue      = queue-format            ; MS-MQMQ section 2.1
+
+How the seed is read where it leaves room (each reading is also noted where it is applied):
+
+- ABNF quoted strings are case-insensitive (RFC 5234 §2.3), and HEXDIG is `DIGIT / "A" / ...
+  / "F"` made of such strings, so `received BY`, `pm`, `NOV` and lowercase hex all match.
+  Only ASCII letters fold: the Kelvin sign is not a `k`.
+- The label ends in %x0000; `decode_label` takes it with or without that NUL (a command-line
+  argument cannot hold one), and nothing may follow it. `encode_label` writes it.
+- `hour` is a 12-hour clock (it is followed by AM/PM): hours 01-12, `12:xx AM` is just after
+  midnight and `12:xx PM` just after noon; minutes and seconds 00-59 (no leap second).
+- The 2DIGIT between month and year is the day of the month, 01 to the month's length; the year
+  is 20YY (the seed's CURRENT_TIME; Spark's `yy` reads the same century); the day name must be
+  that date's weekday. Times are UTC.
+- Errors name the innermost rule *of the seed* that failed (`qm-id`, not the core rule
+  HEXDIG). `computer` and `queue` are bare aliases, so their failures are named by the rule
+  they alias: `GUID` and `queue-format`.
+
+Error columns are 1-based. For a syntax error the column is that of the first character at
+which no valid label (or body) can continue, left to right (one past the end if the text stops
+short). A value that is well formed but out of range (hour 13, minute 60, day 31 of a 30-day
+month, Feb 29 of a common year, a day name that is not the date's weekday) is reported at the
+first column of that value, as soon as the rule that holds it has been read. A body is one text:
+its columns count CR and LF like any other character.
+
+The vectors in tests/vectors/ hold these decoders (and the Spark SQL decoder of the pipeline)
+to the same answers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, NoReturn
+
+from .errors import BadData, InvalidArgument
+
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
+_MONTH_LENGTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # the longest, in a leap year
+_HEX = frozenset("0123456789abcdefABCDEF")
+_DIGITS = frozenset("0123456789")
+MAX_MESSAGE_ID = 0xFFFF_FFFF  # 8HEXDIG
+MAX_HOPS = 0xFF               # 2HEXDIG
+MIN_YEAR, MAX_YEAR = 2000, 2099
+
+
+class TraceFormatError(BadData):
+    """A trace label or body that breaks the seed's ABNF: where (1-based column) and which rule."""
+
+    def __init__(self, kind: str, column: int, rule: str, detail: str) -> None:
+        super().__init__(f"bad trace {kind}: column {column}, rule {rule}: {detail}")
+        self.kind = kind
+        self.column = column
+        self.rule = rule
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ReportLabel:
+    """The fields of a report message's label (seed 001)."""
+
+    qm_id: str            # the four hex digits, as written
+    message_id: int       # 0 .. 0xFFFFFFFF
+    hops: int             # 0 .. 0xFF
+    computer: str         # the GUID, lowercase
+    time: datetime        # UTC, whole seconds
+    has_seconds: bool = True  # whether the label wrote the seconds (`hour`'s optional part)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"qm_id": self.qm_id, "message_id": self.message_id, "hops": self.hops,
+                "computer": self.computer, "time": self.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "has_seconds": self.has_seconds}
+
+    def encode(self, *, nul: bool = True) -> str:
+        return encode_label(self.qm_id, self.message_id, self.hops, self.computer, self.time,
+                            has_seconds=self.has_seconds, nul=nul)
+
+
+@dataclass(frozen=True)
+class ReportBody:
+    """The fields of a report message's body (seed 001)."""
+
+    message_id: int       # `id`, 0 .. 0xFFFFFFFF
+    queue: str            # the destination's format name (MS-MQMQ 2.1), as written
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message_id": self.message_id, "queue": self.queue}
+
+    def encode(self) -> str:
+        return encode_body(self.message_id, self.queue)
+
+
+# ---- encoding ---------------------------------------------------------------------------------
+
+def encode_label(qm_id: str, message_id: int, hops: int, computer: str | uuid.UUID, time: datetime,
+                 *, has_seconds: bool = True, nul: bool = True) -> str:
+    """The label of a report message, e.g. `1A2B:0000002A:01 received by 6f1c…9a0b at 03:15:42 PM
+    Sun,Nov 22 26` and a NUL (omitted with `nul=False`). Hex is written uppercase except the
+    qm_id (as given) and the GUID (lowercase, as MSMQ writes GUIDs). Without `has_seconds` the
+    seconds are left out (and dropped). Raises InvalidArgument for a field that cannot be written.
+    """
+    if not (isinstance(qm_id, str) and len(qm_id) == 4 and set(qm_id) <= _HEX):
+        raise InvalidArgument(f"qm_id must be four hex digits, got {qm_id!r}")
+    _check_int("message_id", message_id, MAX_MESSAGE_ID)
+    _check_int("hops", hops, MAX_HOPS)
+    guid = _guid_text(computer)
+    utc = _utc(time)
+    hour = f"{utc.hour % 12 or 12:02d}:{utc.minute:02d}" + (f":{utc.second:02d}" if has_seconds else "")
+    date = f"{DAYS[utc.weekday()]},{MONTHS[utc.month - 1]} {utc.day:02d} {utc.year % 100:02d}"
+    return (f"{qm_id}:{message_id:08X}:{hops:02X} received by {guid} at "
+            f"{hour} {'PM' if utc.hour >= 12 else 'AM'} {date}" + ("\0" if nul else ""))
+
+
+def encode_body(message_id: int, queue: str) -> str:
+    """The body of a report message: the message id and its destination queue's format name."""
+    _check_int("message_id", message_id, MAX_MESSAGE_ID)
+    if not isinstance(queue, str):
+        raise InvalidArgument(f"queue must be a format name, got {queue!r}")
+    try:
+        _Parser(queue, "queue").queue_format(len(queue))
+    except TraceFormatError as exc:
+        raise InvalidArgument(f"queue {queue!r} is not a format name (MS-MQMQ 2.1): "
+                              f"column {exc.column}: {exc.detail}") from None
+    return f"<MESSAGE ID>{message_id:08X}</MESSAGE ID>\r\n<TARGET QUEUE>{queue}</TARGET QUEUE>\r\n"
+
+
+def _check_int(name: str, value: int, maximum: int) -> None:
+    if not (type(value) is int and 0 <= value <= maximum):
+        raise InvalidArgument(f"{name} must be an integer 0..{maximum:#x}, got {value!r}")
+
+
+def _guid_text(computer: str | uuid.UUID) -> str:
+    if isinstance(computer, uuid.UUID):
+        return str(computer)
+    try:
+        if not isinstance(computer, str) or len(computer) != 36:
+            raise ValueError
+        _Parser(computer, "computer").guid("GUID")
+    except (TraceFormatError, ValueError):
+        raise InvalidArgument(f"computer must be a GUID xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, "
+                              f"got {computer!r}") from None
+    return computer.lower()
+
+
+def _utc(time: datetime) -> datetime:
+    if not isinstance(time, datetime) or time.tzinfo is None or time.utcoffset() is None:
+        raise InvalidArgument(f"time must be a timezone-aware datetime (labels are UTC), got {time!r}")
+    utc = time.astimezone(timezone.utc)
+    if not MIN_YEAR <= utc.year <= MAX_YEAR:
+        raise InvalidArgument(f"time must be in {MIN_YEAR}..{MAX_YEAR} (the label has a two-digit "
+                              f"year), got {utc.isoformat()}")
+    return utc
+
+
+# ---- decoding ---------------------------------------------------------------------------------
+
+def decode_label(text: str) -> ReportLabel:
+    """Decode a report label strictly by the seed's ABNF, with or without its trailing NUL.
+
+    Raises TraceFormatError (a BadData) naming the 1-based column and the rule that failed.
+    """
+    if not isinstance(text, str):
+        raise BadData(f"a trace label is text, got {type(text).__name__}")
+    return _Parser(text, "label").label()
+
+
+def decode_body(text: str) -> ReportBody:
+    """Decode a report body strictly: `Report` of the seed, ending with its CR LF.
+
+    Raises TraceFormatError (a BadData) naming the 1-based column and the rule that failed.
+    """
+    if not isinstance(text, str):
+        raise BadData(f"a trace body is text, got {type(text).__name__}")
+    return _Parser(text, "body").report()
+
+
+def _ci(ch: str, want: str) -> bool:
+    """ABNF string matching: case-insensitive, for ASCII letters only (RFC 5234 §2.3)."""
+    return ch == want or (want.isalpha() and ch == want.swapcase())
+
+
+def _starts(text: str, pos: int, literal: str) -> bool:
+    return len(text) - pos >= len(literal) and all(_ci(text[pos + i], c) for i, c in enumerate(literal))
+
+
+def _english(options: tuple[str, ...]) -> str:
+    return ", ".join(options[:-1]) + " or " + options[-1]
+
+
+class _Parser:
+    """Recursive descent over one text; `pos` is 0-based, errors are 1-based columns."""
+
+    def __init__(self, text: str, kind: str) -> None:
+        self.text = text
+        self.kind = kind
+        self.pos = 0
+        self.limit = len(text)  # a rule may be confined to part of the text (queue-format)
+
+    # ---- primitives --------------------------------------------------------------------
+
+    def fail(self, rule: str, detail: str, pos: int | None = None) -> NoReturn:
+        raise TraceFormatError(self.kind, (self.pos if pos is None else pos) + 1, rule, detail)
+
+    def found(self, pos: int | None = None) -> str:
+        pos = self.pos if pos is None else pos
+        return "end of input" if pos >= len(self.text) else repr(self.text[pos])
+
+    def peek(self, n: int = 0) -> str:
+        pos = self.pos + n
+        return self.text[pos] if pos < self.limit else ""
+
+    def lookahead(self, literal: str) -> bool:
+        """Whether `literal` (case-insensitively) comes next; nothing is consumed."""
+        return all(_ci(self.peek(i), c) for i, c in enumerate(literal))
+
+    def literal(self, literal: str, rule: str, name: str | None = None) -> None:
+        for i, c in enumerate(literal):
+            if not _ci(self.peek(i), c):
+                self.fail(rule, f"expected {name or repr(literal)}, found {self.found(self.pos + i)}",
+                          self.pos + i)
+        self.pos += len(literal)
+
+    def choice(self, options: tuple[str, ...], rule: str, what: str) -> int:
+        """One of several literals; on failure the column is the first character that none
+        of them can continue (the longest match wins)."""
+        best = 0
+        for index, option in enumerate(options):
+            n = 0
+            while n < len(option) and _ci(self.peek(n), option[n]):
+                n += 1
+            if n == len(option):
+                self.pos += n
+                return index
+            best = max(best, n)
+        self.fail(rule, f"expected {what} ({_english(options)}), found {self.found(self.pos + best)}",
+                  self.pos + best)
+
+    def run(self, alphabet: frozenset[str], count: int, rule: str, what: str) -> str:
+        start = self.pos
+        for i in range(count):
+            if self.peek(i) not in alphabet:
+                self.fail(rule, f"expected {count}{what} ({i} of them so far), found "
+                                f"{self.found(start + i)}", start + i)
+        self.pos += count
+        return self.text[start:self.pos]
+
+    def hexdig(self, count: int, rule: str) -> str:
+        return self.run(_HEX, count, rule, "HEXDIG")
+
+    def digits(self, count: int, rule: str) -> str:
+        return self.run(_DIGITS, count, rule, "DIGIT")
+
+    def end(self, rule: str, detail: str) -> None:
+        if self.pos != self.limit:
+            self.fail(rule, f"{detail}, found {self.found()}")
+
+    # ---- label -------------------------------------------------------------------------
+
+    def label(self) -> ReportLabel:
+        qm_id = self.hexdig(4, "qm-id")
+        self.literal(":", "label", "':' (%x3A)")
+        message_id = int(self.hexdig(8, "message-id"), 16)
+        self.literal(":", "label", "':' (%x3A)")
+        hops = int(self.hexdig(2, "hops"), 16)
+        self.literal(" received by ", "label", "SP \"received by\" SP")
+        computer = self.guid("GUID").lower()  # computer = GUID: reported as GUID
+        self.literal(" at ", "label", "SP \"at\" SP")
+        time, has_seconds = self.time_date()
+        # %x0000 ends the label; decode takes the label without it too (a command-line
+        # argument cannot hold a NUL), but nothing may follow it
+        if self.peek() == "\0":
+            self.pos += 1
+            self.end("label", "expected end of label after %x0000")
+        else:
+            self.end("label", "expected %x0000 (NUL) or end of label after the year")
+        return ReportLabel(qm_id, message_id, hops, computer, time, has_seconds)
+
+    def guid(self, rule: str) -> str:
+        start = self.pos
+        for i, count in enumerate((8, 4, 4, 4, 12)):
+            if i:
+                self.literal("-", rule, "'-'")
+            self.hexdig(count, rule)
+        return self.text[start:self.pos]
+
+    def time_date(self) -> tuple[datetime, bool]:
+        hour, minute, second = self.hour()
+        self.literal(" ", "time-date", "SP")
+        pm = self.choice(("AM", "PM"), "time-date", "AM or PM") == 1
+        self.literal(" ", "time-date", "SP")
+        year, month, day = self.date()
+        # seed: hour is a 12-hour clock (followed by AM/PM): 12 AM is 00h, 12 PM is 12h
+        hour24 = hour % 12 + (12 if pm else 0)
+        return datetime(year, month, day, hour24, minute, second or 0, tzinfo=timezone.utc), second is not None
+
+    def hour(self) -> tuple[int, int, int | None]:
+        start = self.pos
+        hour = int(self.digits(2, "hour"))
+        if not 1 <= hour <= 12:
+            self.fail("hour", f"{self.text[start:start + 2]} is not an hour of the 12-hour clock "
+                              "(01-12, followed by AM or PM)", start)
+        self.literal(":", "hour", "':'")
+        minute = self.two_digit_sixty("minute")
+        second = None
+        if self.peek() == ":":  # [":" 2DIGIT]
+            self.pos += 1
+            second = self.two_digit_sixty("second")
+        elif self.peek() != " ":
+            self.fail("time-date", f"expected ':' (seconds) or SP after the minutes, found {self.found()}")
+        return hour, minute, second
+
+    def two_digit_sixty(self, what: str) -> int:
+        start = self.pos
+        value = int(self.digits(2, "hour"))
+        if value > 59:
+            self.fail("hour", f"{self.text[start:start + 2]} is not a {what} (00-59)", start)
+        return value
+
+    def date(self) -> tuple[int, int, int]:
+        day_at = self.pos
+        weekday = self.choice(DAYS, "day", "a day")
+        self.literal(",", "date", "','")
+        month = self.choice(MONTHS, "month", "a month") + 1
+        self.literal(" ", "date", "SP")
+        dd_at = self.pos
+        day = int(self.digits(2, "date"))
+        if not 1 <= day <= _MONTH_LENGTH[month - 1]:
+            self.fail("date", f"{MONTHS[month - 1]} has no day {self.text[dd_at:dd_at + 2]}", dd_at)
+        self.literal(" ", "date", "SP")
+        # year = 2DIGIT: the seed's CURRENT_TIME, so 20YY
+        year = 2000 + int(self.digits(2, "year"))
+        try:
+            weekday_of = datetime(year, month, day).weekday()
+        except ValueError:  # Feb 29 of a common year
+            self.fail("date", f"{MONTHS[month - 1]} {day:02d} is not a date in {year}", dd_at)
+        if weekday_of != weekday:
+            self.fail("day", f"{MONTHS[month - 1]} {day:02d} {year} is a {DAYS[weekday_of]}, "
+                             f"not a {DAYS[weekday]}", day_at)
+        return year, month, day
+
+    # ---- body --------------------------------------------------------------------------
+
+    def report(self) -> ReportBody:
+        self.literal("<MESSAGE ID>", "Report")
+        message_id = int(self.hexdig(8, "id"), 16)
+        self.literal("</MESSAGE ID>", "Report")
+        self.literal("\r\n", "Report", "CR LF")
+        self.literal("<TARGET QUEUE>", "Report")
+        start = self.pos
+        # A format name holds no SP, so the queue ends at the first "</TARGET QUEUE>", or
+        # else where a character that no format name holds stops it.
+        stop = start
+        while (stop < len(self.text) and _format_char(self.text[stop])
+               and not _starts(self.text, stop, "</TARGET QUEUE>")):
+            stop += 1
+        queue = self.queue_format(stop)  # queue = queue-format: reported as queue-format
+        self.literal("</TARGET QUEUE>", "Report")
+        self.literal("\r\n", "Report", "CR LF")
+        self.end("Report", "expected end of body after CR LF")
+        return ReportBody(message_id, queue)
+
+    # ---- queue-format (MS-MQMQ 2.1), the forms SPEC §3 lists ---------------------------
+    #
+    #   queue-format  = PublicName / PrivateName / DirectName / MachineName / MulticastName
+    #   PublicName    = "PUBLIC=" Guid [";JOURNAL"]
+    #   PrivateName   = "PRIVATE=" Guid "\" 1*8HEXDIG [";JOURNAL"]
+    #   DirectName    = "DIRECT=" Protocol ":" Address ("\PRIVATE$\" QueueName [";JOURNAL"]
+    #                   / "\SYSTEM$;" ("JOURNAL" / "DEADLETTER" / "DEADXACT")
+    #                   / "\" QueueName [";JOURNAL"])
+    #   MachineName   = "MACHINE=" Guid ";" ("JOURNAL" / "DEADLETTER" / "DEADXACT")
+    #   MulticastName = "MULTICAST=" IPv4 ":" Port     ; 224.0.0.0 - 239.255.255.255
+    #
+    # Address: OS a computer name (1*256 VCHAR but "\"), TCP an IPv4 address, HTTP/HTTPS
+    # "//" host [":" Port] "/MSMQ", IPX 8HEXDIG ":" 12HEXDIG. QueueName is MS-MQMQ 2.1.1's
+    # (1*124 of %x21 / %x23-2A / %x2D-3A / %x3C-5B / %x5D-7F), without MSMQ 4.0's subqueues
+    # (";JOURNAL" would be ambiguous) and with letters beyond ASCII too, because store queue
+    # names may hold them (SPEC §3 "letters", store/queues.py).
+
+    def queue_format(self, stop: int) -> str:
+        start = self.pos
+        self.limit = stop
+        try:
+            form = self.choice(("PUBLIC=", "PRIVATE=", "DIRECT=", "MACHINE=", "MULTICAST="),
+                               "queue-format", "a format name")
+            if form == 0:
+                self.fn_guid()
+                self.fn_journal()
+            elif form == 1:
+                self.fn_guid()
+                self.literal("\\", "queue-format", "'\\'")
+                self.fn_run(_HEX, 1, 8, "1*8HEXDIG (the queue number)")
+                self.fn_journal()
+            elif form == 2:
+                self.fn_direct()
+            elif form == 3:
+                self.fn_guid()
+                self.literal(";", "queue-format", "';'")
+                self.choice(("JOURNAL", "DEADLETTER", "DEADXACT"), "queue-format", "a machine queue")
+            else:
+                self.fn_ipv4(multicast=True)
+                self.literal(":", "queue-format", "':'")
+                self.fn_port()
+            self.end("queue-format", "expected the end of the format name")
+        finally:
+            self.limit = len(self.text)
+        return self.text[start:stop]
+
+    def fn_guid(self) -> None:
+        self.guid("queue-format")
+
+    def fn_journal(self) -> None:
+        if self.peek() == ";":
+            self.literal(";JOURNAL", "queue-format")
+
+    def fn_run(self, alphabet: frozenset[str] | None, least: int, most: int, what: str,
+               allowed: Callable[[str], bool] | None = None) -> str:
+        start = self.pos
+        ok = allowed or (lambda c: c in (alphabet or ()))
+        while self.peek() and self.pos - start < most and ok(self.peek()):
+            self.pos += 1
+        if self.pos - start < least:
+            self.fail("queue-format", f"expected {what}, found {self.found()}")
+        return self.text[start:self.pos]
+
+    def fn_direct(self) -> None:
+        protocol = self.choice(("TCP", "OS", "HTTPS", "HTTP", "IPX"), "queue-format", "a protocol")
+        self.literal(":", "queue-format", "':'")
+        if protocol == 0:
+            self.fn_ipv4(multicast=False)
+        elif protocol == 1:
+            self.fn_run(None, 1, 256, "a computer name", lambda c: c not in "\\\x7f" and _format_char(c))
+        elif protocol in (2, 3):
+            self.literal("//", "queue-format", "'//'")
+            self.fn_run(None, 1, 256, "a host", lambda c: c not in "\\/:" and _format_char(c))
+            if self.peek() == ":":
+                self.pos += 1
+                self.fn_port()
+            self.literal("/MSMQ", "queue-format")
+        else:
+            self.fn_run(_HEX, 8, 8, "8HEXDIG (the IPX network)")
+            self.literal(":", "queue-format", "':'")
+            self.fn_run(_HEX, 12, 12, "12HEXDIG (the IPX host)")
+        self.literal("\\", "queue-format", "'\\'")
+        if self.lookahead("PRIVATE$\\"):
+            self.pos += 9
+        elif self.lookahead("SYSTEM$;"):
+            self.pos += 8
+            self.choice(("JOURNAL", "DEADLETTER", "DEADXACT"), "queue-format", "a machine queue")
+            return
+        self.fn_run(None, 1, 124, "a queue name", _queue_name_char)
+        self.fn_journal()
+
+    def fn_ipv4(self, *, multicast: bool) -> None:
+        for i in range(4):
+            if i:
+                self.literal(".", "queue-format", "'.'")
+            start = self.pos
+            octet = int(self.fn_run(_DIGITS, 1, 3, "1*3DIGIT"))
+            if octet > 255 or (multicast and i == 0 and not 224 <= octet <= 239):
+                self.fail("queue-format", f"{octet} is out of range "
+                          + ("(224-239: a class D multicast address)" if multicast and i == 0 else "(0-255)"), start)
+
+    def fn_port(self) -> None:
+        start = self.pos
+        if int(self.fn_run(_DIGITS, 1, 5, "a port (1*5DIGIT)")) > 65535:
+            self.fail("queue-format", f"port {self.text[start:self.pos]} is out of range (0-65535)", start)
+
+
+def _format_char(c: str) -> bool:
+    """A character that may appear somewhere in a format name: %x21-7F, or a letter or digit
+    beyond ASCII (store queue names may hold them)."""
+    return "\x21" <= c <= "\x7f" or (c >= "\x80" and c.isalnum())
+
+
+def _queue_name_char(c: str) -> bool:
+    # MS-MQMQ 2.1.1 QueueName: no SP, '"', '+', ',', ';' or '\'
+    return _format_char(c) and c not in '"+,;\\'

@@ -1,0 +1,254 @@
+"""Trace report labels and bodies (seed 001, SPEC §7): the hand-written vectors, encode→decode
+round trips over Hypothesis-generated fields, and fuzzing that lets only BadData escape."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as s
+
+from store.errors import BadData, InvalidArgument
+from store.trace import (
+    DAYS, MONTHS, ReportBody, ReportLabel, TraceFormatError, decode_body, decode_label,
+    encode_body, encode_label,
+)
+
+VECTORS = Path(__file__).parent / "vectors"
+LABELS = [json.loads(line) for line in (VECTORS / "trace_labels.jsonl").read_text("utf-8").splitlines()]
+BODIES = [json.loads(line) for line in (VECTORS / "trace_bodies.jsonl").read_text("utf-8").splitlines()]
+LABEL_RULES = {"label", "qm-id", "message-id", "hops", "GUID", "time-date", "hour", "date", "day",
+               "month", "year"}
+BODY_RULES = {"Report", "id", "queue-format"}
+FUZZ = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+SPEC_LABEL = "1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26\0"
+SPEC_BODY = "<MESSAGE ID>0000002A</MESSAGE ID>\r\n<TARGET QUEUE>DIRECT=OS:qm2\\orders</TARGET QUEUE>\r\n"
+
+
+def _ids(vectors):
+    return [f"{i}-{v['note']}" for i, v in enumerate(vectors)]
+
+
+# ---- the vectors --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("vector", [v for v in LABELS if v["valid"]], ids=_ids([v for v in LABELS if v["valid"]]))
+def test_valid_label_vector_decodes_to_its_fields(vector):
+    assert decode_label(vector["label"]).to_dict() == vector["fields"]
+
+
+@pytest.mark.parametrize("vector", [v for v in LABELS if not v["valid"]], ids=_ids([v for v in LABELS if not v["valid"]]))
+def test_invalid_label_vector_fails_at_its_column_and_rule(vector):
+    with pytest.raises(TraceFormatError) as caught:
+        decode_label(vector["label"])
+    assert (caught.value.column, caught.value.rule) == (vector["column"], vector["rule"]), caught.value.message
+
+
+@pytest.mark.parametrize("vector", [v for v in BODIES if v["valid"]], ids=_ids([v for v in BODIES if v["valid"]]))
+def test_valid_body_vector_decodes_to_its_fields(vector):
+    assert decode_body(vector["body"]).to_dict() == vector["fields"]
+
+
+@pytest.mark.parametrize("vector", [v for v in BODIES if not v["valid"]], ids=_ids([v for v in BODIES if not v["valid"]]))
+def test_invalid_body_vector_fails_at_its_column_and_rule(vector):
+    with pytest.raises(TraceFormatError) as caught:
+        decode_body(vector["body"])
+    assert (caught.value.column, caught.value.rule) == (vector["column"], vector["rule"]), caught.value.message
+
+
+def test_vectors_cover_every_rule_and_boundary():
+    valid = [v for v in LABELS if v["valid"]]
+    assert len(valid) >= 40 and len(LABELS) - len(valid) >= 40
+    assert {v["rule"] for v in LABELS if not v["valid"]} == LABEL_RULES
+    assert {v["rule"] for v in BODIES if not v["valid"]} == BODY_RULES
+    texts = [v["label"] for v in valid]
+    for name in MONTHS + DAYS:
+        assert any(f"{name}," in t or f",{name} " in t for t in texts), name
+    assert any(t.endswith("\0") for t in texts) and any(not t.endswith("\0") for t in texts)
+    assert {v["fields"]["has_seconds"] for v in valid} == {True, False}
+    times = {v["fields"]["time"][11:19] for v in valid}
+    assert {"00:00:00", "12:00:00", "23:59:59", "00:59:59"} <= times
+    assert any(" 12:00:00 AM " in t for t in texts) and any(" 12:00:00 PM " in t for t in texts)
+    assert any(any(c in "abcdef" for c in t[:16]) for t in texts)  # lowercase hex
+    assert any(any(c in "ABCDEF" for c in t[30:66]) for t in texts)  # uppercase GUID
+
+
+def test_the_spec_example_encodes_exactly():
+    label = ReportLabel("1A2B", 42, 1, "6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f",
+                        datetime(2026, 11, 22, 15, 15, 42, tzinfo=timezone.utc))
+    assert label.encode() == SPEC_LABEL
+    assert label.encode(nul=False) == SPEC_LABEL[:-1]
+    assert encode_body(42, "DIRECT=OS:qm2\\orders") == SPEC_BODY
+    assert decode_label(SPEC_LABEL) == label and decode_body(SPEC_BODY) == ReportBody(42, "DIRECT=OS:qm2\\orders")
+
+
+@pytest.mark.parametrize("vector", [v for v in LABELS if v["valid"]], ids=_ids([v for v in LABELS if v["valid"]]))
+def test_valid_label_vector_survives_reencoding(vector):
+    decoded = decode_label(vector["label"])
+    assert decode_label(decoded.encode()) == decoded
+
+
+def test_decode_errors_are_bad_data_naming_column_and_rule():
+    with pytest.raises(BadData) as caught:
+        decode_label(SPEC_LABEL.replace("03:15:42", "13:15:42"))
+    assert caught.value.exit_code == 12 and caught.value.status == "MQ_ERROR_BAD_DATA"
+    assert caught.value.message == ("bad trace label: column 70, rule hour: 13 is not an hour of the "
+                                    "12-hour clock (01-12, followed by AM or PM)")
+    with pytest.raises(BadData, match=r"^bad trace body: column 57, rule queue-format: expected a protocol"):
+        decode_body(SPEC_BODY.replace("=OS:", "=XS:"))
+    with pytest.raises(BadData, match="is text"):
+        decode_label(SPEC_LABEL.encode())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("change", [
+    {"qm_id": "1A2"}, {"qm_id": "1A2G"}, {"qm_id": 0x1A2B}, {"message_id": -1},
+    {"message_id": 2**32}, {"message_id": True}, {"hops": 256}, {"hops": 1.0},
+    {"computer": "6f1c2d3e4a5b4c6d8e9f0a1b2c3d4e5f"}, {"computer": "{6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f}"},
+    {"computer": 7}, {"time": datetime(2026, 11, 22, 15, 15, 42)},
+    {"time": datetime(1999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)},
+    {"time": datetime(2100, 1, 1, tzinfo=timezone.utc)},
+])
+def test_encode_label_refuses_what_the_abnf_cannot_write(change):
+    fields = dict(qm_id="1A2B", message_id=42, hops=1, computer="6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f",
+                  time=datetime(2026, 11, 22, 15, 15, 42, tzinfo=timezone.utc))
+    with pytest.raises(InvalidArgument):
+        encode_label(**{**fields, **change})
+
+
+@pytest.mark.parametrize("message_id, queue", [(-1, "PUBLIC=6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"),
+                                               (1, "orders"), (1, "DIRECT=OS:qm2\\or ders"), (1, None)])
+def test_encode_body_refuses_what_the_abnf_cannot_write(message_id, queue):
+    with pytest.raises(InvalidArgument):
+        encode_body(message_id, queue)
+
+
+def test_encode_writes_utc_in_the_twelve_hour_clock():
+    cet = timezone(timedelta(hours=1))
+    text = encode_label("1A2B", 42, 1, uuid.UUID("6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"),
+                        datetime(2026, 11, 23, 0, 30, 5, 999999, tzinfo=cet), has_seconds=False, nul=False)
+    assert text.endswith(" at 11:30 PM Sun,Nov 22 26")
+
+
+# ---- encode → decode is the identity --------------------------------------------------------
+
+HEX = "0123456789abcdefABCDEF"
+
+
+@s.composite
+def labels(draw) -> ReportLabel:
+    time = draw(s.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31, 23, 59, 59),
+                            timezones=s.just(timezone.utc))).replace(microsecond=0)
+    has_seconds = draw(s.booleans())
+    return ReportLabel(
+        qm_id=draw(s.text(s.sampled_from(HEX), min_size=4, max_size=4)),
+        message_id=draw(s.integers(0, 2**32 - 1)), hops=draw(s.integers(0, 255)),
+        computer=str(draw(s.uuids())), time=time if has_seconds else time.replace(second=0),
+        has_seconds=has_seconds)
+
+
+NAME = s.text(s.one_of(s.sampled_from("abcXYZ019._-/<>$!"), s.characters(categories=("L", "Nd"))),
+              min_size=1, max_size=124).filter(lambda n: all(c.isalnum() or c in "._-/<>$!" for c in n))
+GUID = s.uuids().map(str) | s.uuids().map(lambda u: str(u).upper())
+OCTET = s.integers(0, 255).map(str)
+JOURNAL = s.sampled_from(["", ";JOURNAL", ";journal"])
+SYSTEM = s.sampled_from(["JOURNAL", "DEADLETTER", "DEADXACT"])
+ADDRESS = s.one_of(
+    s.builds(lambda n: f"OS:{n}", s.from_regex(r"[A-Za-z0-9.\-]{1,40}", fullmatch=True)),
+    s.builds(lambda *o: "TCP:" + ".".join(o), OCTET, OCTET, OCTET, OCTET),
+    s.builds(lambda scheme, host, port: f"{scheme}://{host}{port}/MSMQ", s.sampled_from(["HTTP", "HTTPS"]),
+             s.from_regex(r"[a-z0-9.\-]{1,30}", fullmatch=True),
+             s.one_of(s.just(""), s.integers(0, 65535).map(lambda p: f":{p}"))),
+)
+FORMAT_NAMES = s.one_of(
+    s.builds(lambda g, j: f"PUBLIC={g}{j}", GUID, JOURNAL),
+    s.builds(lambda g, n, j: f"PRIVATE={g}\\{n:x}{j}", GUID, s.integers(0, 2**32 - 1), JOURNAL),
+    s.builds(lambda a, n, j: f"DIRECT={a}\\{n}{j}", ADDRESS, NAME, JOURNAL),
+    s.builds(lambda a, n, j: f"DIRECT={a}\\PRIVATE$\\{n}{j}", ADDRESS, NAME, JOURNAL),
+    s.builds(lambda a, q: f"DIRECT={a}\\SYSTEM$;{q}", ADDRESS, SYSTEM),
+    s.builds(lambda g, q: f"MACHINE={g};{q}", GUID, SYSTEM),
+    s.builds(lambda a, o, p: f"MULTICAST={a}.{'.'.join(o)}:{p}", s.integers(224, 239),
+             s.lists(OCTET, min_size=3, max_size=3), s.integers(0, 65535)),
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(labels(), s.booleans())
+def test_encode_then_decode_label_is_the_identity(label, nul):
+    text = label.encode(nul=nul)
+    assert text.endswith("\0") == nul
+    assert decode_label(text) == label
+
+
+@settings(max_examples=1000, deadline=None)
+@given(s.integers(0, 2**32 - 1), FORMAT_NAMES)
+def test_encode_then_decode_body_is_the_identity(message_id, queue):
+    assert decode_body(encode_body(message_id, queue)) == ReportBody(message_id, queue)
+
+
+# ---- fuzz: only BadData escapes ------------------------------------------------------------
+
+GRAMMAR_CHARS = s.sampled_from(list(":-, \0\r\n<>/\\=;$.AMPmpJFSNODTWaecrivdbyt0123456789abcdefABCDEF"))
+ANY_CHAR = s.one_of(s.characters(), s.characters(categories=("Cs",)), GRAMMAR_CHARS)
+
+
+def _check_decoder(decode, text, rules):
+    try:
+        decoded = decode(text)
+    except TraceFormatError as exc:  # a BadData
+        assert exc.rule in rules, exc.message
+        assert 1 <= exc.column <= len(text) + 1, exc.message
+        return
+    # whatever decodes, encodes back to something that decodes the same
+    assert decode(decoded.encode()) == decoded
+
+
+@s.composite
+def mutated(draw, texts):
+    text = draw(texts)
+    for _ in range(draw(s.integers(1, 3))):
+        at = draw(s.integers(0, len(text)))
+        op = draw(s.sampled_from(["replace", "insert", "delete", "swapcase"]))
+        c = draw(ANY_CHAR)
+        if op == "insert":
+            text = text[:at] + c + text[at:]
+        elif op == "replace":
+            text = text[:at] + c + text[at + 1:]
+        elif op == "delete":
+            text = text[:at] + text[at + 1:]
+        else:
+            text = text[:at] + text[at:at + 1].swapcase() + text[at + 1:]
+    return text
+
+
+@FUZZ
+@given(s.text(ANY_CHAR, max_size=120))
+def test_fuzzed_text_into_decode_label_raises_only_bad_data(text):
+    _check_decoder(decode_label, text, LABEL_RULES)
+
+
+@FUZZ
+@given(mutated(s.builds(lambda label, nul: label.encode(nul=nul), labels(), s.booleans())))
+def test_fuzzed_labels_raise_only_bad_data(text):
+    _check_decoder(decode_label, text, LABEL_RULES)
+
+
+@FUZZ
+@given(s.text(ANY_CHAR, max_size=160))
+def test_fuzzed_text_into_decode_body_raises_only_bad_data(text):
+    _check_decoder(decode_body, text, BODY_RULES)
+
+
+@FUZZ
+@given(mutated(s.builds(encode_body, s.integers(0, 2**32 - 1), FORMAT_NAMES)))
+def test_fuzzed_bodies_raise_only_bad_data(text):
+    _check_decoder(decode_body, text, BODY_RULES)
+
+
+@FUZZ
+@given(s.text(ANY_CHAR, max_size=60).map(lambda q: SPEC_BODY.replace("DIRECT=OS:qm2\\orders", q)))
+def test_fuzzed_queues_raise_only_bad_data(text):
+    _check_decoder(decode_body, text, BODY_RULES)
