@@ -272,3 +272,12 @@ def test_sweep_undoes_lapsed_leases(cli):
     back = cli.json("browse", "q")
     assert [b["msg_id"] for b in back] == [m["msg_id"]] and back[0]["backouts"] == 1
     cli.fails(4, "confirm", "q", "--confirm-id", "77")
+
+
+def test_queue_show_gives_both_format_names_and_they_address_the_queue(cli):
+    doc = cli.json("queue", "show", "q")
+    assert doc["format_name"] == f"PUBLIC={doc['guid']}"
+    assert doc["private_format_name"].startswith("PRIVATE=")
+    cli.ok("put", doc["private_format_name"], "by private name", "-q")
+    cli.ok("put", doc["format_name"], "by public name", "-q")
+    assert [m["body"] for m in cli.json("browse", "q")] == ["by private name", "by public name"]

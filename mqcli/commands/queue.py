@@ -88,7 +88,11 @@ def show(ctx: typer.Context, name: NameArg, store: StoreOpt = None, output: Outp
     """
     s = session(ctx, store, output, quiet)
     with s.open() as st:
-        s.out.document(queue_doc(st.queue_info(name)))
+        q = st.queue_info(name)
+        qm_guid = st.info().guid
+        # every queue has a public (GUID) and a private (number) format name (SPEC §3)
+        s.out.document({**queue_doc(q), "format_name": f"PUBLIC={q.guid}",
+                        "private_format_name": f"PRIVATE={qm_guid}\\{q.qid:08x}"})
 
 
 @app.command("set")
