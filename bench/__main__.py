@@ -190,9 +190,13 @@ def main_store(args, only, log) -> int:
     report.write_json(doc, out)
     print(f"\nwrote {out}  ({elapsed:.0f} s)")
 
-    missed = [f"{k}: {w['target']['ratio']:.2f}x < {w['target']['min_ratio']:g}x vs "
-              f"{w['target']['peer']}"
-              for k, w in doc["workloads"].items() if w["target"] and not w["target"]["met"]]
+    def why(k: str, t: dict) -> str:
+        if "min_rate" in t:
+            return f"{k}: {t['rate']:,.0f}/s < {t['min_rate']:,.0f}/s"
+        return f"{k}: {t['ratio']:.2f}x < {t['min_ratio']:g}x vs {t['peer']}"
+
+    missed = [why(k, w["target"]) for k, w in doc["workloads"].items()
+              if w["target"] and not w["target"]["met"]]
     if missed:
         print("targets missed: " + "; ".join(missed))
     return 1 if (args.check and missed) else 0

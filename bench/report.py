@@ -139,6 +139,9 @@ def render_table(results: list[WorkloadResult], info: dict, sizes: Sizes, notes:
             first = False
             if name == STORE:
                 ratio = target = met = ""
+                if wl.target and wl.target.min_rate is not None:
+                    target = f">={_fmt_rate(wl.target.min_rate)}/s"
+                    met = "yes" if c.median >= wl.target.min_rate else "NO"
             else:
                 ratio = f"{wr.ratio(name):.2f}x"
                 if wl.target and wl.target.peer == name:
@@ -174,7 +177,12 @@ def build_json(results: list[WorkloadResult], info: dict, sizes: Sizes, args,
         }
         ratios = {name: wr.ratio(name) for name in wr.contenders if name != STORE}
         target = None
-        if wl.target:
+        if wl.target and wl.target.min_rate is not None:
+            rate = wr.contenders[STORE].median
+            met = rate >= wl.target.min_rate
+            all_met &= met
+            target = {"min_rate": wl.target.min_rate, "rate": rate, "met": met}
+        elif wl.target:
             r = ratios[wl.target.peer]
             met = r >= wl.target.min_ratio
             all_met &= met

@@ -23,6 +23,7 @@ class Sizes:
     batched: int  # messages per measurement, `batch` per commit
     batch: int  # messages per commit in the batched workloads
     rounds: int
+    tx: int = 10_000  # operations in the committed transaction
 
 
 @dataclass
@@ -62,7 +63,8 @@ def sizes_for(args) -> Sizes:
         rounds = args.rounds
     batch = min(1000, batched)
     batched = max(batch, batched // batch * batch)  # whole batches only
-    return Sizes(single=single, batched=batched, batch=batch, rounds=rounds)
+    return Sizes(single=single, batched=batched, batch=batch, rounds=rounds,
+                 tx=2_000 if args.quick else 10_000)
 
 
 def _measure(fn, tmp_root: str, tag: str, n: int, batch: int) -> float:
@@ -90,7 +92,7 @@ def warm_up(tmp_root: str, workloads: list[Workload], log=print) -> None:
 def run(workloads: list[Workload], sizes: Sizes, tmp_root: str, log=print) -> list[WorkloadResult]:
     results = []
     for wl in workloads:
-        n = sizes.single if wl.size == "single" else sizes.batched
+        n = {"single": sizes.single, "batched": sizes.batched, "tx": sizes.tx}[wl.size]
         batch = sizes.batch
         names = list(wl.contenders)
         res = {name: ContenderResult(name, wl.contenders[name][0], n) for name in names}
