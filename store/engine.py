@@ -564,7 +564,7 @@ class Store:
         def delete(t: Txn) -> Message:
             q = t.queue(queue)
             found = [m for m in t.by_index(keys.msgid_prefix(*f.msg_id_parts))  # type: ignore[misc]
-                     if m.qid == q.qid and m.state != PUT_UNCONFIRMED]
+                     if m.qid == q.qid and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message with msg_id {msg_id} in queue {q.name!r}")
             for m in found:

@@ -159,6 +159,12 @@ class Message:
         return "express" if self.express else "recoverable"
 
     @property
+    def hidden(self) -> bool:
+        """Not yet put: a put awaiting its confirm, or a put inside an open transaction. Such
+        a message is hidden from every query, even by its own id (MQe Put Unconfirmed)."""
+        return self.state == PUT_UNCONFIRMED or (self.state == TX_LOCKED and self.tx_put)
+
+    @property
     def in_flight(self) -> bool:
         return self.state != AVAILABLE
 

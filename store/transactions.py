@@ -107,7 +107,10 @@ def abort_timed_out(t: Txn) -> int:
 def lock_for_dequeue(t: Txn, tx_id: int, record: dict, m: Message) -> None:
     """Dequeue inside T (seed 002): the message is locked with reason AckReceive."""
     touch(t, tx_id, record, m.qid)
-    t.transition(m, durable=False, state=TX_LOCKED, tx=tx_id, tx_put=False, since=t.now)
+    # a message got in T under a browse lock leaves the lock (and its lease); abort makes it
+    # available, not locked again
+    t.transition(m, durable=False, state=TX_LOCKED, tx=tx_id, tx_put=False, since=t.now,
+                 lock_id=None, lease_expires=None)
 
 
 def prepare_enqueue(t: Txn, tx_id: int, record: dict, qid: int, messages: list[Message]) -> None:

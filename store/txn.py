@@ -567,7 +567,7 @@ class Txn:
         if f.msg_id is not None or f.lookup_id is not None:
             source = (self.by_index(keys.msgid_prefix(*f.msg_id_parts)) if f.msg_id is not None
                       else self.by_lookup_id(q, f.lookup_id))  # type: ignore[arg-type]
-            found = [m for m in source if m.qid == q.qid and f.matches(m) and m.state != PUT_UNCONFIRMED]
+            found = [m for m in source if m.qid == q.qid and f.matches(m) and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message {f.describe()} in queue {q.name!r}")
             eligible = [m for m in found if m.state == AVAILABLE]

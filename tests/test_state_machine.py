@@ -13,8 +13,10 @@ available at the positions they were put at and removes T's gets; abort removes 
 makes T's gets available again with one more backout, dead-lettered (to ``dead-letter-tx``, the
 transactional queues' dead-letter queue) at the queue's max-backouts. Abort visits T's queues in
 the order T first touched them and each queue's messages in queue order, which decides the order
-of several messages dead-lettered by one abort. A timed-out T is aborted on the next access
-(after the lapsed leases of that access). A get inside T under a browse lock is not driven here.
+of several messages dead-lettered by one abort. A timed-out T is aborted on the next access or
+sweep (after the lapsed leases of that access). Not driven here: a get inside T under a browse
+lock (the store keeps the lock id and lease on the tx-locked message, which ``check()`` reports)
+and ``move`` inside T (its copies share the msg_id the model keys messages by).
 """
 
 from __future__ import annotations
@@ -129,13 +131,20 @@ class StoreMachine(RuleBasedStateMachine):
     # -- set-up and tear-down ------------------------------------------------------------
 
     @initialize(seed=hs.lists(hs.tuples(put_queues, priorities, correl_ids), max_size=8),
-                tx_seed=hs.lists(hs.tuples(tx_queues, priorities, correl_ids), max_size=8),
-                open_tx=hs.booleans())
+                tx_seed=hs.lists(hs.tuples(tx_queues, priorities, correl_ids, hs.booleans()),
+                                 max_size=8),
+                open_txs=hs.lists(hs.lists(hs.tuples(tx_queues, priorities, correl_ids),
+                                           max_size=2), max_size=2))
     def open_store(self, seed: list[tuple[str, int, str | None]],
-                   tx_seed: list[tuple[str, int, str | None]], open_tx: bool) -> None:
-        """A fresh store (fake clock) with every queue and a few available messages to start
-        (those of the transactional queues put by one committed transaction), and maybe an
-        active transaction, so that the rules inside transactions run from the first step."""
+                   tx_seed: list[tuple[str, int, str | None, bool]],
+                   open_txs: list[list[tuple[str, int, str | None]]]) -> None:
+        """A fresh store (fake clock) with every queue and a few available messages to start,
+        and up to two active transactions with a few puts each, so that the rules inside
+        transactions run from the first step.
+
+        The transactional queues' first messages are put by two transactions in turn, and the
+        later one commits first: every message must still be where it was put, not where its
+        transaction committed."""
         base = "/dev/shm" if Path("/dev/shm").is_dir() else None
         self.dir = tempfile.mkdtemp(prefix="mqcli-sm-", dir=base)
         self.clock = FakeClock()
@@ -147,14 +156,19 @@ class StoreMachine(RuleBasedStateMachine):
         for q, priority, correl_id in seed:
             self.put_one(q, priority, correl_id, confirm_id=None, lease=None)
         if tx_seed:
+            first, second = self.store.tx_begin(), self.store.tx_begin()
+            for t in (first, second):
+                self.txs[t] = Tx(deadline=None)
+            for q, priority, correl_id, in_second in tx_seed:
+                self.tx_put_batch(second if in_second else first, q, [(priority, correl_id)])
+            for t in (second, first):
+                assert self.store.tx_commit(t) == len(self.tx_ops(t))
+                self.finish_model(t, commit=True)
+        for puts in open_txs:
             t = self.store.tx_begin()
             self.txs[t] = Tx(deadline=None)
-            for q, priority, correl_id in tx_seed:
+            for q, priority, correl_id in puts:
                 self.tx_put_batch(t, q, [(priority, correl_id)])
-            assert self.store.tx_commit(t) == len(tx_seed)
-            self.finish_model(t, commit=True)
-        if open_tx:
-            self.tx_begin(timeout=None)
 
     def teardown(self) -> None:
         try:
@@ -422,12 +436,13 @@ class StoreMachine(RuleBasedStateMachine):
         """What a get or browse-with-lock that finds nothing raises (txn.Txn.candidates).
 
         An exact msg_id names a message now or not at all (seed 002): absent from the queue
-        (or still put-unconfirmed, hidden) is MessageNotFound, held in flight is AlreadyReceived.
+        (or not yet put: put-unconfirmed, or put inside an open transaction) is MessageNotFound,
+        held in flight is AlreadyReceived.
         """
         if "msg_id" not in flt:
             return errors.Timeout
         m = self.msgs.get(flt["msg_id"])
-        if m is None or m.queue != q or m.state == "put-unconfirmed":
+        if m is None or m.queue != q or m.state == "put-unconfirmed" or (m.state == "tx-locked" and m.tx_put):
             return errors.MessageNotFound
         return errors.AlreadyReceived
 
@@ -522,7 +537,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.store.delete(q, m.msg_id, lock_id=lock)
             self.remove(m)
             return
-        if m.state == "put-unconfirmed":
+        if m.state == "put-unconfirmed" or (m.state == "tx-locked" and m.tx_put):
             refusal: type[errors.StoreError] = errors.MessageNotFound
         elif lock is not None and lock not in self.lock_ids(q, state=None):
             refusal = errors.UnknownLockId
@@ -595,14 +610,14 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(dt=hs.sampled_from([0.5, 1.0, 2.0, 3.0, 6.0, 12.0]),
           then=hs.sampled_from(["sweep", "put"]), priority=priorities)
     def advance_clock(self, dt: float, then: str, priority: int) -> None:
-        """Time passes; the next write (a sweep, or any put) undoes every lapsed lease, and the
-        next access aborts every timed-out transaction (after the leases: Txn.maintain). A
-        sweep does not abort them, but the reads of the invariant right after it do."""
+        """Time passes; the next write (a sweep, or any put) undoes every lapsed lease, then
+        aborts every timed-out transaction (Txn.maintain; sweep does both in that order)."""
         self.clock.now += dt
         undone = self.lapse_due()
-        self.abort_timed_out()
+        aborted = self.abort_timed_out()
         if then == "sweep":
-            assert self.store.sweep().leases_undone == undone
+            result = self.store.sweep()
+            assert (result.leases_undone, result.transactions_aborted) == (undone, len(aborted))
         else:
             self.put_one(PLAIN, priority, None, confirm_id=None, lease=None)
 
@@ -657,6 +672,27 @@ class StoreMachine(RuleBasedStateMachine):
         n = self.store.tx_commit(t) if commit else self.store.tx_abort(t)
         assert n == len(ops)
         self.finish_model(t, commit=commit)
+
+    @rule(q=tx_queues, count=hs.integers(1, 2), rounds=hs.integers(1, 2))
+    def tx_receive_and_abort(self, q: str, count: int, rounds: int) -> None:
+        """The poison-message loop, once or twice: begin, get the first messages inside T,
+        abort. Each abort counts a backout; at max-backouts the messages go to dead-letter-tx,
+        in queue order."""
+        for _ in range(rounds):
+            heads = self.in_queue(q, "available")[:count]
+            t = self.store.tx_begin()
+            self.txs[t] = Tx(deadline=None)
+            if not heads:
+                with pytest.raises(errors.Timeout):
+                    self.store.get_many(q, count, wait=0, tx=t)
+            else:
+                got = self.store.get_many(q, count, wait=0, tx=t)
+                assert [g.msg_id for g in got] == [m.msg_id for m in heads]
+                self.touch(t, q)
+                for m in heads:
+                    m.state, m.tx = "tx-locked", t
+            assert self.store.tx_abort(t) == len(heads)
+            self.finish_model(t, commit=False)
 
     @rule(data=hs.data(), op=hs.sampled_from(["commit", "abort", "put", "get"]), q=tx_queues)
     def tx_wrong_id(self, data: hs.DataObject, op: str, q: str) -> None:

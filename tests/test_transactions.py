@@ -221,3 +221,25 @@ def test_sweep_aborts_timed_out_transactions(txq, clock):
 def test_move_in_an_unknown_transaction_fails_even_with_nothing_to_move(txq):
     with pytest.raises(errors.TransactionError):
         list(txq.move("a", "b", tx=999))
+
+
+def test_a_get_in_a_transaction_under_a_browse_lock_leaves_the_lock(txq):
+    t0 = txq.tx_begin()
+    txq.put("a", b"x", tx=t0)
+    txq.tx_commit(t0)
+    lock, _ = txq.browse_lock("a", lease=5)
+    t = txq.tx_begin()
+    m = txq.get("a", wait=0, lock_id=lock, tx=t)
+    assert (m.state, m.lock_id, m.lease_expires) == ("tx-locked", None, None)
+    assert txq.check() == []
+    txq.tx_abort(t)
+    assert [x.state for x in txq.browse("a", states="all")] == ["available"]
+
+
+def test_a_message_put_in_an_open_transaction_is_not_found_by_its_id(txq):
+    t = txq.tx_begin()
+    m = txq.put("a", b"x", tx=t)
+    with pytest.raises(errors.MessageNotFound):
+        txq.get("a", wait=0, msg_id=m.msg_id)
+    with pytest.raises(errors.MessageNotFound):
+        txq.delete("a", m.msg_id)
