@@ -653,9 +653,7 @@ class Store:
                         continue
                     if limit_us is not None and t.now - (m.since or t.now) < limit_us:
                         continue
-                    m = t.undo_one(m)
-                    if m is not None and m.state == LOCKED_BROWSE:
-                        t.transition(m, durable=True, state=AVAILABLE)
+                    t.release(m)
                     done += 1
             return done
         return self._write(undo)

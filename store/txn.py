@@ -420,6 +420,14 @@ class Txn:
             return self.transition(m, durable=True, state=AVAILABLE)
         return m
 
+    def release(self, m: Message) -> Message | None:
+        """Undo a message's whole in-flight state: a got message is undone and its browse lock
+        released too (lapsed leases, operators' undo)."""
+        kept = self.undo_one(m)
+        if kept is not None and kept.state == LOCKED_BROWSE:
+            kept = self.transition(kept, durable=True, state=AVAILABLE)
+        return kept
+
     def maintain(self) -> None:
         """Undo lapsed leases and expire messages past their time to be received.
 
@@ -448,10 +456,7 @@ class Txn:
             m = self.load(seq, location)
             if m is None or m.state in (AVAILABLE, TX_LOCKED):
                 continue
-            # a lapsed lease undoes the whole in-flight state, browse lock included
-            m = self.undo_one(m)
-            if m is not None and m.state == LOCKED_BROWSE:
-                self.transition(m, durable=True, state=AVAILABLE)
+            self.release(m)  # a lapsed lease undoes the whole in-flight state, lock included
             done += 1
         return done
 
