@@ -11,7 +11,7 @@ _mqcli_commands()
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
-        "trace") REPLY="decode" ;;
+        "trace") REPLY="decode show route" ;;
         *) REPLY="" ;;
     esac
 }
@@ -56,6 +56,8 @@ _mqcli_options()
         "tx show") REPLY="--store -o --output -q --quiet -h --help" ;;
         "trace") REPLY="-h --help" ;;
         "trace decode") REPLY="--body --store -o --output -q --quiet -h --help" ;;
+        "trace show") REPLY="-n --limit --store -o --output -q --quiet -h --help" ;;
+        "trace route") REPLY="-r --report-queue --store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -96,6 +98,8 @@ _mqcli_value_options()
         "tx list") REPLY="--store -o --output" ;;
         "tx show") REPLY="--store -o --output" ;;
         "trace decode") REPLY="--store -o --output" ;;
+        "trace show") REPLY="-n --limit --store -o --output" ;;
+        "trace route") REPLY="-r --report-queue --store -o --output" ;;
         *) REPLY="" ;;
     esac
 }

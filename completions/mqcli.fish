@@ -14,7 +14,7 @@ function __mqcli_commands --argument-names path --description 'mqcli: the subcom
         case 'tx'
             printf '%s\n' 'begin' 'commit' 'abort' 'list' 'show'
         case 'trace'
-            printf '%s\n' 'decode'
+            printf '%s\n' 'decode' 'show' 'route'
     end
 end
 
@@ -84,6 +84,10 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
             printf '%s\n' '--store' '-o' '--output'
         case 'trace decode'
             printf '%s\n' '--store' '-o' '--output'
+        case 'trace show'
+            printf '%s\n' '-n' '--limit' '--store' '-o' '--output'
+        case 'trace route'
+            printf '%s\n' '-r' '--report-queue' '--store' '-o' '--output'
     end
 end
 
@@ -159,7 +163,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and lat
 complete -c mqcli -n '__mqcli_at \'\'' -a 'qmgr' -d 'Queue manager settings.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'queue' -d 'Queue administration.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'tx' -d 'Transactions that span several invocations (seed 000, seed 002).'
-complete -c mqcli -n '__mqcli_at \'\'' -a 'trace' -d 'Trace reports (seed 001): decode their labels and bodies.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'trace' -d 'Trace reports (seed 001): decode labels and bodies, list a report queue, follow a route.'
 complete -c mqcli -n '__mqcli_at \'\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -463,6 +467,8 @@ complete -c mqcli -n '__mqcli_at \'tx show\'' -s h -l help -d 'Show this message
 
 # mqcli trace
 complete -c mqcli -n '__mqcli_at \'trace\'' -a 'decode' -d 'Decode a trace report\'s label (or body) strictly by the seed\'s ABNF and print its fields.'
+complete -c mqcli -n '__mqcli_at \'trace\'' -a 'show' -d 'List the trace reports in a queue, decoded, oldest first, without consuming them.'
+complete -c mqcli -n '__mqcli_at \'trace\'' -a 'route' -d 'Print one traced message\'s route hop by hop, with the time each step took.'
 complete -c mqcli -n '__mqcli_at \'trace\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli trace decode
@@ -471,3 +477,17 @@ complete -c mqcli -n '__mqcli_at \'trace decode\'' -l store -r -F -d 'Store dire
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli trace show
+complete -c mqcli -n '__mqcli_at \'trace show\'' -s n -l limit -x -d 'At most this many reports.'
+complete -c mqcli -n '__mqcli_at \'trace show\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'trace show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'trace show\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'trace show\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli trace route
+complete -c mqcli -n '__mqcli_at \'trace route\'' -s r -l report-queue -x -d 'The queue its reports went to.'
+complete -c mqcli -n '__mqcli_at \'trace route\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'trace route\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'trace route\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'trace route\'' -s h -l help -d 'Show this message and exit.'

@@ -46,8 +46,7 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
     elif isinstance(exc, KeyboardInterrupt):
         code, status, mq_code, message = ExitCode.INTERRUPTED, "INTERRUPTED", None, "interrupted"
     else:
-        code, status, mq_code = ExitCode.INTERNAL, "INTERNAL"
-        mq_code = None
+        code, status, mq_code = ExitCode.INTERNAL, "INTERNAL", None
         message = f"internal error: {type(exc).__name__}: {exc} (a bug; rerun with --traceback and report it)"
     stream.write(f"mqcli: error: {message} [{status}]\n")
     if json_errors:

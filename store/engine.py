@@ -36,7 +36,7 @@ from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_PRIORITY, GET_UNCONFIRMED, LOCKED_BROWSE,
     PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, guid_text, validate_fields,
 )
-from . import transactions
+from . import reports, transactions
 from .transactions import TxInfo
 from .txn import Txn, new_guid
 
@@ -364,12 +364,18 @@ class Store:
                 )
                 validate_fields(m)
                 out.append(m)
+            traced = [m for m in out if m.trace and m.report_queue]
+            for m in traced:
+                m.report_queue = reports.report_queue_name(t, m.report_queue or "")
             if tx is not None:
                 _transactional_queue(q, True)
                 transactions.prepare_enqueue(t, tx, transactions.load(t, tx), q.qid, out)
             else:
                 _transactional_queue(q, False)
-            return t.enqueue(q, out, transactional=tx is not None)
+            t.enqueue(q, out, transactional=tx is not None)
+            if traced:  # SPEC §7: a report when first enqueued at its origin, in this commit
+                reports.emit(t, traced, reports.ENQUEUED, delivered="=" not in q.name)
+            return out
         return self._write(put)
 
     def import_messages(self, queue: str, messages: Iterable[Message]) -> list[Message]:

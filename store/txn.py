@@ -106,6 +106,10 @@ class Txn:
             self._origin = bytes(self.lt.get(keys.META_GUID, db=self.dbs["meta"]))
         return self._origin
 
+    @property
+    def qm_name(self) -> str:
+        return bytes(self.lt.get(keys.META_NAME, db=self.dbs["meta"]) or b"").decode()
+
     def flush(self) -> None:
         """Write the counters this transaction changed."""
         meta = self.dbs["meta"]
@@ -171,8 +175,7 @@ class Txn:
         from . import formatnames
 
         fn = formatnames.parse(text)
-        qm_name = bytes(self.lt.get(keys.META_NAME, db=self.dbs["meta"]) or b"").decode()
-        if not fn.is_local(qm_name, guid_text(self.origin)):
+        if not fn.is_local(self.qm_name, guid_text(self.origin)):
             raise QueueNotAvailable(f"{text!r} names a queue of another queue manager; sending through "
                                     f"a link (store-and-forward) is not built yet")
         if fn.kind == "public":

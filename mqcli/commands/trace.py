@@ -1,7 +1,9 @@
-"""Trace reports: trace decode (SPEC §7, seed 001).
+"""Trace reports: trace decode, show and route (SPEC §7, seed 001).
 
-A message put with `--trace --report-queue Q` leaves report messages in Q; their labels and
-bodies follow the seed's ABNF, and `trace decode` reads them back strictly (store/trace.py).
+A message put with `--trace --report-queue Q` leaves report messages in Q (store/reports.py);
+their labels and bodies follow the seed's ABNF, and `trace decode` reads them back strictly
+(store/trace.py). `show` lists a report queue decoded, `route` one message's reports in hop
+order; neither consumes them.
 """
 
 from __future__ import annotations
@@ -11,15 +13,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from store import trace
+from store import reports, trace
+from store.errors import MessageNotFound
 
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..render import iso
 
 EXAMPLE_LABEL = "1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26"
 
 app = typer.Typer(
-    help="Trace reports (seed 001): decode their labels and bodies.\n\n\b\nExample:\n"
+    help="Trace reports (seed 001): decode labels and bodies, list a report queue, follow a route.\n\n"
+         "\b\nExamples:\n"
+         "  mqcli put orders hello --trace --report-queue reports\n"
+         "  mqcli trace show reports\n"
          f"  mqcli trace decode '{EXAMPLE_LABEL}'",
     no_args_is_help=True, rich_markup_mode=None)
 
@@ -63,3 +70,71 @@ def decode(
         text = _read_stdin(body)
     decoded = trace.decode_body(text) if body else trace.decode_label(text)
     s.out.document(decoded.to_dict())
+
+
+SHOW_COLUMNS = (("msg_id", "message"), ("hops", "hop"), ("event", "event"), ("computer", "computer"),
+                ("time", "time"), ("target", "target"))
+ROUTE_COLUMNS = (("hops", "hop"), ("event", "event"), ("computer", "computer"), ("time", "time"),
+                 ("since_previous", "+time"), ("target", "target"))
+
+
+def _shown(rows: list[dict], *, text: bool) -> list[dict]:
+    for r in rows:
+        r["time"] = iso(r["time"])
+        if text and "error" in r:
+            r["event"] = "undecodable: " + str(r["error"])
+    return rows
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    report_queue: Annotated[str, typer.Argument(metavar="REPORT_QUEUE", help="The report queue.")],
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="At most this many reports.")] = None,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """List the trace reports in a queue, decoded, oldest first, without consuming them.
+
+    Each row is one report: the traced message's id, its hop count, the event (enqueued, sent,
+    received), the queue manager that reported it (its GUID) and the time (µs, from the report's
+    put time; the label holds whole seconds). A report whose label does not decode is listed
+    with the error.
+
+    \b
+    Examples:
+      mqcli trace show reports
+      mqcli trace show reports -o json | jq '.[] | select(.hops > 0)'
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        messages = st.browse(report_queue, limit=limit)
+    rows = [reports.describe(m) for m in messages if m.report]
+    s.out.table(_shown(rows, text=s.out.mode == "text"), SHOW_COLUMNS, title=f"trace reports in {report_queue}")
+
+
+@app.command("route")
+def route(
+    ctx: typer.Context,
+    msg_id: Annotated[str, typer.Argument(metavar="MSG_ID", help="The traced message's id.")],
+    report_queue: Annotated[str, typer.Option("--report-queue", "-r", help="The queue its reports went to.")],
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Print one traced message's route hop by hop, with the time each step took.
+
+    The reports are found by correlation id (each report carries the traced message's id) and
+    ordered by hop, then time. Exit 4 when the report queue holds no report of that message.
+
+    \b
+    Example:
+      mqcli trace route '6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f\\42' --report-queue reports
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        messages = st.browse(report_queue, correl_id=msg_id)
+    steps = _shown(reports.route([reports.describe(m) for m in messages if m.report]), text=False)
+    if not steps:
+        raise MessageNotFound(f"no trace report of message {msg_id!r} in {report_queue!r}")
+    for r in steps:
+        us = r["since_previous_us"]
+        r["since_previous"] = "" if us is None else f"+{int(us) / 1000:.3f} ms"
+    s.out.table(steps, ROUTE_COLUMNS, title=f"route of {msg_id}")

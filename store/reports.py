@@ -1,0 +1,131 @@
+"""Trace report messages (seed 001, SPEC §7): made in the same commit as the event they report.
+
+A message put with `trace` and a `report_queue` makes the queue manager that handles it send a
+report message each time it is enqueued: at its origin (our addition: MSMQ skips local sends,
+SPEC §7), when it leaves a queue manager, and when it arrives at one. The seed's report:
+
+- class report, delivery express, destination the report queue's public format name;
+- label `qm-id:message-id:hops received by computer at time-date` and a NUL, body
+  `<MESSAGE ID>id</MESSAGE ID>CRLF<TARGET QUEUE>queue</TARGET QUEUE>CRLF` (store/trace.py).
+
+How the seed's fields are filled here (each a reading of the seed, noted where it is applied):
+
+- qm-id, "the first four hexadecimal digits of the source queue identifier": the first four of
+  the origin queue manager's GUID, upper-case. With message-id (the low 32 bits of the msg_id
+  number) it names the traced message across every hop.
+- computer, "UserHeader.SourceQueueManager": the GUID of the queue manager reporting the event.
+  Each hop re-sends the message as its source, so the reports of one message name every queue
+  manager on its route, which is what an operator reading them needs (`trace route`).
+- hops: the message's hop count at the event (0 at the origin, +1 per arrival).
+- time: the event's time, UTC, whole seconds; the report's own put_time holds it to the µs.
+
+Beyond the seed, each report carries the traced message's msg_id as its correlation id (so
+`trace route` is one index lookup) and two properties: `mqcli.event` (enqueued, sent or
+received) and `mqcli.delivered` (true when this enqueue put the message into its target queue
+rather than into an outgoing queue).
+
+Seed 001: "If the rStatus returned by the Open Queue event is not MQ_OK, the protocol MUST
+discard TraceMessage": a report queue that does not exist, or that refuses the report (quota,
+throttled), drops the report and the traced operation goes on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from . import trace
+from .errors import InvalidArgument, StoreError
+from .records import AVAILABLE, DEFAULT_PRIORITY, Message, guid_text
+
+if TYPE_CHECKING:
+    from .txn import Txn
+
+ENQUEUED, SENT, RECEIVED = "enqueued", "sent", "received"
+EVENT_PROP, DELIVERED_PROP = "mqcli.event", "mqcli.delivered"
+
+
+def report_queue_name(t: Txn, text: str) -> str:
+    """What a traced message keeps as its report queue: the public format name of the queue
+    `text` names when it is a queue here (seed 001: the destination is the report queue's
+    public format name), else `text` as given; a queue that does not exist is not an error
+    (its reports are discarded)."""
+    try:
+        return f"PUBLIC={t.queue(text).guid}"
+    except StoreError:
+        return text
+
+
+def target_format_name(t: Txn, m: Message) -> str:
+    """The format name of the queue a message is bound for (the seed's UserHeader
+    .DestinationQueue): an outgoing queue is named by it; a local queue is DIRECT=OS:qm\\name."""
+    if "=" in m.queue:
+        return m.queue
+    return f"DIRECT=OS:{t.qm_name}\\{m.queue}"
+
+
+def emit(t: Txn, messages: list[Message], event: str, *, delivered: bool) -> int:
+    """Send the report of `event` for each traced message in `messages`; return how many were
+    sent. Reports are plain enqueues in the caller's transaction: one commit for both."""
+    sent = 0
+    for m in messages:
+        if m.trace and m.report_queue:
+            sent += _emit_one(t, m, event, delivered)
+    return sent
+
+
+def _emit_one(t: Txn, m: Message, event: str, delivered: bool) -> int:
+    try:
+        q = t.queue(m.report_queue or "")
+    except StoreError:
+        return 0  # seed 001: the open failed, discard the report
+    computer = guid_text(t.origin)
+    when = datetime.fromtimestamp(t.now / 1e6, tz=timezone.utc)
+    message_id = m.msg_n & trace.MAX_MESSAGE_ID
+    label = trace.encode_label(guid_text(m.origin)[:4].upper(), message_id, min(m.hops, trace.MAX_HOPS),
+                               computer, when)
+    try:
+        body = trace.encode_body(message_id, target_format_name(t, m)).encode("utf-8")
+    except InvalidArgument:  # a queue manager name no DIRECT=OS: name can hold
+        body = trace.encode_body(message_id, f"PUBLIC={t.queue(m.queue).guid}").encode("utf-8")
+    n, put_time = t.allocate_ids(1)
+    report = Message(
+        body, q.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n, put_time=put_time,
+        correl_id=m.msg_id, label=label, report=True, express=True, dead_letter=False,
+        props={EVENT_PROP: event, DELIVERED_PROP: "true" if delivered else "false"},
+    )
+    try:
+        t.enqueue(q, [report])
+    except StoreError:
+        return 0  # refused (quota, throttled): discarded like a failed open
+    return 1
+
+
+def describe(m: Message) -> dict[str, object]:
+    """A report message's decoded label and body with the properties above; a report whose
+    label or body does not decode keeps its `error` instead of those fields."""
+    row: dict[str, object] = {
+        "report_id": m.msg_id, "msg_id": m.correl_id, "event": m.props.get(EVENT_PROP),
+        "delivered": m.props.get(DELIVERED_PROP) == "true" if DELIVERED_PROP in m.props else None,
+        "time": m.put_time}
+    try:
+        label = trace.decode_label(m.label)
+        body = trace.decode_body(m.body.decode("utf-8", "surrogateescape"))
+    except trace.TraceFormatError as exc:
+        row["error"] = str(exc)
+        return row
+    row.update(qm_id=label.qm_id, message_id=label.message_id, hops=label.hops,
+               computer=label.computer, label_time=label.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+               target=body.queue)
+    return row
+
+
+def route(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """One message's reports in route order (hop, then time), each with the µs since the
+    previous one: the time a hop took."""
+    ordered = sorted((r for r in rows if "error" not in r), key=lambda r: (r["hops"], r["time"]))
+    previous = None
+    for r in ordered:
+        r["since_previous_us"] = None if previous is None else int(r["time"]) - previous  # type: ignore[call-overload]
+        previous = int(r["time"])  # type: ignore[call-overload]
+    return ordered
