@@ -24,6 +24,7 @@ class Sizes:
     batch: int  # messages per commit in the batched workloads
     rounds: int
     tx: int = 10_000  # operations in the committed transaction
+    labels: int = 1_000_000  # trace report labels decoded
 
 
 @dataclass
@@ -64,7 +65,7 @@ def sizes_for(args) -> Sizes:
     batch = min(1000, batched)
     batched = max(batch, batched // batch * batch)  # whole batches only
     return Sizes(single=single, batched=batched, batch=batch, rounds=rounds,
-                 tx=2_000 if args.quick else 10_000)
+                 tx=2_000 if args.quick else 10_000, labels=50_000 if args.quick else 1_000_000)
 
 
 def _measure(fn, tmp_root: str, tag: str, n: int, batch: int) -> float:
@@ -92,7 +93,8 @@ def warm_up(tmp_root: str, workloads: list[Workload], log=print) -> None:
 def run(workloads: list[Workload], sizes: Sizes, tmp_root: str, log=print) -> list[WorkloadResult]:
     results = []
     for wl in workloads:
-        n = {"single": sizes.single, "batched": sizes.batched, "tx": sizes.tx}[wl.size]
+        n = {"single": sizes.single, "batched": sizes.batched, "tx": sizes.tx,
+             "labels": sizes.labels}[wl.size]
         batch = sizes.batch
         names = list(wl.contenders)
         res = {name: ContenderResult(name, wl.contenders[name][0], n) for name in names}

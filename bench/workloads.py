@@ -433,6 +433,50 @@ def lmdb_tx_rewrite(workdir: str, n: int, body: bytes, batch: int) -> float:
     return dt
 
 
+# --------------------------------------------------------------------------------------
+# trace labels: the issue's "decoding 1,000,000 labels at >= 300,000 labels/s"
+# --------------------------------------------------------------------------------------
+
+def _labels(n: int, per_second: int) -> list[str]:
+    """n report labels of distinct messages and hops, the clock moving one second every
+    `per_second` labels (reports come in bursts: every hop of every traced message)."""
+    from datetime import datetime, timedelta, timezone
+
+    from store.trace import encode_label
+
+    start = datetime(2026, 11, 22, 3, 15, 0, tzinfo=timezone.utc)
+    computer = "6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
+    return [encode_label("1A2B", i, i % 4, computer, start + timedelta(seconds=i // per_second))
+            for i in range(n)]
+
+
+def _decode_all(labels: list[str], decode) -> float:
+    t0 = perf_counter()
+    for text in labels:
+        decode(text)
+    dt = perf_counter() - t0
+    _expect("last label's message id", decode(labels[-1]).message_id, len(labels) - 1)
+    return dt
+
+
+def store_decode_labels(workdir: str, n: int, body: bytes, batch: int) -> float:
+    """Timed: store.trace.decode_label on n labels, 20 to a second."""
+    from store.trace import decode_label
+    return _decode_all(_labels(n, 20), decode_label)
+
+
+def store_decode_labels_distinct_seconds(workdir: str, n: int, body: bytes, batch: int) -> float:
+    """Context: the same, every label a different second (its time-date cache never hits)."""
+    from store.trace import decode_label
+    return _decode_all(_labels(n, 1), decode_label)
+
+
+def parser_decode_labels(workdir: str, n: int, body: bytes, batch: int) -> float:
+    """Context: the column-precise parser alone (what decode_label falls back to)."""
+    from store.trace import _Parser
+    return _decode_all(_labels(n, 20), lambda text: _Parser(text, "label").label())
+
+
 @dataclass(frozen=True)
 class Target:
     peer: str
@@ -444,7 +488,8 @@ class Target:
 class Workload:
     key: str
     title: str
-    size: str  # "single": one commit per message; "batched": `batch` a commit; "tx": ops of one tx
+    size: str  # "single": one commit per message; "batched": `batch` a commit; "tx": ops of one
+    # tx; "labels": trace labels decoded
     store_op: str
     contenders: dict[str, tuple[str, Fn]] = field(default_factory=dict)  # name -> (op, fn)
     target: Target | None = None
@@ -518,6 +563,18 @@ WORKLOADS: list[Workload] = [
             LMDB: ("rewrite n records in one write txn", lmdb_tx_rewrite),
         },
         target=Target(STORE, min_rate=50_000),
+    ),
+    Workload(
+        key="label_decode",
+        title="6. trace report labels decoded",
+        size="labels",
+        store_op="store.trace.decode_label(label)",
+        contenders={
+            STORE: ("decode_label, 20 labels a second", store_decode_labels),
+            "store/distinct-seconds": ("decode_label, every label a new second", store_decode_labels_distinct_seconds),
+            "store/parser-only": ("the column-precise parser alone", parser_decode_labels),
+        },
+        target=Target(STORE, min_rate=300_000),
     ),
 ]
 

@@ -49,11 +49,12 @@ to the same answers.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from .errors import BadData, InvalidArgument
 
@@ -78,8 +79,7 @@ class TraceFormatError(BadData):
         self.detail = detail
 
 
-@dataclass(frozen=True)
-class ReportLabel:
+class ReportLabel(NamedTuple):
     """The fields of a report message's label (seed 001)."""
 
     qm_id: str            # the four hex digits, as written
@@ -184,7 +184,54 @@ def decode_label(text: str) -> ReportLabel:
     """
     if not isinstance(text, str):
         raise BadData(f"a trace label is text, got {type(text).__name__}")
-    return _Parser(text, "label").label()
+    return _fast_label(text) or _Parser(text, "label").label()
+
+
+# The fast path: one regular expression for the label's syntax, then the range checks. It
+# accepts exactly what the parser accepts (tests/test_trace_codec.py holds them together on the
+# vectors and on Hypothesis input); anything it does not accept goes to the parser, which
+# accepts it or finds the column and rule to report. re.ASCII keeps case folding to ASCII.
+_HEX_RE = "[0-9A-Fa-f]"
+_LABEL_RE = re.compile(
+    rf"({_HEX_RE}{{4}}):({_HEX_RE}{{8}}):({_HEX_RE}{{2}}) (?i:received by) "
+    rf"({_HEX_RE}{{8}}-{_HEX_RE}{{4}}-{_HEX_RE}{{4}}-{_HEX_RE}{{4}}-{_HEX_RE}{{12}}) (?i:at) "
+    r"([0-9]{2}):([0-9]{2})(?::([0-9]{2}))? (?i:(AM)|PM) "
+    rf"(?i:({'|'.join(DAYS)})),(?i:({'|'.join(MONTHS)})) ([0-9]{{2}}) ([0-9]{{2}})\x00?",
+    re.ASCII)
+_DAY_NUMBER = {d.lower(): i for i, d in enumerate(DAYS)}
+_MONTH_NUMBER = {m.lower(): i + 1 for i, m in enumerate(MONTHS)}
+
+
+_TIMES: dict[str, tuple[datetime, bool] | None] = {}  # time-date text → its value; reports come in bursts
+
+
+def _fast_label(text: str) -> ReportLabel | None:
+    m = _LABEL_RE.fullmatch(text)
+    if m is None:
+        return None
+    when = text[m.start(5):m.end(12)]
+    value = _TIMES.get(when, False)
+    if value is False:
+        if len(_TIMES) >= 65536:
+            _TIMES.clear()
+        value = _TIMES[when] = _time_date(*m.group(5, 6, 7, 8, 9, 10, 11, 12))
+    if value is None:
+        return None
+    qm_id, message_id, hops, computer = m.group(1, 2, 3, 4)
+    return ReportLabel(qm_id, int(message_id, 16), int(hops, 16), computer.lower(), *value)
+
+
+def _time_date(hh: str, mm: str, ss: str | None, am: str | None, day: str, month: str, dd: str,
+               yy: str) -> tuple[datetime, bool] | None:
+    hour, minute, second = int(hh), int(mm), int(ss or 0)
+    year, month_n, day_n = 2000 + int(yy), _MONTH_NUMBER[month.lower()], int(dd)
+    if not (1 <= hour <= 12 and minute <= 59 and second <= 59):
+        return None
+    try:
+        date = datetime(year, month_n, day_n, hour % 12 + (0 if am else 12), minute, second, tzinfo=timezone.utc)
+    except ValueError:  # no such day in that month
+        return None
+    return (date, ss is not None) if date.weekday() == _DAY_NUMBER[day.lower()] else None
 
 
 def decode_body(text: str) -> ReportBody:

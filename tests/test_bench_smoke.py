@@ -19,6 +19,7 @@ WORKLOADS = {
     "get_batched": {"store", "py-lmdb"},
     "get_confirm": {"store", "persist-queue", "litequeue", "litequeue/FULL"},
     "tx_commit": {"store", "py-lmdb"},
+    "label_decode": {"store", "store/distinct-seconds", "store/parser-only"},
 }
 
 

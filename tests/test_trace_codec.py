@@ -15,7 +15,7 @@ from hypothesis import strategies as s
 from store.errors import BadData, InvalidArgument
 from store.trace import (
     DAYS, MONTHS, ReportBody, ReportLabel, TraceFormatError, decode_body, decode_label,
-    encode_body, encode_label,
+    _fast_label, _Parser, encode_body, encode_label,
 )
 
 VECTORS = Path(__file__).parent / "vectors"
@@ -252,3 +252,24 @@ def test_fuzzed_bodies_raise_only_bad_data(text):
 @given(s.text(ANY_CHAR, max_size=60).map(lambda q: SPEC_BODY.replace("DIRECT=OS:qm2\\orders", q)))
 def test_fuzzed_queues_raise_only_bad_data(text):
     _check_decoder(decode_body, text, BODY_RULES)
+
+
+# ---- the label fast path accepts exactly what the parser accepts ------------------------------
+
+def _parser_label(text):
+    try:
+        return _Parser(text, "label").label()
+    except TraceFormatError:
+        return None
+
+
+@pytest.mark.parametrize("vector", LABELS, ids=lambda v: v.get("note", v["label"])[:40])
+def test_the_label_fast_path_agrees_with_the_parser_on_every_vector(vector):
+    assert _fast_label(vector["label"]) == _parser_label(vector["label"])
+
+
+@FUZZ
+@given(s.one_of(mutated(s.builds(lambda label, nul: label.encode(nul=nul), labels(), s.booleans())),
+                s.builds(lambda label, nul: label.encode(nul=nul), labels(), s.booleans())))
+def test_the_label_fast_path_agrees_with_the_parser(text):
+    assert _fast_label(text) == _parser_label(text)
