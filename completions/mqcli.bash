@@ -7,11 +7,13 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import bench qmgr queue tx trace" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import bench qmgr queue tx trace link outgoing" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
         "trace") REPLY="decode show route" ;;
+        "link") REPLY="add list remove keygen" ;;
+        "outgoing") REPLY="list show hold resume" ;;
         *) REPLY="" ;;
     esac
 }
@@ -40,7 +42,7 @@ _mqcli_options()
         "import") REPLY="--queue --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
-        "qmgr set") REPLY="--quota --throttle --no-throttle --name --store -o --output -q --quiet -h --help" ;;
+        "qmgr set") REPLY="--quota --throttle --no-throttle --name --max-message-size --store -o --output -q --quiet -h --help" ;;
         "queue") REPLY="-h --help" ;;
         "queue create") REPLY="--label --quota --transactional --journal --no-journal --max-backouts --store -o --output -q --quiet -h --help" ;;
         "queue list") REPLY="--store -o --output -q --quiet -h --help" ;;
@@ -58,6 +60,16 @@ _mqcli_options()
         "trace decode") REPLY="--body --store -o --output -q --quiet -h --help" ;;
         "trace show") REPLY="-n --limit --store -o --output -q --quiet -h --help" ;;
         "trace route") REPLY="-r --report-queue --store -o --output -q --quiet -h --help" ;;
+        "link") REPLY="-h --help" ;;
+        "link add") REPLY="--key-file --store -o --output -q --quiet -h --help" ;;
+        "link list") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "link remove") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "link keygen") REPLY="-o --output -q --quiet -h --help" ;;
+        "outgoing") REPLY="-h --help" ;;
+        "outgoing list") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "outgoing show") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "outgoing hold") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "outgoing resume") REPLY="--store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -85,7 +97,7 @@ _mqcli_value_options()
         "export") REPLY="--to --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
-        "qmgr set") REPLY="--quota --name --store -o --output" ;;
+        "qmgr set") REPLY="--quota --name --max-message-size --store -o --output" ;;
         "queue create") REPLY="--label --quota --max-backouts --store -o --output" ;;
         "queue list") REPLY="--store -o --output" ;;
         "queue show") REPLY="--store -o --output" ;;
@@ -100,6 +112,14 @@ _mqcli_value_options()
         "trace decode") REPLY="--store -o --output" ;;
         "trace show") REPLY="-n --limit --store -o --output" ;;
         "trace route") REPLY="-r --report-queue --store -o --output" ;;
+        "link add") REPLY="--key-file --store -o --output" ;;
+        "link list") REPLY="--store -o --output" ;;
+        "link remove") REPLY="--store -o --output" ;;
+        "link keygen") REPLY="-o --output" ;;
+        "outgoing list") REPLY="--store -o --output" ;;
+        "outgoing show") REPLY="--store -o --output" ;;
+        "outgoing hold") REPLY="--store -o --output" ;;
+        "outgoing resume") REPLY="--store -o --output" ;;
         *) REPLY="" ;;
     esac
 }
@@ -108,7 +128,7 @@ _mqcli_value_options()
 _mqcli_option_value()
 {
     case "$1:$2" in
-        *:--store|*:-f|*:--file|*:--jsonl|*:--lines|*:--to) _mqcli_files "$3" ;;
+        *:--store|*:-f|*:--file|*:--jsonl|*:--lines|*:--to|*:--key-file) _mqcli_files "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body" -- "$3")) ;;
         *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
     esac
@@ -118,7 +138,7 @@ _mqcli_option_value()
 _mqcli_argument()
 {
     case "$1" in
-        "backup"|"import") _mqcli_files "$2" ;;
+        "backup"|"import"|"link keygen") _mqcli_files "$2" ;;
     esac
 }
 

@@ -6,7 +6,7 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'bench' 'qmgr' 'queue' 'tx' 'trace'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
@@ -15,6 +15,10 @@ function __mqcli_commands --argument-names path --description 'mqcli: the subcom
             printf '%s\n' 'begin' 'commit' 'abort' 'list' 'show'
         case 'trace'
             printf '%s\n' 'decode' 'show' 'route'
+        case 'link'
+            printf '%s\n' 'add' 'list' 'remove' 'keygen'
+        case 'outgoing'
+            printf '%s\n' 'list' 'show' 'hold' 'resume'
     end
 end
 
@@ -59,7 +63,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'bench'
             printf '%s\n' '-m' '--messages' '--size' '--producers' '--pub' '--consumers' '--sub' '--batch' '--store' '-o' '--output'
         case 'qmgr set'
-            printf '%s\n' '--quota' '--name' '--store' '-o' '--output'
+            printf '%s\n' '--quota' '--name' '--max-message-size' '--store' '-o' '--output'
         case 'queue create'
             printf '%s\n' '--label' '--quota' '--max-backouts' '--store' '-o' '--output'
         case 'queue list'
@@ -88,6 +92,22 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
             printf '%s\n' '-n' '--limit' '--store' '-o' '--output'
         case 'trace route'
             printf '%s\n' '-r' '--report-queue' '--store' '-o' '--output'
+        case 'link add'
+            printf '%s\n' '--key-file' '--store' '-o' '--output'
+        case 'link list'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'link remove'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'link keygen'
+            printf '%s\n' '-o' '--output'
+        case 'outgoing list'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'outgoing show'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'outgoing hold'
+            printf '%s\n' '--store' '-o' '--output'
+        case 'outgoing resume'
+            printf '%s\n' '--store' '-o' '--output'
     end
 end
 
@@ -164,6 +184,8 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'qmgr' -d 'Queue manager settings.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'queue' -d 'Queue administration.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'tx' -d 'Transactions that span several invocations (seed 000, seed 002).'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'trace' -d 'Trace reports (seed 001): decode labels and bodies, list a report queue, follow a route.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'link' -d 'Links to other queue managers, for store-and-forward.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'outgoing' -d 'Outgoing queues: what waits to be sent to other queue managers, and why.'
 complete -c mqcli -n '__mqcli_at \'\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -353,7 +375,7 @@ complete -c mqcli -n '__mqcli_at \'bench\'' -s q -l quiet -d 'No diagnostics on 
 complete -c mqcli -n '__mqcli_at \'bench\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli qmgr
-complete -c mqcli -n '__mqcli_at \'qmgr\'' -a 'set' -d 'Change the queue manager\'s quota, throttle or name.'
+complete -c mqcli -n '__mqcli_at \'qmgr\'' -a 'set' -d 'Change the queue manager\'s quota, throttle, name or max message size.'
 complete -c mqcli -n '__mqcli_at \'qmgr\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli qmgr set
@@ -361,6 +383,7 @@ complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l quota -x -d 'Store quota in by
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l throttle -d 'Refuse every put (enqueue status 2).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l no-throttle -d 'Refuse every put (enqueue status 2).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l name -x -d 'Queue manager name.'
+complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l max-message-size -x -d 'Largest message body a put accepts, e.g. 16MiB (default 4MiB, like MSMQ).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -368,7 +391,7 @@ complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s h -l help -d 'Show this messag
 
 # mqcli queue
 complete -c mqcli -n '__mqcli_at \'queue\'' -a 'create' -d 'Create a queue.'
-complete -c mqcli -n '__mqcli_at \'queue\'' -a 'list' -d 'List the queues with their depth and attributes.'
+complete -c mqcli -n '__mqcli_at \'queue\'' -a 'list' -d 'List the queues with their depth and attributes (outgoing queues: `mqcli outgoing list`).'
 complete -c mqcli -n '__mqcli_at \'queue\'' -a 'show' -d 'Show one queue\'s attributes and depth.'
 complete -c mqcli -n '__mqcli_at \'queue\'' -a 'set' -d 'Change a queue\'s label, quota, journal or max-backouts.'
 complete -c mqcli -n '__mqcli_at \'queue\'' -a 'purge' -d 'Remove every message of a queue, in any state.'
@@ -491,3 +514,66 @@ complete -c mqcli -n '__mqcli_at \'trace route\'' -l store -r -F -d 'Store direc
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli link
+complete -c mqcli -n '__mqcli_at \'link\'' -a 'add' -d 'Register a link: messages put to DIRECT=OS:NAME\\queue go to HOST:PORT.'
+complete -c mqcli -n '__mqcli_at \'link\'' -a 'list' -d 'List the links.'
+complete -c mqcli -n '__mqcli_at \'link\'' -a 'remove' -d 'Remove a link; its outgoing queues keep their messages until a link takes them again.'
+complete -c mqcli -n '__mqcli_at \'link\'' -a 'keygen' -d 'Write a new pre-shared key file (32 random bytes in hex, mode 0600; never overwrites).'
+complete -c mqcli -n '__mqcli_at \'link\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli link add
+complete -c mqcli -n '__mqcli_at \'link add\'' -l key-file -r -F -d 'The pre-shared key both ends hold (`mqcli link keygen`).'
+complete -c mqcli -n '__mqcli_at \'link add\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'link add\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'link add\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'link add\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli link list
+complete -c mqcli -n '__mqcli_at \'link list\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'link list\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'link list\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'link list\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli link remove
+complete -c mqcli -n '__mqcli_at \'link remove\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'link remove\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'link remove\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'link remove\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli link keygen
+complete -c mqcli -n '__mqcli_at \'link keygen\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'link keygen\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'link keygen\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'link keygen\'' -F
+
+# mqcli outgoing
+complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'list' -d 'List the outgoing queues: state, messages, bytes, oldest age, last error, next retry.'
+complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'show' -d 'Show one outgoing queue with its connection history (newest 20 events).'
+complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'hold' -d 'Pause delivery from an outgoing queue (seed 003 OnHold); messages stay and still expire.'
+complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'resume' -d 'Resume delivery: clears on-hold, a lock and the retry timer (the next dispatch sends).'
+complete -c mqcli -n '__mqcli_at \'outgoing\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli outgoing list
+complete -c mqcli -n '__mqcli_at \'outgoing list\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'outgoing list\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'outgoing list\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'outgoing list\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli outgoing show
+complete -c mqcli -n '__mqcli_at \'outgoing show\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli outgoing hold
+complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli outgoing resume
+complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s h -l help -d 'Show this message and exit.'

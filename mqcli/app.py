@@ -58,6 +58,9 @@ def _register() -> None:
     transfer.register(app)
     app.add_typer(tx.app, name="tx")
     app.add_typer(trace.app, name="trace")
+    from .commands import link, outgoing
+    app.add_typer(link.app, name="link")
+    app.add_typer(outgoing.app, name="outgoing")
     from .commands import bench
     bench.register(app)
 

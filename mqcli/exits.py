@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import IntEnum
-from typing import TextIO
+from typing import Any, TextIO
 
 from store.errors import StoreError
 
@@ -36,9 +36,22 @@ class UsageError(Exception):
     """A command line that cannot be run as written (exit 2)."""
 
 
+def _store_error(exc: Exception, lmdb: Any) -> StoreError:
+    """An LMDB error the store let through: what LMDB met reading the store's pages (a damaged
+    data file) is exit 11, never an internal error."""
+    from store.errors import StoreCorrupt, StoreUnavailable
+
+    damaged = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError)
+    cls = StoreCorrupt if isinstance(exc, damaged) else StoreUnavailable
+    return cls(f"LMDB failed: {exc} (`mqcli check` tells whether the store is damaged)")
+
+
 def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = None) -> int:
     """Print the one-line error for `exc` and return its exit code."""
     stream = stream or sys.stderr
+    lmdb = sys.modules.get("lmdb")  # only a process that opened a store can meet an LMDB error
+    if lmdb is not None and isinstance(exc, lmdb.Error):
+        exc = _store_error(exc, lmdb)
     if isinstance(exc, StoreError):
         code, status, mq_code, message = ExitCode(exc.exit_code), exc.status, exc.code, exc.message
     elif isinstance(exc, UsageError):

@@ -16,6 +16,7 @@ _EXPORTS = {
     "AVAILABLE": "records", "PUT_UNCONFIRMED": "records", "LOCKED_BROWSE": "records",
     "GET_UNCONFIRMED": "records", "BROWSE_GET_UNCONFIRMED": "records", "TX_LOCKED": "records",
     "StoreError": "errors", "errors": None,
+    "LinkInfo": "links", "Route": "forwarding", "Taken": "forwarding", "OutgoingInfo": "forwarding",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from . import errors
     from .engine import NewMessage, QueueStats, Store, StoreInfo, SweepResult
     from .errors import StoreError
+    from .forwarding import OutgoingInfo, Route, Taken
+    from .links import LinkInfo
     from .queues import DEAD_LETTER, DEAD_LETTER_TX, QueueInfo
     from .records import (
         AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED,

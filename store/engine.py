@@ -26,6 +26,7 @@ from .errors import (
     StoreFull, StoreUnavailable, Timeout, TransactionError,
 )
 from .filters import Filter
+from .forwarding import Forwarding
 from .keys import U32, U64
 from .notify import WAIT_DIR, Waiter, wake
 from .queues import (
@@ -33,10 +34,10 @@ from .queues import (
     validate_name,
 )
 from .records import (
-    AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_PRIORITY, GET_UNCONFIRMED, LOCKED_BROWSE,
-    PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, guid_text, validate_fields,
+    AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PRIORITY, GET_UNCONFIRMED,
+    LOCKED_BROWSE, MAX_BODY_BYTES, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, guid_text, validate_fields,
 )
-from . import reports, transactions
+from . import outgoing, reports, transactions
 from .transactions import TxInfo
 from .txn import Txn, new_guid
 
@@ -72,6 +73,7 @@ class StoreInfo:
     sequential_id: int
     quota: int
     throttled: bool
+    max_message_size: int
     messages: int
     bytes: int
     map_size: int
@@ -110,7 +112,7 @@ def _seconds(value: float | None, what: str) -> int | None:
     return int(value * 1_000_000)
 
 
-class Store:
+class Store(Forwarding):
     """An open store. Use `Store.open(path)`; one per process per directory."""
 
     def __init__(self, path: Path, env: lmdb.Environment, dbs: dict[str, Any],
@@ -231,6 +233,7 @@ class Store:
                 sequential_id=t.counters.seq,
                 quota=t.meta_int(keys.META_QUOTA),
                 throttled=bool(t.meta_int(keys.META_THROTTLED)),
+                max_message_size=t.meta_int(keys.META_MAX_MESSAGE_SIZE) or DEFAULT_MAX_MESSAGE_SIZE,
                 messages=t.counters.count,
                 bytes=t.counters.bytes,
                 map_size=einfo["map_size"],
@@ -240,8 +243,10 @@ class Store:
         return self._read(read)
 
     def set_qmgr(self, *, name: str | None = None, quota: int | None = None,
-                 throttled: bool | None = None) -> StoreInfo:
+                 throttled: bool | None = None, max_message_size: int | None = None) -> StoreInfo:
         validate_attrs(quota=quota)
+        if max_message_size is not None and not 1 <= max_message_size <= MAX_BODY_BYTES:
+            raise InvalidArgument(f"max-message-size must be 1..{MAX_BODY_BYTES} bytes, got {max_message_size}")
 
         def change(t: Txn) -> None:
             if name is not None:
@@ -252,6 +257,8 @@ class Store:
                 t.set_meta_int(keys.META_QUOTA, quota)
             if throttled is not None:
                 t.set_meta_int(keys.META_THROTTLED, int(throttled))
+            if max_message_size is not None:
+                t.set_meta_int(keys.META_MAX_MESSAGE_SIZE, max_message_size)
             t.durable = True
         self._write(change)
         return self.info()
@@ -276,9 +283,11 @@ class Store:
     def queue_info(self, name: str) -> QueueInfo:
         return self._read(lambda t: self._queue_info(t, t.queue(name)))
 
-    def list_queues(self) -> list[QueueInfo]:
+    def list_queues(self, *, outgoing: bool = True) -> list[QueueInfo]:
+        """Every queue, in name order; without the outgoing queues if `outgoing` is False."""
         def read(t: Txn) -> list[QueueInfo]:
-            return [self._queue_info(t, t.queue(n)) for n in t.queue_names()]
+            return [self._queue_info(t, q) for q in (t.queue(n) for n in t.queue_names())
+                    if outgoing or q.outgoing is None]
         return self._read(read)
 
     def set_queue(self, name: str, *, label: str | None = None, quota: int | None = None,
@@ -345,7 +354,7 @@ class Store:
         batch = list(messages)
 
         def put(t: Txn) -> list[Message]:
-            q = t.queue(queue)
+            q = outgoing.destination(t, queue)
             origin, now = t.origin, t.now
             first_n, first_time = t.allocate_ids(len(batch))
             in_flight = confirm_id is not None
@@ -366,7 +375,7 @@ class Store:
                 out.append(m)
             traced = [m for m in out if m.trace and m.report_queue]
             for m in traced:
-                m.report_queue = reports.report_queue_name(t, m.report_queue or "")
+                reports.keep_report_queue(t, m)
             if tx is not None:
                 _transactional_queue(q, True)
                 transactions.prepare_enqueue(t, tx, transactions.load(t, tx), q.qid, out)

@@ -90,6 +90,14 @@ class Throttled(StoreQuotaExceeded):
     """Enqueue status 2 (seed 000): the queue manager is throttled."""
 
 
+class MessageTooLarge(StoreQuotaExceeded):
+    """The message is larger than the store's max-message-size (MSMQ's MaxMessageSize, 4 MB by
+    default, refused with MQ_ERROR_INSUFFICIENT_RESOURCES like an exceeded machine quota)."""
+
+    status = "MQ_ERROR_INSUFFICIENT_RESOURCES"
+    code = "0xC00E0027"
+
+
 class StoreFull(StoreQuotaExceeded):
     """The LMDB map is full; the store still serves gets."""
 

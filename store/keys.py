@@ -32,13 +32,17 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
 - ``meta``  identity and counters of the queue manager (names below), and
   ``q qid(4)`` → ``count(8) bytes(8)`` per queue.
 - ``queues`` casefolded name → queue record (JSON); ``qids`` ``qid(4)`` → casefolded name.
+- ``links`` casefolded link name → link record (JSON, store/links.py).
+- ``outq``  casefolded outgoing queue name → its dispatch state (JSON, store/outgoing.py).
+- ``seen``  ``origin(16) n(4)`` → arrival time(8): msg_ids this queue manager has received over
+  a link, so a message resent after a lost ack is stored once (SPEC §8).
 """
 
 from __future__ import annotations
 
 import struct
 
-DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs")
+DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs", b"links", b"outq", b"seen")
 
 POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY = b"P", b"M", b"U", b"C", b"K", b"L", b"E", b"X"
 TX, TX_TIMEOUT = b"T", b"Y"
@@ -54,6 +58,7 @@ META_NEXT_QID = b"qidn"
 META_QUOTA = b"quota"
 META_TX_ID = b"txid"
 META_THROTTLED = b"throttled"
+META_MAX_MESSAGE_SIZE = b"maxmsgsize"  # absent (0): records.DEFAULT_MAX_MESSAGE_SIZE
 
 U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")

@@ -27,6 +27,9 @@ class QueueInfo:
     max_backouts: int = 0
     created: int = 0
     system: bool = False
+    # an outgoing queue (SPEC §8): its name is the destination's format name, and this the
+    # name of the queue manager it is bound for (the link that takes it), "" if unknown
+    outgoing: str | None = None
     # filled in from the queue's counters when read; not stored in the record
     depth: int = 0
     bytes: int = 0
@@ -37,7 +40,7 @@ class QueueInfo:
 
 
 _STORED = ("name", "qid", "guid", "label", "quota", "transactional", "journal", "max_backouts",
-           "created", "system")
+           "created", "system", "outgoing")
 
 
 JOURNAL_SUFFIX = ";journal"

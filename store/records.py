@@ -32,6 +32,8 @@ DEFAULT_PRIORITY = 3
 MAX_LABEL_CHARS = 250
 MAX_CORREL_BYTES = 255
 MAX_PROP_BYTES = 0xFFFF
+MAX_BODY_BYTES = (1 << 32) - 1  # the record format's limit (a 32-bit length)
+DEFAULT_MAX_MESSAGE_SIZE = 4 << 20  # a store's max-message-size: MSMQ's MaxMessageSize, 4 MB
 
 _F_REPORT, _F_EXPRESS, _F_TRACE, _F_NO_DEAD_LETTER, _F_TX_PUT = 1, 2, 4, 8, 16
 _NONE16 = 0xFFFF

@@ -22,7 +22,8 @@ How the seed's fields are filled here (each a reading of the seed, noted where i
 Beyond the seed, each report carries the traced message's msg_id as its correlation id (so
 `trace route` is one index lookup) and two properties: `mqcli.event` (enqueued, sent or
 received) and `mqcli.delivered` (true when this enqueue put the message into its target queue
-rather than into an outgoing queue).
+rather than into an outgoing queue). A report made away from the report queue's queue manager
+goes into the outgoing queue for it and travels back like any message.
 
 Seed 001: "If the rStatus returned by the Open Queue event is not MQ_OK, the protocol MUST
 discard TraceMessage": a report queue that does not exist, or that refuses the report (quota,
@@ -43,17 +44,22 @@ if TYPE_CHECKING:
 
 ENQUEUED, SENT, RECEIVED = "enqueued", "sent", "received"
 EVENT_PROP, DELIVERED_PROP = "mqcli.event", "mqcli.delivered"
+#: The queue manager a traced message's report queue lives on, kept with the message so that
+#: reports made at later hops find their way back (there is no directory service).
+REPORT_QM_PROP = "mqcli.report_qm"
 
 
-def report_queue_name(t: Txn, text: str) -> str:
-    """What a traced message keeps as its report queue: the public format name of the queue
-    `text` names when it is a queue here (seed 001: the destination is the report queue's
-    public format name), else `text` as given; a queue that does not exist is not an error
-    (its reports are discarded)."""
+def keep_report_queue(t: Txn, m: Message) -> None:
+    """Set what a traced message keeps as its report queue: the public format name of the queue
+    its `report_queue` names when that is a queue here (seed 001: the destination is the report
+    queue's public format name), and this queue manager's name in the property
+    mqcli.report_qm, so that reports made at later hops find their way back (no directory
+    service). A report queue that does not exist is not an error: its reports are discarded."""
     try:
-        return f"PUBLIC={t.queue(text).guid}"
+        m.report_queue = f"PUBLIC={t.queue(m.report_queue or '').guid}"
     except StoreError:
-        return text
+        return
+    m.props = {**m.props, REPORT_QM_PROP: t.qm_name}
 
 
 def target_format_name(t: Txn, m: Message) -> str:
@@ -75,8 +81,10 @@ def emit(t: Txn, messages: list[Message], event: str, *, delivered: bool) -> int
 
 
 def _emit_one(t: Txn, m: Message, event: str, delivered: bool) -> int:
+    from .outgoing import destination
+
     try:
-        q = t.queue(m.report_queue or "")
+        q = destination(t, m.report_queue or "", m)  # here, or the way back to its queue manager
     except StoreError:
         return 0  # seed 001: the open failed, discard the report
     computer = guid_text(t.origin)
@@ -92,8 +100,11 @@ def _emit_one(t: Txn, m: Message, event: str, delivered: bool) -> int:
     report = Message(
         body, q.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n, put_time=put_time,
         correl_id=m.msg_id, label=label, report=True, express=True, dead_letter=False,
-        props={EVENT_PROP: event, DELIVERED_PROP: "true" if delivered else "false"},
+        props={EVENT_PROP: event, DELIVERED_PROP: "true" if delivered else "false",
+               **({REPORT_QM_PROP: m.props[REPORT_QM_PROP]} if REPORT_QM_PROP in m.props else {})},
     )
+    if q.outgoing is not None:  # bound for another queue manager: the report travels by itself
+        report.report_queue = None
     try:
         t.enqueue(q, [report])
     except StoreError:

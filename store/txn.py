@@ -24,7 +24,7 @@ import lmdb
 from . import keys
 from .errors import (
     AlreadyReceived, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable, QueueQuotaExceeded,
-    StoreCorrupt, StoreQuotaExceeded, Throttled, UnknownConfirmId, UnknownLockId,
+    MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled, UnknownConfirmId, UnknownLockId,
 )
 from .keys import U32, U64
 from .queues import (
@@ -32,8 +32,8 @@ from .queues import (
     queue_key,
 )
 from .records import (
-    AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED,
-    TX_LOCKED, Message, decode, encode, guid_text, iso_time,
+    AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
+    PUT_UNCONFIRMED, TX_LOCKED, Message, decode, encode, guid_text, iso_time,
 )
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class Txn:
             raw = self.lt.get(key, db=self.dbs["queues"])
             if raw is None:
                 if "=" in name:  # an MSMQ format name (SPEC §3); plain names cannot hold '='
-                    return self.queue(self.local_queue_name(name))
+                    return self.format_name_queue(name)
                 raise QueueNotAvailable(f"queue {name!r} does not exist (create it with `mqcli queue create {name}`)")
             cached = self._queue_cache.get(key)
             if cached is not None and cached[0] == raw:
@@ -170,14 +170,21 @@ class Txn:
                   for m in removed]
         self.enqueue(jq, copies, check=False)
 
-    def local_queue_name(self, text: str) -> str:
-        """The local queue a format name addresses (SPEC §3, MS-MQMQ 2.1)."""
-        from . import formatnames
+    def format_name_queue(self, text: str) -> QueueInfo:
+        """The queue a format name addresses: a local one (SPEC §3, MS-MQMQ 2.1), or the
+        outgoing queue for another queue manager's (SPEC §8)."""
+        from . import formatnames, outgoing
 
         fn = formatnames.parse(text)
         if not fn.is_local(self.qm_name, guid_text(self.origin)):
-            raise QueueNotAvailable(f"{text!r} names a queue of another queue manager; sending through "
-                                    f"a link (store-and-forward) is not built yet")
+            return outgoing.find(self, fn)
+        return self.queue(self.local_queue_name(text))
+
+    def local_queue_name(self, text: str) -> str:
+        """The local queue a format name that is local addresses (SPEC §3, MS-MQMQ 2.1)."""
+        from . import formatnames
+
+        fn = formatnames.parse(text)
         if fn.kind == "public":
             found = [n for n in self.queue_names() if self.queue(n).guid == fn.guid]
             if not found:
@@ -349,9 +356,14 @@ class Txn:
         store_used = self.counters.bytes
         queue_used = self.qstats(q.qid)[1]
         throttled = self.meta_int(keys.META_THROTTLED)
+        max_size = self.meta_int(keys.META_MAX_MESSAGE_SIZE) or DEFAULT_MAX_MESSAGE_SIZE
         now = self.now
         for m in messages:
             size = len(m.body)
+            if size > max_size:  # first: MSMQ refuses it at send, before the seed's checks
+                raise MessageTooLarge(
+                    f"the message body is {size} bytes, more than the store's max-message-size of "
+                    f"{max_size} bytes (`mqcli qmgr set --max-message-size`)")
             if throttled:
                 raise Throttled("the queue manager is throttled; no message is accepted (`mqcli qmgr set --no-throttle`)")
             if store_quota and store_used + size > store_quota:

@@ -80,8 +80,8 @@ def test_qmgr_set_store_quota_refuses_a_put_that_would_exceed_it(cli):
 
 def test_qmgr_set_with_nothing_to_set_is_a_usage_error(cli):
     r = cli.fails(2, "qmgr", "set")
-    assert cli.error_line(r) == ("mqcli: error: nothing to set: give --quota, --throttle/--no-throttle "
-                                 "or --name [USAGE]")
+    assert cli.error_line(r) == ("mqcli: error: nothing to set: give --quota, --throttle/--no-throttle, "
+                                 "--name or --max-message-size [USAGE]")
 
 
 def test_qmgr_set_bad_quota_is_a_usage_error(cli):

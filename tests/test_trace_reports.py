@@ -39,7 +39,8 @@ def test_a_traced_put_leaves_exactly_one_report_describing_it(traced, clock):
     assert r.label.endswith("\0")
     assert (r.msg_class, r.delivery, r.dead_letter) == ("report", "express", False)
     assert r.correl_id == m.msg_id
-    assert r.props == {"mqcli.event": "enqueued", "mqcli.delivered": "true"}
+    assert r.props == {"mqcli.event": "enqueued", "mqcli.delivered": "true", "mqcli.report_qm": "qm1"}
+    assert m.props == {"mqcli.report_qm": "qm1"}  # where reports made at later hops go back to
     # seed 001: the destination is the report queue's public format name
     assert m.report_queue == f"PUBLIC={traced.queue_info('reports').guid}"
     assert traced.get("q", wait=0).report_queue == m.report_queue

@@ -24,7 +24,8 @@ def _info_doc(info: StoreInfo) -> dict:
     return {
         "guid": info.guid, "name": info.name, "path": info.path, "created": iso(info.created),
         "sequential_id": info.sequential_id, "messages": info.messages, "bytes": info.bytes,
-        "quota": info.quota, "throttled": info.throttled, "queues": info.queues,
+        "quota": info.quota, "throttled": info.throttled, "max_message_size": info.max_message_size,
+        "queues": info.queues,
         "map_size": info.map_size, "map_used": info.map_used,
     }
 
@@ -69,20 +70,23 @@ def qmgr_set(
     quota: Annotated[Optional[str], typer.Option("--quota", help="Store quota in bytes (0: none), e.g. 10GiB.")] = None,
     throttle: Annotated[Optional[bool], typer.Option("--throttle/--no-throttle", help="Refuse every put (enqueue status 2).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Queue manager name.")] = None,
+    max_message_size: Annotated[Optional[str], typer.Option("--max-message-size", help="Largest message body a put accepts, e.g. 16MiB (default 4MiB, like MSMQ).")] = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
-    """Change the queue manager's quota, throttle or name.
+    """Change the queue manager's quota, throttle, name or max message size.
 
     \b
     Example:
       mqcli qmgr set --quota 10GiB --no-throttle
     """
-    if quota is None and throttle is None and name is None:
-        raise UsageError("nothing to set: give --quota, --throttle/--no-throttle or --name")
+    if quota is None and throttle is None and name is None and max_message_size is None:
+        raise UsageError("nothing to set: give --quota, --throttle/--no-throttle, --name or --max-message-size")
     s = session(ctx, store, output, quiet)
     with s.open() as st:
         info = st.set_qmgr(name=name, quota=None if quota is None else parse_size(quota, "quota"),
-                           throttled=throttle)
+                           throttled=throttle,
+                           max_message_size=None if max_message_size is None
+                           else parse_size(max_message_size, "max-message-size"))
     s.out.document(_info_doc(info))
 
 

@@ -65,7 +65,7 @@ def create(
 
 @app.command("list")
 def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
-    """List the queues with their depth and attributes.
+    """List the queues with their depth and attributes (outgoing queues: `mqcli outgoing list`).
 
     \b
     Example:
@@ -73,7 +73,7 @@ def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
     """
     s = session(ctx, store, output, quiet)
     with s.open() as st:
-        rows = [queue_doc(q) for q in st.list_queues()]
+        rows = [queue_doc(q) for q in st.list_queues(outgoing=False)]  # those are `outgoing list`
     s.out.table(rows, COLUMNS)
 
 

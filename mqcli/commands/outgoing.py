@@ -1,0 +1,115 @@
+"""Outgoing queues: outgoing list/show/hold/resume (SPEC §8, seed 003)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..render import age, iso
+
+if TYPE_CHECKING:
+    from store import OutgoingInfo
+
+app = typer.Typer(
+    help="Outgoing queues: what waits to be sent to other queue managers, and why.\n\n\b\nExample:\n"
+         "  mqcli outgoing list\n"
+         "  mqcli outgoing hold 'DIRECT=OS:qm2\\orders'",
+    no_args_is_help=True, rich_markup_mode=None)
+
+QueueArg = Annotated[str, typer.Argument(metavar="QUEUE", show_default=False,
+                                         help="The outgoing queue: its destination's format name.")]
+COLUMNS = [("name", "outgoing queue"), ("state", "state"), ("messages", "messages"), ("bytes", "bytes"),
+           ("oldest_age", "oldest"), ("link", "link"), ("last_error", "last error"),
+           ("next_retry", "next retry"), ("why", "not sent because")]
+
+
+def outgoing_doc(o: OutgoingInfo, now: int) -> dict[str, Any]:
+    d = o.to_dict()
+    d["oldest_age"] = age(o.oldest, now) if o.oldest is not None else None
+    d["oldest_age_s"] = None if o.oldest is None else round((now - o.oldest) / 1e6, 3)
+    d["oldest"] = iso(o.oldest)
+    d["next_retry"] = iso(o.next_retry)
+    d["history"] = [{**h, "time": iso(h["time"])} for h in o.history]  # type: ignore[arg-type]
+    return d
+
+
+def _now() -> int:
+    return int(time.time() * 1_000_000)
+
+
+@app.command("list")
+def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """List the outgoing queues: state, messages, bytes, oldest age, last error, next retry.
+
+    States (seed 003): active, connecting, waiting (for a retry, or for a link), on-hold
+    (`outgoing hold`), locked (the peer refused us, or an HTTP(S) or multicast destination,
+    which is never dispatched). The last column says why a queue is not being sent.
+
+    \b
+    Example:
+      mqcli outgoing list -o json
+    """
+    s = session(ctx, store, output, quiet)
+    now = _now()
+    with s.open() as st:
+        rows = [outgoing_doc(o, now) for o in st.outgoing_list()]
+    if s.out.mode == "text":
+        for row in rows:
+            row.pop("history")
+    s.out.table(rows, COLUMNS)
+
+
+@app.command("show")
+def show(ctx: typer.Context, queue: QueueArg,
+         store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """Show one outgoing queue with its connection history (newest 20 events).
+
+    \b
+    Example:
+      mqcli outgoing show 'DIRECT=OS:qm2\\orders'
+    """
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        doc = outgoing_doc(st.outgoing_show(queue), _now())
+    if s.out.mode == "text":
+        history = doc.pop("history")
+        lines = list(doc.items()) + [("history", "" if history else "-")]
+        lines += [(f"  {h['time']}", f"{h['event']}  {h['detail']}") for h in history]
+        s.out.document(doc, lines)
+    else:
+        s.out.document(doc)
+
+
+def _hold(ctx: typer.Context, queue: str, held: bool, store, output, quiet) -> None:
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        doc = outgoing_doc(st.outgoing_hold(queue, held), _now())
+    doc.pop("history")
+    s.out.document(doc)
+
+
+@app.command("hold")
+def hold(ctx: typer.Context, queue: QueueArg,
+         store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """Pause delivery from an outgoing queue (seed 003 OnHold); messages stay and still expire.
+
+    \b
+    Example:
+      mqcli outgoing hold 'DIRECT=OS:qm2\\orders'
+    """
+    _hold(ctx, queue, True, store, output, quiet)
+
+
+@app.command("resume")
+def resume(ctx: typer.Context, queue: QueueArg,
+           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+    """Resume delivery: clears on-hold, a lock and the retry timer (the next dispatch sends).
+
+    \b
+    Example:
+      mqcli outgoing resume 'DIRECT=OS:qm2\\orders'
+    """
+    _hold(ctx, queue, False, store, output, quiet)

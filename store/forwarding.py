@@ -1,0 +1,230 @@
+"""The Store's store-and-forward operations (SPEC §8): links, outgoing queues, arrivals.
+
+A mixin of `Store` (store/engine.py): every method is one read or write transaction over the
+modules that hold the rules, store/links.py and store/outgoing.py. The channel
+(store/channel/) drives a dispatcher and a listener through these methods only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import links, outgoing
+from .errors import InvalidArgument, QueueNotAvailable
+from .links import LinkExists, LinkInfo, LinkNotFound
+from .records import AVAILABLE
+
+if TYPE_CHECKING:
+    from .txn import Txn
+
+T = TypeVar("T")
+SEEN_RETENTION_S = 7 * 86400
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Outgoing queues that one link takes, with messages that may be sent now."""
+
+    link: LinkInfo
+    queues: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    token: int
+    items: list[tuple[str, bytes]]  # (destination format name, record)
+
+
+@dataclass(slots=True)
+class OutgoingInfo:
+    name: str
+    destination_qm: str
+    state: str
+    why: str | None
+    link: str | None
+    messages: int
+    in_flight: int
+    bytes: int
+    oldest: int | None
+    last_error: str | None
+    next_retry: int | None
+    attempts: int
+    history: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+
+
+class Forwarding:
+    _write: Callable[..., Any]
+    _read: Callable[..., Any]
+    _now: Callable[[], int]
+
+    # ---- links ----------------------------------------------------------------------------
+
+    def add_link(self, name: str, address: str, key_file: str) -> LinkInfo:
+        links.validate_name(name)
+        host, port = links.parse_address(address)
+        links.load_key(key_file)  # refuse a missing, unsafe or malformed key file now
+        key_path = str(Path(key_file).resolve())
+
+        def add(t: Txn) -> LinkInfo:
+            k = links.key(name)
+            if t.lt.get(k, db=t.dbs["links"]) is not None:
+                raise LinkExists(f"link {name!r} already exists (`mqcli link remove {name}` first)")
+            link = LinkInfo(name, host, port, key_path, t.now)
+            t.lt.put(k, links.encode(link), db=t.dbs["links"])
+            t.durable = True
+            return link
+        return self._write(add)
+
+    def remove_link(self, name: str) -> LinkInfo:
+        def remove(t: Txn) -> LinkInfo:
+            link = _link(t, name)
+            t.lt.delete(links.key(name), db=t.dbs["links"])
+            t.durable = True
+            return link
+        return self._write(remove)
+
+    def links(self) -> list[LinkInfo]:
+        return self._read(_links)
+
+    def link(self, name: str) -> LinkInfo:
+        return self._read(lambda t: _link(t, name))
+
+    def load_link_key(self, name: str) -> bytes:
+        return links.load_key(self.link(name).key_file)
+
+    def link_seen(self, name: str, peer_guid: str) -> None:
+        """Remember the GUID the link's next hop showed at its last handshake."""
+        def seen(t: Txn) -> None:
+            link = _link(t, name)
+            if link.peer_guid != peer_guid:
+                t.lt.put(links.key(name), links.encode(replace(link, peer_guid=peer_guid)), db=t.dbs["links"])
+        self._write(seen)
+
+    # ---- outgoing queues ------------------------------------------------------------------
+
+    def outgoing_list(self) -> list[OutgoingInfo]:
+        def read(t: Txn) -> list[OutgoingInfo]:
+            known = _links(t)
+            return [_describe(t, q, known) for q in outgoing.outgoing_queues(t)]
+        return self._read(read)
+
+    def outgoing_show(self, name: str) -> OutgoingInfo:
+        return self._read(lambda t: _describe(t, _outgoing(t, name), _links(t)))
+
+    def outgoing_hold(self, name: str, held: bool = True) -> OutgoingInfo:
+        """Hold (or resume) an outgoing queue; resuming also clears a lock and the retry timer."""
+        def change(t: Txn) -> OutgoingInfo:
+            q = _outgoing(t, name)
+            state = outgoing.load_state(t, q)
+            state.held = held
+            event = "hold" if held else "resume"
+            if not held:
+                state.locked, state.next_retry, state.attempts = None, None, 0
+            state.history.append({"time": t.now, "event": event, "detail": "by an operator"})
+            outgoing.save_state(t, q, state)
+            t.durable = True
+            return _describe(t, q, _links(t))
+        return self._write(change)
+
+    def dispatch_plan(self) -> list[Route]:
+        def read(t: Txn) -> list[Route]:
+            known = _links(t)
+            routes: dict[str, list[str]] = {}
+            by_name = {}
+            for q in outgoing.outgoing_queues(t):
+                link = outgoing.link_for(q, known)
+                state = outgoing.load_state(t, q)
+                if outgoing.why_not_dispatched(q, state, link, t.now) is None and t.count_available(q.qid):
+                    assert link is not None
+                    routes.setdefault(link.name, []).append(q.name)
+                    by_name[link.name] = link
+            return [Route(by_name[n], qs) for n, qs in routes.items()]
+        return self._read(read)
+
+    def outgoing_take(self, queue: str, max_count: int = 1000, max_bytes: int = 4 << 20,
+                      lease: float | None = None) -> Taken | None:
+        """Put up to max_count available messages of an outgoing queue in flight under a new
+        token (no lease: one dispatcher runs per store, and its start returns what a killed
+        one left in flight); None if none is available."""
+        if max_count < 1 or max_bytes < 1:
+            raise InvalidArgument("max_count and max_bytes must be at least 1")
+
+        def take(t: Txn) -> Taken | None:
+            token, items = outgoing.take(t, _outgoing(t, queue), max_count, max_bytes)
+            return Taken(token, items) if items else None
+        return self._write(take)
+
+    def outgoing_done(self, queue: str, token: int) -> int:
+        return self._write(lambda t: outgoing.done(t, _outgoing(t, queue), token))
+
+    def outgoing_return(self, queue: str, token: int) -> int:
+        def back(t: Txn) -> int:
+            q = _outgoing(t, queue)
+            return outgoing.give_back(t, t.with_confirm_id(q, token))
+        return self._write(back)
+
+    def outgoing_release_all(self) -> int:
+        def release(t: Txn) -> int:
+            return sum(outgoing.give_back(t, [m for m in t.queue_messages(q) if m.state != AVAILABLE])
+                       for q in outgoing.outgoing_queues(t))
+        return self._write(release)
+
+    def outgoing_event(self, queues: list[str], event: str, detail: str = "",
+                       retry_at: float | None = None) -> None:
+        """Record a dispatch event on outgoing queues (state, last error, next retry, history);
+        retry_at is a time in seconds since the epoch, like time.time()."""
+        when = None if retry_at is None else int(retry_at * 1_000_000)
+
+        def record(t: Txn) -> None:
+            for name in queues:
+                outgoing.record_event(t, _outgoing(t, name), event, detail, when)
+        self._write(record)
+
+    # ---- arrivals -------------------------------------------------------------------------
+
+    def receive(self, origin_guid: str, items: list[tuple[str, bytes]]) -> tuple[int, int]:
+        """Store a batch received from the queue manager origin_guid in one durable commit:
+        (stored, duplicates). Raises BadData, storing nothing, if any part is malformed."""
+        batch = outgoing.decode_items(items)
+        return self._write(lambda t: outgoing.receive(t, origin_guid, batch))
+
+    def prune_seen(self, older_than: float = SEEN_RETENTION_S) -> int:
+        return self._write(lambda t: outgoing.prune_seen(t, t.now - int(older_than * 1_000_000)))
+
+
+def _links(t: Txn) -> list[LinkInfo]:
+    return [links.decode(bytes(v)) for _, v in t.lt.cursor(db=t.dbs["links"])]
+
+
+def _link(t: Txn, name: str) -> LinkInfo:
+    raw = t.lt.get(links.key(name), db=t.dbs["links"])
+    if raw is None:
+        raise LinkNotFound(f"no link named {name!r} (`mqcli link list`)")
+    return links.decode(bytes(raw))
+
+
+def _outgoing(t: Txn, name: str):  # -> QueueInfo
+    q = t.queue(name)
+    if q.outgoing is None:
+        raise QueueNotAvailable(f"{q.name!r} is not an outgoing queue (`mqcli outgoing list`)")
+    return q
+
+
+def _describe(t: Txn, q, known: list[LinkInfo]) -> OutgoingInfo:
+    state = outgoing.load_state(t, q)
+    link = outgoing.link_for(q, known)
+    count, size = t.qstats(q.qid)
+    messages = list(t.queue_messages(q))
+    return OutgoingInfo(
+        name=q.name, destination_qm=q.outgoing or "", state=outgoing.state_name(q, state, link),
+        why=outgoing.why_not_dispatched(q, state, link, t.now), link=link.name if link else None,
+        messages=count, in_flight=sum(1 for m in messages if m.state != AVAILABLE), bytes=size,
+        oldest=min((m.put_time for m in messages), default=None), last_error=state.last_error,
+        next_retry=state.next_retry, attempts=state.attempts, history=state.history,
+    )

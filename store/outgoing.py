@@ -1,0 +1,292 @@
+"""Outgoing queues, their dispatch state, and arrivals from other queue managers (SPEC §8).
+
+Seed 003 (Message Position Available) decides what is sent: a message made available in an
+outgoing queue is dispatched unless the queue is multicast, Locked or OnHold, or its
+destination is a direct format name over HTTP or HTTPS. Here:
+
+- An outgoing queue is a store queue whose name is the canonical format name of the
+  destination (MSMQ names outgoing queues so too) and whose `outgoing` attribute names the
+  queue manager it is bound for: the link that takes it. A put to a format name that is not
+  local makes it on first use; get, browse, purge and stats work on it like on any queue.
+- Its dispatch state (table `outq`): held (operator), locked (the peer refused us for a
+  reason a retry cannot fix, e.g. the key), the phase of the last attempt (connecting,
+  active, waiting for a retry), the last error, the next retry time and the connection
+  history (the seed's ConnectionHistory), the newest 20 events.
+- In flight: the dispatcher takes a batch under a token (the messages go get-unconfirmed, so
+  nobody else takes them), and on the peer's ack removes them in one light commit (a lost
+  removal only makes the batch go again, and the receiver drops what it has seen); unacked
+  batches go back in order, without a backout: a failed send is not the message's fault.
+- Arrival (`receive`): one durable commit per batch that records each (origin queue manager,
+  msg_id) in `seen`, so a batch resent after a lost ack is stored once; adds a hop; puts each
+  message in its target queue, or in the next outgoing queue when this queue manager forwards
+  it, or in the dead-letter queue when it expired in transit or its queue does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from . import formatnames, keys, reports
+from .reports import REPORT_QM_PROP
+from .errors import BadData, QueueNotAvailable, StoreError
+from .filters import Filter
+from .queues import DEAD_LETTER, QueueInfo, queue_key
+from .records import AVAILABLE, GET_UNCONFIRMED, Message, decode, encode, guid_bytes, guid_text, validate_fields
+
+if TYPE_CHECKING:
+    from .links import LinkInfo
+    from .txn import Txn
+
+ACTIVE, ON_HOLD, LOCKED, CONNECTING, WAITING = "active", "on-hold", "locked", "connecting", "waiting"
+EVENTS = ("connecting", "connected", "sent", "error", "locked")
+HISTORY = 20
+MAX_HOPS = 0xFF
+
+
+@dataclass
+class OutState:
+    held: bool = False
+    locked: str | None = None
+    phase: str = ACTIVE
+    last_error: str | None = None
+    next_retry: int | None = None  # µs
+    attempts: int = 0
+    history: list[dict[str, object]] = field(default_factory=list)
+
+
+def load_state(t: Txn, q: QueueInfo) -> OutState:
+    raw = t.lt.get(queue_key(q.name), db=t.dbs["outq"])
+    if raw is None:
+        return OutState()
+    try:
+        return OutState(**json.loads(raw))
+    except (ValueError, TypeError) as exc:
+        raise BadData(f"malformed outgoing state of {q.name!r}: {exc}") from None
+
+
+def save_state(t: Txn, q: QueueInfo, state: OutState) -> None:
+    state.history = state.history[-HISTORY:]
+    t.lt.put(queue_key(q.name), json.dumps(asdict(state), separators=(",", ":")).encode(), db=t.dbs["outq"])
+
+
+# ---- naming and routing --------------------------------------------------------------------------
+
+def bound_for(fn: formatnames.FormatName) -> str:
+    """The queue manager a non-local format name is bound for ("" when the name does not say)."""
+    if fn.kind in ("direct", "multicast"):
+        return fn.address or ""
+    return ""
+
+
+def find(t: Txn, fn: formatnames.FormatName) -> QueueInfo:
+    """The existing outgoing queue for a non-local format name."""
+    name = str(fn)
+    raw = t.lt.get(queue_key(name), db=t.dbs["queues"])
+    if raw is None:
+        raise QueueNotAvailable(f"{name!r} names a queue of another queue manager and nothing was sent "
+                                "there yet (no outgoing queue)")
+    return t.queue(name)
+
+
+def open_outgoing(t: Txn, fn: formatnames.FormatName, via: str | None = None) -> QueueInfo:
+    """The outgoing queue for `fn`, made on first use."""
+    try:
+        return find(t, fn)
+    except QueueNotAvailable:
+        return t.create_queue(str(fn), label=f"outgoing to {str(fn)}", outgoing=via if via is not None else bound_for(fn))
+
+
+def destination(t: Txn, text: str, m: Message | None = None) -> QueueInfo:
+    """The queue a message put to (or arriving for) `text` goes into: a local queue, or the
+    outgoing queue for another queue manager, made on first use. A public format name is local
+    unless its queue is not here and the message says which queue manager holds it."""
+    if "=" not in text:
+        return t.queue(text)
+    fn = formatnames.parse(text)
+    if fn.is_local(t.qm_name, guid_text(t.origin)):
+        try:
+            return t.queue(text)
+        except QueueNotAvailable:
+            via = (m.props.get(REPORT_QM_PROP) if m is not None else None) or ""
+            if fn.kind != "public" or not via or via.casefold() == t.qm_name.casefold():
+                raise
+            return open_outgoing(t, fn, via)
+    return open_outgoing(t, fn)
+
+
+def why_not_dispatched(q: QueueInfo, state: OutState, link: LinkInfo | None, now: int) -> str | None:
+    """Why seed 003 (or our retry timer) keeps this queue from being sent now, or None."""
+    fn = formatnames.parse(q.name)
+    if fn.kind == "multicast":
+        return "multicast destinations are not dispatched (seed 003)"
+    if fn.protocol in ("http", "https"):
+        return "HTTP(S) direct format names are not dispatched (seed 003)"
+    if state.held:
+        return "on hold (`mqcli outgoing resume` to send)"
+    if state.locked:
+        return f"locked: {state.locked} (fix it, then `mqcli outgoing resume`)"
+    if link is None:
+        target = q.outgoing or "its queue manager"
+        return (f"no link to {target} (`mqcli link add {q.outgoing or 'NAME'} HOST:PORT --key-file F`)")
+    if state.next_retry is not None and state.next_retry > now:
+        return "waiting for the next retry"
+    return None
+
+
+def state_name(q: QueueInfo, state: OutState, link: LinkInfo | None) -> str:
+    fn = formatnames.parse(q.name)
+    if state.held:
+        return ON_HOLD
+    if state.locked or fn.kind == "multicast" or fn.protocol in ("http", "https"):
+        return LOCKED
+    if link is None:
+        return WAITING
+    return state.phase
+
+
+def link_for(q: QueueInfo, links: list[LinkInfo]) -> LinkInfo | None:
+    """The link that takes an outgoing queue: the one named for its queue manager, or for a
+    DIRECT=TCP: name the one whose host is that address."""
+    if not q.outgoing:
+        return None
+    wanted = q.outgoing.casefold()
+    for link in links:
+        if link.name.casefold() == wanted:
+            return link
+    if formatnames.parse(q.name).protocol == "tcp":
+        for link in links:
+            if link.host == q.outgoing:
+                return link
+    return None
+
+
+# ---- the dispatcher's side -----------------------------------------------------------------------
+
+def outgoing_queues(t: Txn) -> list[QueueInfo]:
+    return [q for q in (t.queue(n) for n in t.queue_names()) if q.outgoing is not None]
+
+
+def take(t: Txn, q: QueueInfo, max_count: int, max_bytes: int) -> tuple[int, list[tuple[str, bytes]]]:
+    """Up to max_count available messages (and max_bytes of records, at least one) in queue
+    order, put in flight under a new token; their records as they go on the wire."""
+    token = secrets.randbits(62) + 1
+    items: list[tuple[str, bytes]] = []
+    size = 0
+    taken = []
+    for m in t.candidates(q, Filter()):
+        record = encode(m)
+        if items and (len(items) >= max_count or size + len(record) > max_bytes):
+            break
+        items.append((q.name, record))
+        size += len(record)
+        taken.append(m)
+    for m in taken:
+        t.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=token, since=t.now)
+    return token, items
+
+
+def done(t: Txn, q: QueueInfo, token: int) -> int:
+    sent = t.with_confirm_id(q, token)
+    t.remove_many(sent)
+    t.durable = False  # light: a lost removal resends the batch, which the receiver drops
+    reports.emit(t, sent, reports.SENT, delivered=False)
+    return len(sent)
+
+
+def give_back(t: Txn, messages: list[Message]) -> int:
+    for m in messages:
+        t.transition(m, durable=False, state=AVAILABLE)
+    return len(messages)
+
+
+def record_event(t: Txn, q: QueueInfo, event: str, detail: str, retry_at: int | None) -> None:
+    if event not in EVENTS:
+        raise ValueError(f"unknown outgoing event {event!r}")
+    state = load_state(t, q)
+    state.history.append({"time": t.now, "event": event, "detail": detail})
+    if event == "connecting":
+        state.phase = CONNECTING
+    elif event in ("connected", "sent"):
+        state.phase, state.last_error, state.next_retry, state.attempts = ACTIVE, None, None, 0
+    elif event == "error":
+        state.phase, state.last_error, state.next_retry = WAITING, detail, retry_at
+        state.attempts += 1
+    else:
+        state.locked, state.last_error = detail, detail
+    save_state(t, q, state)
+
+
+# ---- the receiver's side -------------------------------------------------------------------------
+
+def decode_items(items: list[tuple[str, bytes]]) -> list[tuple[formatnames.FormatName, Message]]:
+    """Decode and validate a received batch whole before anything is stored (BadData if any
+    part is malformed)."""
+    out = []
+    for text, raw in items:
+        fn = formatnames.parse(text)
+        try:
+            m = decode(bytes(raw))
+        except BadData:
+            raise
+        except Exception as exc:  # a record decoder must only raise BadData; be sure of it here
+            raise BadData(f"malformed message record: {type(exc).__name__}") from None
+        validate_fields(m)
+        out.append((fn, m))
+    return out
+
+
+def seen_key(m: Message) -> bytes:
+    return m.origin + keys.U32.pack(m.msg_n)
+
+
+def receive(t: Txn, origin_guid: str, batch: list[tuple[formatnames.FormatName, Message]]) -> tuple[int, int]:
+    """Store a received batch (decoded by decode_items); (stored, duplicates)."""
+    guid_bytes(origin_guid)  # validates the peer's GUID
+    seen_db = t.dbs["seen"]
+    stamp = keys.U64.pack(t.now)
+    by_queue: dict[int, tuple[QueueInfo, list[Message]]] = {}
+    duplicates = 0
+    for fn, m in batch:
+        key = seen_key(m)
+        if t.lt.get(key, db=seen_db) is not None:
+            duplicates += 1
+            continue
+        t.lt.put(key, stamp, db=seen_db)
+        m.hops = min(m.hops + 1, MAX_HOPS)
+        m.state = AVAILABLE
+        m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
+        m.tx_put = False
+        try:
+            q = destination(t, str(fn), m)
+        except StoreError as exc:
+            _dead_letter(t, m, str(fn), f"destination not available: {exc}")
+            continue
+        if m.expires is not None and m.expires <= t.now:
+            _dead_letter(t, m, q.name, "expired in transit")
+            continue
+        by_queue.setdefault(q.qid, (q, []))[1].append(m)
+    stored = 0
+    for q, messages in by_queue.values():
+        t.enqueue(q, messages)
+        reports.emit(t, messages, reports.RECEIVED, delivered=q.outgoing is None)
+        stored += len(messages)
+    t.durable = True
+    return stored, duplicates
+
+
+def _dead_letter(t: Txn, m: Message, queue: str, reason: str) -> None:
+    if m.dead_letter:
+        moved = replace(m, expires=None, dead_letter_reason=reason, original_queue=queue)
+        t.enqueue(t.queue(DEAD_LETTER), [moved], check=False)
+
+
+def prune_seen(t: Txn, before: int) -> int:
+    """Forget arrivals recorded before `before` (µs): a resend comes within minutes, not days."""
+    cur = t.lt.cursor(db=t.dbs["seen"])
+    doomed = [bytes(k) for k, v in cur if keys.U64.unpack(v)[0] < before]
+    for k in doomed:
+        t.lt.delete(k, db=t.dbs["seen"])
+    return len(doomed)

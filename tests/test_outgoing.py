@@ -1,0 +1,222 @@
+"""Store-and-forward in the store (SPEC §8, seed 003): links, outgoing queues, what is dispatched
+and why not, the dispatcher's take / done / return, and arrivals (dedup, hops, forwarding,
+dead-lettering, trace reports). The wire is tested in tests/test_channel_*.py."""
+
+import os
+import stat
+
+import pytest
+
+from store import NewMessage, Store, links, trace
+from store.errors import BadData, InvalidArgument, QueueNotAvailable, StorePermission
+from store.links import LinkExists, LinkNotFound
+
+TO_B = "DIRECT=OS:qmB\\orders"
+
+
+@pytest.fixture
+def key(tmp_path):
+    return str(links.generate_key_file(tmp_path / "ab.key"))
+
+
+@pytest.fixture
+def qms(tmp_path, clock, key):
+    a = Store.open(tmp_path / "a", create=True, name="qmA", clock=clock)
+    b = Store.open(tmp_path / "b", create=True, name="qmB", clock=clock)
+    a.create_queue("reports")
+    b.create_queue("orders")
+    a.add_link("qmB", "127.0.0.1:7001", key)
+    b.add_link("qmA", "127.0.0.1:7002", key)
+    yield a, b
+    assert a.check() == [] and b.check() == []
+    a.close()
+    b.close()
+
+
+def send(a, b, queue=TO_B, count=1000):
+    """What one dispatcher batch does: take, receive at the other end, done."""
+    taken = a.outgoing_take(queue, count)
+    result = b.receive(a.info().guid, taken.items)
+    a.outgoing_done(queue, taken.token)
+    return result
+
+
+# ---- key files and links ----------------------------------------------------------------------
+
+def test_a_key_file_is_0600_whatever_the_umask_and_never_overwritten(tmp_path):
+    old = os.umask(0)
+    try:
+        path = links.generate_key_file(tmp_path / "k")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(links.load_key(path)) == links.KEY_BYTES
+    with pytest.raises(InvalidArgument, match="never overwritten"):
+        links.generate_key_file(path)
+
+
+def test_a_key_file_others_can_read_or_a_malformed_one_is_refused(tmp_path):
+    path = links.generate_key_file(tmp_path / "k")
+    path.chmod(0o640)
+    with pytest.raises(StorePermission, match="chmod 600"):
+        links.load_key(path)
+    bad = tmp_path / "bad"
+    bad.write_text("abc\n")
+    bad.chmod(0o600)
+    with pytest.raises(BadData, match="64 hex digits"):
+        links.load_key(bad)
+
+
+def test_links_are_added_listed_and_removed(qms, key):
+    a, _ = qms
+    with pytest.raises(LinkExists):
+        a.add_link("QMB", "127.0.0.1:9", key)
+    a.add_link("qmC", "[::1]:7003", key)
+    assert [(l.name, l.host, l.port) for l in a.links()] == [("qmB", "127.0.0.1", 7001), ("qmC", "::1", 7003)]
+    a.remove_link("qmc")
+    with pytest.raises(LinkNotFound):
+        a.remove_link("qmC")
+    for address in ("nohost", "h:0", "h:65536", ":7"):
+        with pytest.raises(InvalidArgument):
+            a.add_link("qmD", address, key)
+
+
+# ---- outgoing queues ------------------------------------------------------------------------------
+
+def test_a_put_to_another_queue_manager_waits_in_its_outgoing_queue(qms):
+    a, _ = qms
+    m = a.put(TO_B, b"hello")
+    assert m.queue == TO_B
+    assert [q.name for q in a.list_queues(outgoing=False)] == ["dead-letter", "dead-letter-tx", "reports"]
+    assert a.browse("direct=os:QMB\\orders")[0].msg_id == m.msg_id  # format names fold case
+    (o,) = a.outgoing_list()
+    assert (o.name, o.destination_qm, o.state, o.link, o.messages, o.why) == (TO_B, "qmB", "active", "qmB", 1, None)
+
+
+def test_get_and_browse_of_a_remote_queue_without_an_outgoing_queue_fail(qms):
+    a, _ = qms
+    with pytest.raises(QueueNotAvailable, match="no outgoing queue"):
+        a.browse(TO_B)
+    with pytest.raises(QueueNotAvailable, match="no queue has the GUID"):
+        a.put("PUBLIC=6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f", b"x")  # no directory service
+
+
+def test_the_seed_003_rules_and_our_own_say_what_is_not_dispatched(qms, clock):
+    a, _ = qms
+    for name in (TO_B, "DIRECT=OS:qmC\\q", "DIRECT=HTTPS://web/msmq/q", "MULTICAST=224.1.2.3:80",
+                 "DIRECT=TCP:127.0.0.1\\q", "DIRECT=TCP:10.0.0.9\\q"):
+        a.put(name, b"x")
+    why = {o.name: (o.state, o.why) for o in a.outgoing_list()}
+    assert why[TO_B] == ("active", None)
+    assert why["DIRECT=TCP:127.0.0.1\\q"] == ("active", None)  # the link whose host it is
+    assert why["DIRECT=OS:qmC\\q"][0] == "waiting" and "no link to qmC" in why["DIRECT=OS:qmC\\q"][1]
+    assert why["DIRECT=TCP:10.0.0.9\\q"][0] == "waiting"
+    assert why["DIRECT=HTTPS://web/msmq/q"] == ("locked", "HTTP(S) direct format names are not dispatched (seed 003)")
+    assert why["MULTICAST=224.1.2.3:80"] == ("locked", "multicast destinations are not dispatched (seed 003)")
+    (route,) = a.dispatch_plan()
+    assert route.link.name == "qmB" and sorted(route.queues) == ["DIRECT=OS:qmB\\orders", "DIRECT=TCP:127.0.0.1\\q"]
+
+    a.outgoing_hold(TO_B)
+    assert a.outgoing_show(TO_B).state == "on-hold"
+    assert [r.queues for r in a.dispatch_plan()] == [["DIRECT=TCP:127.0.0.1\\q"]]
+    a.outgoing_hold(TO_B, held=False)
+    a.outgoing_event([TO_B], "error", "connection refused", retry_at=clock.now + 30)
+    o = a.outgoing_show(TO_B)
+    assert (o.state, o.last_error, o.why, o.attempts) == ("waiting", "connection refused", "waiting for the next retry", 1)
+    assert TO_B not in a.dispatch_plan()[0].queues
+    clock.advance(31)
+    assert TO_B in a.dispatch_plan()[0].queues
+    a.outgoing_event([TO_B], "locked", "the peer refused our key")
+    assert a.outgoing_show(TO_B).state == "locked"
+    assert TO_B not in a.dispatch_plan()[0].queues
+    a.outgoing_hold(TO_B, held=False)  # resume clears the lock
+    assert a.outgoing_show(TO_B).state == "waiting"  # the last attempt failed
+    a.outgoing_event([TO_B], "connected")
+    assert [h["event"] for h in a.outgoing_show(TO_B).history] == [
+        "hold", "resume", "error", "locked", "resume", "connected"]
+    assert a.outgoing_show(TO_B).state == "active"
+
+
+def test_take_hides_a_batch_return_puts_it_back_in_order_without_a_backout(qms):
+    a, _ = qms
+    put = a.put_many(TO_B, [NewMessage(str(i).encode(), priority=i % 3) for i in range(6)])
+    order = [m.msg_id for m in a.browse(TO_B)]
+    taken = a.outgoing_take(TO_B, 4)
+    assert len(taken.items) == 4 and len(a.browse(TO_B)) == 2
+    assert a.outgoing_show(TO_B).in_flight == 4
+    assert a.outgoing_return(TO_B, taken.token) == 4
+    again = a.browse(TO_B)
+    assert [m.msg_id for m in again] == order and {m.backouts for m in again} == {0}
+    taken = a.outgoing_take(TO_B, 100, max_bytes=1)  # at least one, even over max_bytes
+    assert len(taken.items) == 1
+    assert a.outgoing_release_all() == 1
+    taken = a.outgoing_take(TO_B, 100)
+    assert a.outgoing_done(TO_B, taken.token) == 6 and a.browse(TO_B) == []
+    assert a.outgoing_take(TO_B, 100) is None
+    assert len(put) == 6
+
+
+# ---- arrivals -------------------------------------------------------------------------------------
+
+def test_an_arrival_is_stored_once_with_one_more_hop(qms):
+    a, b = qms
+    put = a.put_many(TO_B, [NewMessage(b"one", priority=1), NewMessage(b"two", priority=5)])
+    taken = a.outgoing_take(TO_B)
+    assert b.receive(a.info().guid, taken.items) == (2, 0)
+    assert b.receive(a.info().guid, taken.items) == (0, 2)  # the ack was lost: resent, dropped
+    got = b.browse("orders")
+    assert [m.body for m in got] == [b"two", b"one"]  # priority order at the destination
+    assert {m.msg_id for m in got} == {m.msg_id for m in put}
+    assert {m.hops for m in got} == {1}
+    assert b.prune_seen(older_than=-1) == 2  # forgotten: the next resend would be stored again
+
+
+def test_an_arrival_for_another_queue_manager_is_forwarded(qms):
+    a, b = qms
+    a.put("DIRECT=OS:qmC\\orders", b"via B")
+    a.add_link("qmC", "127.0.0.1:7001", a.link("qmB").key_file)  # C is reached through B
+    assert send(a, b, "DIRECT=OS:qmC\\orders") == (1, 0)
+    (fwd,) = b.browse("DIRECT=OS:qmC\\orders")
+    assert fwd.hops == 1 and b.outgoing_show("DIRECT=OS:qmC\\orders").destination_qm == "qmC"
+
+
+def test_arrivals_that_expired_or_have_no_queue_are_dead_lettered(qms, clock):
+    a, b = qms
+    a.put(TO_B, b"late", ttl=5)
+    a.put("DIRECT=OS:qmB\\nosuch", b"lost")
+    a.put("DIRECT=OS:qmB\\nosuch", b"dropped", dead_letter=False)
+    taken = a.outgoing_take(TO_B)
+    clock.advance(10)
+    b.receive(a.info().guid, taken.items)
+    send(a, b, "DIRECT=OS:qmB\\nosuch")
+    reasons = sorted((m.body, m.dead_letter_reason) for m in b.browse("dead-letter"))
+    assert reasons[0] == (b"late", "expired in transit")
+    assert reasons[1][0] == b"lost" and reasons[1][1].startswith("destination not available")
+    assert len(reasons) == 2 and b.browse("orders") == []
+
+
+def test_a_malformed_batch_stores_nothing(qms):
+    a, b = qms
+    a.put(TO_B, b"x")
+    good = a.outgoing_take(TO_B).items
+    for items in ([*good, (TO_B, b"garbage")], [(TO_B, good[0][1][:-3])], [("not=a name", good[0][1])]):
+        with pytest.raises(BadData):
+            b.receive(a.info().guid, items)
+    assert b.browse("orders") == [] and b.receive(a.info().guid, good) == (1, 0)
+
+
+def test_trace_reports_of_every_hop_travel_back_to_the_report_queue(qms):
+    a, b = qms
+    m = a.put(TO_B, b"traced", trace=True, report_queue="reports")
+    send(a, b)
+    # B's "received" report waits in B's outgoing queue for the report queue's public name
+    (back,) = b.outgoing_list()
+    assert back.name == f"PUBLIC={a.queue_info('reports').guid}" and back.destination_qm == "qmA"
+    send(b, a, back.name)
+    rows = [(trace.decode_label(r.label), r.props["mqcli.event"]) for r in a.browse("reports", correl_id=m.msg_id)]
+    assert [(label.hops, label.computer, event) for label, event in rows] == [
+        (0, a.info().guid, "enqueued"), (0, a.info().guid, "sent"), (1, b.info().guid, "received")]
+    assert all(label.message_id == m.msg_n for label, _ in rows)
+    (received,) = [r for r in a.browse("reports") if r.props["mqcli.event"] == "received"]
+    assert received.props["mqcli.delivered"] == "true"
+    assert trace.decode_body(received.body.decode()).queue == TO_B
