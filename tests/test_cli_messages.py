@@ -56,9 +56,12 @@ def test_get_json_shows_every_spec_field(cli):
     assert m["lookup_id"] == 1  # high byte 0 (not transactional), low bytes SequentialID 1
     assert m["correl_id"] == "c-1" and m["priority"] == 5 and m["label"] == "greeting"
     assert m["body"] == "hello" and m["size"] == 5
-    assert m["props"] == {"k": "v", "a": "b=c"}
+    # a traced message keeps its report queue's queue manager, for reports made at later hops
+    assert m["props"] == {"k": "v", "a": "b=c", "mqcli.report_qm": cli.json("info")["name"]}
     assert m["app_specific"] == 42 and m["class"] == "normal" and m["delivery"] == "express"
-    assert m["queue"] == "q" and m["trace"] is True and m["report_queue"] == "reports"
+    # seed 001: the report queue as its public format name
+    reports_guid = cli.json("queue", "show", "reports")["guid"]
+    assert m["queue"] == "q" and m["trace"] is True and m["report_queue"] == f"PUBLIC={reports_guid}"
     assert m["hops"] == 0 and m["backouts"] == 0
     put_us = _us(m["put_time"])
     assert before <= put_us <= int(time.time() * 1_000_000)

@@ -90,15 +90,16 @@ def test_export_then_import_into_a_fresh_store_reproduces_the_queues(cli, tmp_pa
         st.put("q", b"expired", ttl=60)
     cli.ok("sweep", "-q")
     exported = cli.ok("export")
-    assert exported.stderr == "exported 7 messages\n"
+    assert exported.stderr == "exported 8 messages\n"
     records = exported.jsonl()
-    assert [r["queue"] for r in records] == ["dead-letter", "other"] + ["q"] * 5
+    # the traced put left its trace report in `reports`
+    assert [r["queue"] for r in records] == ["dead-letter", "other"] + ["q"] * 5 + ["reports"]
     assert records[0]["dead_letter_reason"] == "expired"
 
     fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
     fresh.ok("init", "-q")
     r = fresh.ok("import", "-", "-o", "json", input=exported.stdout)
-    assert r.json() == {"imported": 7}
+    assert r.json() == {"imported": 8}
     assert "created queue 'q'" in r.stderr and "created queue 'other'" in r.stderr
     assert fresh.json("import", "-", input=b"") == {"imported": 0}
     again = fresh.ok("export").jsonl()
