@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from .txn import Txn
 
 T = TypeVar("T")
-SEEN_RETENTION_S = 7 * 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +193,9 @@ class Forwarding:
         batch = outgoing.decode_items(items)
         return self._write(lambda t: outgoing.receive(t, origin_guid, batch))
 
-    def prune_seen(self, older_than: float = SEEN_RETENTION_S) -> int:
+    def prune_seen(self, older_than: float = outgoing.SEEN_RETENTION_US / 1e6) -> int:
+        """Forget the arrivals recorded more than `older_than` seconds ago (each receive also
+        forgets a few of those past the retention of 7 days)."""
         return self._write(lambda t: outgoing.prune_seen(t, t.now - int(older_than * 1_000_000)))
 
 

@@ -238,8 +238,16 @@ def decode_items(items: list[tuple[str, bytes]]) -> list[tuple[formatnames.Forma
     return out
 
 
+# `seen` holds two entries per arrival: M origin(16) n(4) → arrival time(8), looked up for
+# each arrival, and T time(8) origin(16) n(4) → b"", in time order, so that each receive can
+# forget a few of the oldest past SEEN_RETENTION without a scan: the table stays as large as
+# one retention period of traffic.
+SEEN_RETENTION_US = 7 * 86400 * 1_000_000
+_SEEN_BY_ID, _SEEN_BY_TIME = b"M", b"T"
+
+
 def seen_key(m: Message) -> bytes:
-    return m.origin + keys.U32.pack(m.msg_n)
+    return _SEEN_BY_ID + m.origin + keys.U32.pack(m.msg_n)
 
 
 def receive(t: Txn, origin_guid: str, batch: list[tuple[formatnames.FormatName, Message]]) -> tuple[int, int]:
@@ -255,6 +263,7 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[formatnames.FormatName, 
             duplicates += 1
             continue
         t.lt.put(key, stamp, db=seen_db)
+        t.lt.put(_SEEN_BY_TIME + stamp + key[1:], b"", db=seen_db)
         m.hops = min(m.hops + 1, MAX_HOPS)
         m.state = AVAILABLE
         m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
@@ -268,6 +277,7 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[formatnames.FormatName, 
             _dead_letter(t, m, q.name, "expired in transit")
             continue
         by_queue.setdefault(q.qid, (q, []))[1].append(m)
+    prune_seen(t, t.now - SEEN_RETENTION_US, limit=2 * len(batch) + 16)
     stored = 0
     for q, messages in by_queue.values():
         t.enqueue(q, messages)
@@ -283,10 +293,20 @@ def _dead_letter(t: Txn, m: Message, queue: str, reason: str) -> None:
         t.enqueue(t.queue(DEAD_LETTER), [moved], check=False)
 
 
-def prune_seen(t: Txn, before: int) -> int:
-    """Forget arrivals recorded before `before` (µs): a resend comes within minutes, not days."""
-    cur = t.lt.cursor(db=t.dbs["seen"])
-    doomed = [bytes(k) for k, v in cur if keys.U64.unpack(v)[0] < before]
+def prune_seen(t: Txn, before: int, limit: int | None = None) -> int:
+    """Forget arrivals recorded before `before` (µs), the oldest first, at most `limit` of them:
+    a resend comes within minutes of the first send, not days."""
+    db = t.dbs["seen"]
+    cur = t.lt.cursor(db=db)
+    doomed = []
+    if cur.set_range(_SEEN_BY_TIME):
+        for k in cur.iternext(values=False):
+            if k[:1] != _SEEN_BY_TIME or keys.U64.unpack(k[1:9])[0] >= before:
+                break
+            if limit is not None and len(doomed) >= limit:
+                break
+            doomed.append(bytes(k))
     for k in doomed:
-        t.lt.delete(k, db=t.dbs["seen"])
+        t.lt.delete(k, db=db)
+        t.lt.delete(_SEEN_BY_ID + k[9:], db=db)
     return len(doomed)

@@ -220,3 +220,14 @@ def test_trace_reports_of_every_hop_travel_back_to_the_report_queue(qms):
     (received,) = [r for r in a.browse("reports") if r.props["mqcli.event"] == "received"]
     assert received.props["mqcli.delivered"] == "true"
     assert trace.decode_body(received.body.decode()).queue == TO_B
+
+
+def test_arrivals_are_forgotten_after_the_retention_a_few_at_each_receive(qms, clock):
+    a, b = qms
+    a.put_many(TO_B, [NewMessage(b"old") for _ in range(3)])
+    send(a, b)
+    clock.advance(8 * 86400)  # past the 7 days
+    a.put(TO_B, b"new")
+    send(a, b)  # this receive forgets the three old ones (up to 2 x batch + 16 a time)
+    assert b.prune_seen(older_than=86400) == 0
+    assert b.prune_seen(older_than=-1) == 1
