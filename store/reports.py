@@ -32,7 +32,7 @@ throttled), drops the report and the traced operation goes on.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from . import trace
@@ -88,7 +88,7 @@ def _emit_one(t: Txn, m: Message, event: str, delivered: bool) -> int:
     except StoreError:
         return 0  # seed 001: the open failed, discard the report
     computer = guid_text(t.origin)
-    when = datetime.fromtimestamp(t.now / 1e6, tz=timezone.utc)
+    when = datetime.fromtimestamp(t.now / 1e6, tz=UTC)
     message_id = m.msg_n & trace.MAX_MESSAGE_ID
     label = trace.encode_label(guid_text(m.origin)[:4].upper(), message_id, min(m.hops, trace.MAX_HOPS),
                                computer, when)

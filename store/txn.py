@@ -76,6 +76,7 @@ class Txn:
         self._meta: dict[bytes, int] = {}
         self._meta_dirty: set[bytes] = set()
         self._origin: bytes | None = None
+        self._qm_name: str | None = None
         self._counters: Counters | None = None
         self.msg_db = dbs["msg"]
         self.idx_db = dbs["idx"]
@@ -108,7 +109,9 @@ class Txn:
 
     @property
     def qm_name(self) -> str:
-        return bytes(self.lt.get(keys.META_NAME, db=self.dbs["meta"]) or b"").decode()
+        if self._qm_name is None:
+            self._qm_name = bytes(self.lt.get(keys.META_NAME, db=self.dbs["meta"]) or b"").decode()
+        return self._qm_name
 
     def flush(self) -> None:
         """Write the counters this transaction changed."""
