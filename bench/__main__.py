@@ -1,7 +1,8 @@
-"""python -m bench [store|cli|all] [--quick] [--messages N] [--out PATH] [--check] ...
+"""python -m bench [store|cli|analytics|all] [--quick] [--messages N] [--out PATH] [--check] ...
 
 `python -m bench` (or `--suite store`) runs the store suite, `python -m bench cli` (or
-`--suite cli`) the command-line suite (bench/cli.py), `--suite all` both."""
+`--suite cli`) the command-line suite (bench/cli.py), `python -m bench analytics` the data
+pipeline suite (bench/analytics.py, needs the spark extra), `--suite all` every one."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from . import report, runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join("bench", "results", "store.json")
-SUITES = ("store", "cli", "all")
+SUITES = ("store", "cli", "analytics", "channel", "all")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -26,15 +27,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         prog="python -m bench",
         description="Benchmark the store engine against raw py-lmdb, persist-queue "
                     "(SQLiteAckQueue) and litequeue on one durable 256-byte-message workload "
-                    "(suite 'store', the default), and the mqcli command line as whole "
-                    "processes: cold start, bulk put/get, wait latency (suite 'cli').")
+                    "(suite 'store', the default), the mqcli command line as whole "
+                    "processes: cold start, bulk put/get, wait latency (suite 'cli'), and "
+                    "`analyze routes` on Spark against one Python process (suite 'analytics').")
     p.add_argument("suite_arg", nargs="?", choices=SUITES, metavar="SUITE",
-                   help="store (default), cli or all; same as --suite")
-    p.add_argument("--suite", choices=SUITES, help="store (default), cli or all")
+                   help="store (default), cli, analytics or all; same as --suite")
+    p.add_argument("--suite", choices=SUITES, help="store (default), cli, analytics or all")
     p.add_argument("--quick", action="store_true",
                    help="small sizes for CI (store: 10,000 batched / 300 single messages, "
                         "3 rounds; cli: 20,000 bulk messages in 1 round, 10 start-up runs, "
-                        "10 latency samples)")
+                        "10 latency samples; analytics: 20,000 trace reports)")
     p.add_argument("--messages", type=int, metavar="N",
                    help="messages per measurement in the batched workloads (whole batches of "
                         "min(1000, N)); the one-commit-per-message workloads use max(50, N/50) "
@@ -44,10 +46,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(default 3,000; quick: 300)")
     p.add_argument("--rounds", type=int, metavar="R",
                    help="interleaved rounds per workload; the median is reported "
-                        "(default 7; quick: 3)")
+                        "(default 7; quick: 3; analytics: 1)")
     p.add_argument("--out", metavar="PATH",
                    help=f"JSON results file of the one suite run (default {DEFAULT_OUT}, "
-                        f"for cli {cli.DEFAULT_OUT}); not with --suite all")
+                        f"for cli {cli.DEFAULT_OUT}, for analytics bench/results/analytics.json); "
+                        "not with --suite all")
     p.add_argument("--tmpdir", metavar="DIR",
                    help="where the per-measurement temp dirs go (default: the system temp "
                         "dir). Use a real disk: on tmpfs fsync is free and ratios mislead")
@@ -72,6 +75,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--profile", action="store_true",
                    help="also run bulk put and get once under cProfile (untimed) and keep the "
                         "top functions in the JSON")
+    g = p.add_argument_group("analytics suite")
+    g.add_argument("--reports", type=int, metavar="N",
+                   help="trace reports in the stores (default 2,000,000; quick: 20,000)")
+    g.add_argument("--seed", type=int, default=7, help="seed of the generated routes (default 7)")
+    g.add_argument("--master", metavar="URL",
+                   help="Spark master (default: Spark's configuration, else local[*])")
+    g.add_argument("--rebuild", action="store_true",
+                   help="build the stores again instead of using the cached ones")
+    from . import channel
+    channel.add_arguments(p)  # suite 'channel': bench/channel.py
     p.add_argument("--check", action="store_true",
                    help="exit 1 if any target is missed")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-round progress lines")
@@ -82,7 +95,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.suite == "all" and args.out:
         p.error("--out names one suite's file; with --suite all each suite writes its default")
     for name in ("messages", "sync_messages", "rounds", "bulk_messages", "bulk_rounds",
-                 "startup_runs", "latency_samples", "importtime_runs"):
+                 "startup_runs", "latency_samples", "importtime_runs", "reports"):
         v = getattr(args, name)
         if v is not None and v < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -117,7 +130,9 @@ def main(argv=None) -> int:
     store_only = [k for k in only if k not in PARTS]
     run_store = args.suite in ("store", "all") and (not only or bool(store_only))
     run_cli = args.suite in ("cli", "all") and (not only or bool(cli_only))
-    if not (run_store or run_cli):
+    run_analytics = args.suite in ("analytics", "all") and not only
+    run_channel = args.suite in ("channel", "all") and not only
+    if not (run_store or run_cli or run_analytics or run_channel):
         raise SystemExit(f"--only {only}: nothing of suite {args.suite!r} (store workloads: "
                          f"{', '.join(w.key for w in runner.WORKLOADS)}; cli parts: "
                          f"{', '.join(PARTS)})")
@@ -128,6 +143,21 @@ def main(argv=None) -> int:
         if run_store:
             print()
         status |= main_cli(args, cli_only or None, log)
+    if run_analytics:
+        from . import analytics
+        from store.analytics import missing
+
+        if run_store or run_cli:
+            print()
+        if args.suite == "all" and missing():
+            print("analytics suite skipped: the spark extra is not installed "
+                  "(pip install -e '.[spark]')")
+        else:
+            status |= analytics.main(args, log)
+    if run_channel:
+        from . import channel
+
+        status |= channel.main(args, log)
     return status
 
 

@@ -7,13 +7,14 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import bench qmgr queue tx trace link outgoing" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
         "trace") REPLY="decode show route" ;;
         "link") REPLY="add list remove keygen" ;;
         "outgoing") REPLY="list show hold resume" ;;
+        "analyze") REPLY="health routes" ;;
         *) REPLY="" ;;
     esac
 }
@@ -38,8 +39,10 @@ _mqcli_options()
         "delete") REPLY="--msg-id --lock-id --store -o --output -q --quiet -h --help" ;;
         "move") REPLY="--copy --msg-id --correl-id --lookup-id --priority -n --count --dry-run --tx --store -o --output -q --quiet -h --help" ;;
         "inflight") REPLY="--store -o --output -q --quiet -h --help" ;;
-        "export") REPLY="--to --store -o --output -q --quiet -h --help" ;;
+        "export") REPLY="--to --format --store -o --output -q --quiet -h --help" ;;
         "import") REPLY="--queue --store -o --output -q --quiet -h --help" ;;
+        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output -q --quiet -h --help" ;;
+        "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
         "qmgr set") REPLY="--quota --throttle --no-throttle --name --max-message-size --store -o --output -q --quiet -h --help" ;;
@@ -70,6 +73,9 @@ _mqcli_options()
         "outgoing show") REPLY="--store -o --output -q --quiet -h --help" ;;
         "outgoing hold") REPLY="--store -o --output -q --quiet -h --help" ;;
         "outgoing resume") REPLY="--store -o --output -q --quiet -h --help" ;;
+        "analyze") REPLY="-h --help" ;;
+        "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
+        "analyze routes") REPLY="--parquet --queue --limit --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -94,8 +100,10 @@ _mqcli_value_options()
         "delete") REPLY="--msg-id --lock-id --store -o --output" ;;
         "move") REPLY="--msg-id --correl-id --lookup-id --priority -n --count --tx --store -o --output" ;;
         "inflight") REPLY="--store -o --output" ;;
-        "export") REPLY="--to --store -o --output" ;;
+        "export") REPLY="--to --format --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
+        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output" ;;
+        "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
         "qmgr set") REPLY="--quota --name --max-message-size --store -o --output" ;;
         "queue create") REPLY="--label --quota --max-backouts --store -o --output" ;;
@@ -120,6 +128,8 @@ _mqcli_value_options()
         "outgoing show") REPLY="--store -o --output" ;;
         "outgoing hold") REPLY="--store -o --output" ;;
         "outgoing resume") REPLY="--store -o --output" ;;
+        "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output" ;;
+        "analyze routes") REPLY="--parquet --queue --limit --out --format --plot --master --store -o --output" ;;
         *) REPLY="" ;;
     esac
 }
@@ -128,9 +138,11 @@ _mqcli_value_options()
 _mqcli_option_value()
 {
     case "$1:$2" in
-        *:--store|*:-f|*:--file|*:--jsonl|*:--lines|*:--to|*:--key-file) _mqcli_files "$3" ;;
+        *:--store|*:-f|*:--file|*:--jsonl|*:--lines|*:--to|*:--key-file|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body" -- "$3")) ;;
         *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
+        "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;
+        "analyze health:--format"|"analyze routes:--format") COMPREPLY=($(compgen -W "parquet csv json" -- "$3")) ;;
     esac
 }
 
@@ -138,7 +150,7 @@ _mqcli_option_value()
 _mqcli_argument()
 {
     case "$1" in
-        "backup"|"import"|"link keygen") _mqcli_files "$2" ;;
+        "backup"|"import"|"link keygen"|"analyze health"|"analyze routes") _mqcli_files "$2" ;;
     esac
 }
 

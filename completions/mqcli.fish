@@ -6,7 +6,7 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'listen' 'dispatch' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
@@ -19,6 +19,8 @@ function __mqcli_commands --argument-names path --description 'mqcli: the subcom
             printf '%s\n' 'add' 'list' 'remove' 'keygen'
         case 'outgoing'
             printf '%s\n' 'list' 'show' 'hold' 'resume'
+        case 'analyze'
+            printf '%s\n' 'health' 'routes'
     end
 end
 
@@ -57,9 +59,13 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'inflight'
             printf '%s\n' '--store' '-o' '--output'
         case 'export'
-            printf '%s\n' '--to' '--store' '-o' '--output'
+            printf '%s\n' '--to' '--format' '--store' '-o' '--output'
         case 'import'
             printf '%s\n' '--queue' '--store' '-o' '--output'
+        case 'listen'
+            printf '%s\n' '--key-file' '--bind' '--max-frame' '--idle-timeout' '--store' '-o' '--output'
+        case 'dispatch'
+            printf '%s\n' '--batch' '--link' '--timeout' '--retry-max' '--store' '-o' '--output'
         case 'bench'
             printf '%s\n' '-m' '--messages' '--size' '--producers' '--pub' '--consumers' '--sub' '--batch' '--store' '-o' '--output'
         case 'qmgr set'
@@ -108,6 +114,10 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
             printf '%s\n' '--store' '-o' '--output'
         case 'outgoing resume'
             printf '%s\n' '--store' '-o' '--output'
+        case 'analyze health'
+            printf '%s\n' '--parquet' '--queue' '--stuck-after' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
+        case 'analyze routes'
+            printf '%s\n' '--parquet' '--queue' '--limit' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
     end
 end
 
@@ -179,6 +189,8 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'move' -d 'Move (or copy) available me
 complete -c mqcli -n '__mqcli_at \'\'' -a 'inflight' -d 'Every locked, unconfirmed or transactional message: ids, state, age, lease left.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'export' -d 'Dump queues as JSONL, one message a line with every field (any state), in queue order.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'import' -d 'Load a JSONL dump: every record back on its queue (created if missing), ids kept.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'listen' -d 'Receive messages from other queue managers into this store until stopped.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'dispatch' -d 'Send the outgoing queues to their links\' listeners.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and latency with real producer and consumer processes.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'qmgr' -d 'Queue manager settings.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'queue' -d 'Queue administration.'
@@ -186,6 +198,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'tx' -d 'Transactions that span severa
 complete -c mqcli -n '__mqcli_at \'\'' -a 'trace' -d 'Trace reports (seed 001): decode labels and bodies, list a report queue, follow a route.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'link' -d 'Links to other queue managers, for store-and-forward.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'outgoing' -d 'Outgoing queues: what waits to be sent to other queue managers, and why.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'analyze' -d 'The data pipeline on PySpark (needs `pip install \'mqcli[spark]\'`): store health and trace-report routes, over stores or Parquet exports.'
 complete -c mqcli -n '__mqcli_at \'\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -346,6 +359,7 @@ complete -c mqcli -n '__mqcli_at \'inflight\'' -s h -l help -d 'Show this messag
 
 # mqcli export
 complete -c mqcli -n '__mqcli_at \'export\'' -l to -r -F -d 'Write to this file instead of stdout.'
+complete -c mqcli -n '__mqcli_at \'export\'' -l format -x -a 'jsonl parquet' -d 'jsonl (default), or parquet: the analyze pipeline\'s message table (needs --to and `pip install \'mqcli[spark]\'`).'
 complete -c mqcli -n '__mqcli_at \'export\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'export\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'export\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -358,6 +372,28 @@ complete -c mqcli -n '__mqcli_at \'import\'' -s o -l output -x -a 'text json jso
 complete -c mqcli -n '__mqcli_at \'import\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'import\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'import\'' -F
+
+# mqcli listen
+complete -c mqcli -n '__mqcli_at \'listen\'' -l key-file -r -F -d 'The pre-shared key peers must prove they hold (`mqcli link keygen`; mode 0600).'
+complete -c mqcli -n '__mqcli_at \'listen\'' -l bind -x -d 'Address to listen on; loopback unless told otherwise. Port 0 picks a free port (printed on the ready line).'
+complete -c mqcli -n '__mqcli_at \'listen\'' -l max-frame -x -d 'Largest frame a peer may send (a batch of messages), e.g. 16MiB; larger ones are refused from their header.'
+complete -c mqcli -n '__mqcli_at \'listen\'' -l idle-timeout -x -d 'Close a connection that sends no frame for this long (or forever).'
+complete -c mqcli -n '__mqcli_at \'listen\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'listen\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'listen\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'listen\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli dispatch
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -l once -d 'Send everything sendable now, then exit.'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -l follow -d 'Keep sending as messages arrive, retrying failed links, until stopped.'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -l batch -x -d 'Messages per batch (one commit at the receiver).'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -l link -x -d 'Only this link (repeatable).'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -l timeout -x -d 'Connect and handshake, and each acknowledgement, within this.'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -l retry-max -x -d '--follow: longest wait before retrying a failed link (the wait doubles from 1s up to this, with jitter).'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli bench
 complete -c mqcli -n '__mqcli_at \'bench\'' -s m -l messages -x -d 'Messages in all.'
@@ -577,3 +613,36 @@ complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -l store -r -F -d 'Store d
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli analyze
+complete -c mqcli -n '__mqcli_at \'analyze\'' -a 'health' -d 'Per store and queue: depth by state and priority, bytes, oldest age, messages in flight and stuck, expired but not yet swept, backouts.'
+complete -c mqcli -n '__mqcli_at \'analyze\'' -a 'routes' -d 'Rebuild every traced message\'s route from its trace reports: per-link latency, routes that never reached their target queue, loops.'
+complete -c mqcli -n '__mqcli_at \'analyze\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli analyze health
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l parquet -r -F -d 'Read Parquet exports (`mqcli export --format parquet`) instead of stores.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l queue -x -d 'Only this queue (repeatable).'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l stuck-after -x -d 'A message in flight (locked, unconfirmed, in a transaction) longer than this counts as stuck.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l out -r -F -d 'Also write the result datasets under DIR (each replaced if it exists).'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l format -x -a 'parquet csv json' -d 'Format of the --out datasets.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l plot -r -F -d 'Draw a chart into this PNG file.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l master -x -d 'Spark master (default: Spark\'s own configuration, else embedded local[*]).'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -F
+
+# mqcli analyze routes
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l parquet -r -F -d 'Read Parquet exports (`mqcli export --format parquet`) instead of stores.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l queue -x -d 'Only this queue (repeatable).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l limit -x -d 'Rows shown per table in text output.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l out -r -F -d 'Also write the result datasets under DIR (each replaced if it exists).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l format -x -a 'parquet csv json' -d 'Format of the --out datasets.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l plot -r -F -d 'Draw a chart into this PNG file.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l master -x -d 'Spark master (default: Spark\'s own configuration, else embedded local[*]).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -F

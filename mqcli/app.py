@@ -61,6 +61,8 @@ def _register() -> None:
     from .commands import link, outgoing
     app.add_typer(link.app, name="link")
     app.add_typer(outgoing.app, name="outgoing")
+    from .commands import channel; channel.register(app)  # listen, dispatch
+    from .commands import analyze; analyze.register(app)  # PySpark pipeline, imported lazily
     from .commands import bench
     bench.register(app)
 
@@ -85,7 +87,9 @@ def run(argv: list[str] | None = None) -> int:
     json_errors = _wants_json(argv)
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="mqcli", standalone_mode=False)
+        if command.main(args=argv, prog_name="mqcli", standalone_mode=False) == ExitCode.INTERRUPTED:
+            # typer turns Ctrl-C into a return value of 130 when not in standalone mode
+            return report(KeyboardInterrupt(), json_errors=json_errors)
         return ExitCode.OK
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -46,12 +46,26 @@ def _store_error(exc: Exception, lmdb: Any) -> StoreError:
     return cls(f"LMDB failed: {exc} (`mqcli check` tells whether the store is damaged)")
 
 
+def _one_line(text: str) -> str:
+    """Errors are one line: a newline or other control character that came in with the
+    user's text (a queue name, a file's line) is shown escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = None) -> int:
     """Print the one-line error for `exc` and return its exit code."""
     stream = stream or sys.stderr
     lmdb = sys.modules.get("lmdb")  # only a process that opened a store can meet an LMDB error
     if lmdb is not None and isinstance(exc, lmdb.Error):
         exc = _store_error(exc, lmdb)
+    if isinstance(exc, UnicodeEncodeError) and "surrogates" in exc.reason:
+        # an argument's bytes that are not UTF-8 (Python keeps them as surrogates): usable as
+        # a body, not as a queue name, label, id or option
+        text = exc.object if isinstance(exc.object, str) else ""
+        shown = repr(text if len(text) <= 60 else text[:60] + "…")
+        exc = UsageError(f"{shown} is not valid UTF-8 (only a message body may hold any bytes)")
     if isinstance(exc, StoreError):
         code, status, mq_code, message = ExitCode(exc.exit_code), exc.status, exc.code, exc.message
     elif isinstance(exc, UsageError):
@@ -61,6 +75,7 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
     else:
         code, status, mq_code = ExitCode.INTERNAL, "INTERNAL", None
         message = f"internal error: {type(exc).__name__}: {exc} (a bug; rerun with --traceback and report it)"
+    message = _one_line(message)
     stream.write(f"mqcli: error: {message} [{status}]\n")
     if json_errors:
         stream.write(json.dumps({"error": {"status": status, "code": mq_code, "message": message}}) + "\n")

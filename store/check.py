@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import struct
+import sys
+import tempfile
 from collections import defaultdict
+from collections.abc import Callable
+
+import lmdb
 
 from . import keys
-from .errors import BadData, StoreCorrupt
+from .errors import BadData, InvalidArgument, StoreCorrupt, StoreError, StoreUnavailable
 from .queues import decode_queue
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED, TX_LOCKED,
-    Message, decode,
+    Message, decode, validate_fields,
 )
 from .txn import Txn, index_entries
 
 _MAX_REPORTED = 50
+_POS_KEY_SIZE = len(keys.pos_key(0, 0, 0))
 _INDEX_NAMES = {keys.POS: "position", keys.MSGID: "msg_id", keys.UNIQ: "unique_id",
                 keys.CORREL: "correl_id", keys.CONFIRM: "confirm id", keys.LOCK: "lock id",
                 keys.LEASE: "lease", keys.EXPIRY: "expiry", keys.TX: "transaction",
@@ -46,6 +55,22 @@ def check_store(t: Txn) -> list[str]:
         if len(problems) < _MAX_REPORTED:
             problems.append(text)
 
+    try:
+        _check(t, report)
+    except lmdb.Error as exc:  # a damaged B-tree: LMDB keeps no checksums, it finds what it can
+        report(f"LMDB cannot read the store's B-tree: {exc}")
+    except (StoreError, struct.error, ValueError, TypeError, KeyError, IndexError) as exc:
+        report(f"the store holds data that cannot be decoded: {getattr(exc, 'message', exc)}")
+    return problems
+
+
+def _key_problem(where: str, key: bytes, size: int) -> str | None:
+    if len(key) != size:
+        return f"{where} key {bytes(key).hex()} is malformed ({len(key)} bytes, not {size})"
+    return None
+
+
+def _check(t: Txn, report: Callable[[str], None]) -> None:
     dbs = t.dbs
     queues = {}
     for key, raw in t.lt.cursor(db=dbs["queues"]):
@@ -60,6 +85,10 @@ def check_store(t: Txn) -> list[str]:
 
     transactions = {}
     for key, raw in t.lt.cursor(db=dbs["txs"]):
+        problem = _key_problem("transaction", key, keys.U64.size)
+        if problem:
+            report(problem)
+            continue
         tx_id = keys.U64.unpack(key)[0]
         try:
             transactions[tx_id] = json.loads(raw)
@@ -75,14 +104,23 @@ def check_store(t: Txn) -> list[str]:
     def records():
         """Every record: the values of the position entries, then the held records."""
         for key, raw in t.lt.cursor(db=dbs["pos"]):
+            problem = _key_problem("position", key, _POS_KEY_SIZE)
+            if problem:
+                report(problem)
+                continue
             yield "position", keys.seq_of(key), raw, True
         for key, raw in t.lt.cursor(db=dbs["msg"]):
+            problem = _key_problem("held record", key, keys.U64.size)
+            if problem:
+                report(problem)
+                continue
             yield "held record", keys.U64.unpack(key)[0], raw, False
 
     for where, seq, raw, positioned in records():
         try:
             m = decode(raw)
-        except BadData as exc:
+            validate_fields(m)  # decode takes any byte for a priority, any length for a label
+        except (BadData, InvalidArgument) as exc:
             report(f"message seq {seq} ({where}): {exc}")
             continue
         max_seq = max(max_seq, seq)
@@ -128,4 +166,94 @@ def check_store(t: Txn) -> list[str]:
         report(f"store counters say {store_counts[0]} messages / {store_counts[1]} bytes, found {total[0]} / {total[1]}")
     if t.counters.seq < max_seq:
         report(f"SequentialID {t.counters.seq} is behind the newest message ({max_seq})")
-    return problems
+
+
+# ---- checking a store that may be damaged ---------------------------------------------------
+
+# signals by which a process dies reading a damaged LMDB file: LMDB keeps no checksums and
+# trusts its pages, so a bad page can fail one of its assertions (SIGABRT) or send a read past
+# the end of the file or the map (SIGBUS, SIGSEGV)
+_DAMAGE_SIGNALS = {"SIGABRT", "SIGBUS", "SIGSEGV", "SIGILL", "SIGFPE"}
+
+
+def _error_classes() -> dict[str, type[StoreError]]:
+    found: dict[str, type[StoreError]] = {}
+    todo: list[type[StoreError]] = [StoreError]
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def _check_here(path: str, allow_unsafe_permissions: bool) -> dict[str, object]:
+    """The child's side: open, check, and say what came out as a small JSON document."""
+    from .engine import Store
+
+    try:
+        with Store.open(path, allow_unsafe_permissions=allow_unsafe_permissions) as st:
+            return {"problems": st.check()}
+    except StoreError as exc:
+        return {"error": type(exc).__name__, "message": exc.message}
+    except lmdb.Error as exc:
+        return {"error": "StoreCorrupt", "message": f"the store at {path} is damaged: LMDB: {exc}"}
+    except Exception as exc:  # not a damaged store: a bug, reported as one by the parent
+        return {"error": None, "message": f"{type(exc).__name__}: {exc}"}
+
+
+def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bool = False) -> list[str]:
+    """Open the store at `path` and check it in a forked child process, so that a damaged
+    file cannot take the caller down with it (`mqcli check`): the child's death by a signal
+    is StoreCorrupt here. Errors of opening come back as the same StoreError classes."""
+    path = os.fspath(path)
+    if not hasattr(os, "fork"):
+        from .engine import Store
+
+        with Store.open(path, allow_unsafe_permissions=allow_unsafe_permissions) as st:
+            return st.check()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # or the child would inherit, and write again, what is buffered
+    read_end, write_end = os.pipe()
+    said = tempfile.TemporaryFile()  # the child's stderr: what LMDB prints as it aborts
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        status = 70
+        try:
+            os.close(read_end)
+            os.dup2(said.fileno(), 2)
+            data = json.dumps(_check_here(path, allow_unsafe_permissions)).encode()
+            with os.fdopen(write_end, "wb") as out:
+                out.write(data)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as src:
+            data = src.read()
+    finally:
+        _, wait_status = os.waitpid(pid, 0)
+    with said:
+        said.seek(0)
+        last = said.read().decode("utf-8", "replace").strip().rpartition("\n")[2]
+    if os.WIFSIGNALED(wait_status):
+        name = signal.Signals(os.WTERMSIG(wait_status)).name
+        if name in _DAMAGE_SIGNALS:
+            why = f"{name}: {last[-200:]}" if last else name
+            if name == "SIGBUS":  # a mapped page past the end of the file was read
+                size = os.stat(os.path.join(path, "data.mdb")).st_size
+                why = f"SIGBUS: it read past the end of data.mdb ({size} bytes): the file is truncated"
+            raise StoreCorrupt(f"the store at {path} is damaged: reading it killed the check "
+                               f"({why}); restore it from a backup")
+        raise StoreUnavailable(f"the check of the store at {path} was killed ({name})")
+    try:
+        result = json.loads(data)
+    except ValueError:
+        raise StoreUnavailable(f"the check of the store at {path} stopped without a result "
+                               f"(exit status {os.waitstatus_to_exitcode(wait_status)})") from None
+    if "problems" in result:
+        return list(result["problems"])
+    cls = _error_classes().get(result["error"] or "")
+    if cls is None:
+        raise RuntimeError(result["message"])
+    raise cls(result["message"])

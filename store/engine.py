@@ -387,13 +387,15 @@ class Store(Forwarding):
             return out
         return self._write(put)
 
-    def import_messages(self, queue: str, messages: Iterable[Message]) -> list[Message]:
+    def import_messages(self, queue: str, messages: Iterable[Message], *, create: bool = False) -> list[Message]:
         """Enqueue existing messages keeping their ids, times and counts (import, copy, arrival).
 
         Each goes through the seed 000 checks, so one that expired on the way is refused with
         status 3; the batch is one commit, all or none. Each gets a new SequentialID and so a
         new lookup id, as the seed's enqueue does. The messages are updated in place (state
-        available, their new queue and lookup id); pass copies to keep the originals.
+        available, their new queue and lookup id); pass copies to keep the originals. With
+        `create`, a missing queue is made (a journal NAME;journal, or an outgoing queue for a
+        format name, as export writes them).
         """
         batch = list(messages)
         for m in batch:
@@ -402,7 +404,7 @@ class Store(Forwarding):
             validate_fields(m)
 
         def enqueue(t: Txn) -> list[Message]:
-            return t.enqueue(t.queue(queue), batch)
+            return t.enqueue(t.queue_for_import(queue) if create else t.queue(queue), batch)
         return self._write(enqueue)
 
     # ---- get ---------------------------------------------------------------------------

@@ -9,6 +9,9 @@
   in-flight state) does not, so an OS crash may undo it, never corrupt the store. We do not use
   MDB_NOSYNC for express messages: with it an OS crash can corrupt the whole environment.
 - Stale reader slots of killed processes are cleared on open (`reader_check`).
+- A data file cut short (a full disk, a bad copy) before its B-tree roots is refused before it
+  is mapped: LMDB reads pages straight from the map, and a page past the end of the file is a
+  SIGBUS, not an error (`verify_data_file`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import lmdb
 
@@ -78,7 +84,83 @@ def check_permissions(path: Path) -> None:
         )
 
 
+# LMDB's two meta pages (lmdb.h 0.9, 64-bit): page header pgno(8) pad(2) flags(2) lower(2)
+# upper(2), then MDB_meta: magic, version, address, mapsize, the free and main MDB_db (pad —
+# the page size, in the free db —, flags, depth, branch, leaf and overflow pages, entries,
+# root), last_pg, txnid. Native byte order: LMDB writes its own structs.
+_META = struct.Struct("=QHHHH" + "IIQQ" + "IHHQQQQQ" * 2 + "QQ")
+_META_MAGIC, _META_VERSION = 0xBEEFC0DE, 1
+_FREE_ROOT, _MAIN_ROOT, _NO_PAGE = 16, 24, (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class MetaPage:
+    """What the newest of LMDB's two meta pages says."""
+
+    psize: int
+    txnid: int
+    last_pg: int
+    roots: tuple[int, ...]  # root pages of the free-page and main B-trees (those that exist)
+
+
+def read_meta(data: BinaryIO) -> MetaPage | str:
+    """The newest meta page of an open data file, or what is wrong with the two."""
+    found = []
+    psize = 0
+    for page in (0, 1):
+        data.seek(page * psize)
+        raw = data.read(_META.size)
+        if len(raw) < _META.size:
+            return f"it ends inside meta page {page}"
+        meta = _META.unpack(raw)
+        if meta[5] != _META_MAGIC or meta[6] != _META_VERSION:
+            return f"meta page {page} is not an LMDB meta page"
+        if page == 0:
+            psize = meta[9]
+            if psize < 512 or psize > 65536 or psize & (psize - 1):
+                return f"meta page 0 gives an impossible page size {psize}"
+        roots = tuple(r for r in (meta[_FREE_ROOT], meta[_MAIN_ROOT]) if r != _NO_PAGE)
+        found.append(MetaPage(psize, meta[-1], meta[-2], roots))
+    return max(found, key=lambda m: m.txnid)
+
+
+def committed_txnid(path: Path) -> int:
+    """The id of the store's last committed LMDB transaction (one more for each commit that
+    changed something), read from the meta pages without opening the environment."""
+    with open(path / "data.mdb", "rb") as data:
+        meta = read_meta(data)
+    if isinstance(meta, str):
+        raise StoreCorrupt(f"the store at {path} is damaged: {meta}")
+    return meta.txnid
+
+
+def verify_data_file(path: Path) -> None:
+    """Refuse a data file that LMDB would map and then crash on: LMDB reads pages straight
+    from the map, and a page past the end of a truncated file is a SIGBUS, not an error.
+    Cheap (two page reads), so it proves only what is sure: both meta pages are there, and
+    so are the B-tree roots the newest names (written at or before its commit). The file may
+    legitimately end before `last_pg`: pages a commit allocated and freed again are never
+    written. `mqcli check` walks everything, in a child process."""
+    file = path / "data.mdb"
+    if struct.calcsize("P") != 8 or not file.exists():
+        return  # another meta layout; or a store being created
+    for attempt in (0, 1):  # twice: a meta page read while a commit rewrites it may be torn
+        with open(file, "rb") as data:
+            meta = read_meta(data)
+            size = os.fstat(data.fileno()).st_size
+        if isinstance(meta, MetaPage) and all(r < size // meta.psize for r in meta.roots):
+            return
+    if isinstance(meta, str):
+        what = f"{file} is not a sound LMDB data file: {meta} ({size} bytes)"
+    else:
+        root = max(meta.roots)
+        what = (f"{file} is truncated: {size} bytes, but its B-tree root is page {root} "
+                f"(byte {root * meta.psize})")
+    raise StoreCorrupt(f"the store at {path} is damaged: {what}; restore it from a backup")
+
+
 def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple[lmdb.Environment, dict]:
+    verify_data_file(path)
     try:
         env = lmdb.open(
             str(path), map_size=map_size, max_dbs=len(DATABASES) + 4, max_readers=MAX_READERS,

@@ -131,7 +131,9 @@ class Forwarding:
             return _describe(t, q, _links(t))
         return self._write(change)
 
-    def dispatch_plan(self) -> list[Route]:
+    def dispatch_plan(self, *, ignore_retry: bool = False) -> list[Route]:
+        """The links with outgoing queues that may be sent now; `ignore_retry` sends queues
+        that wait for a retry time too (`dispatch --once`: an operator asked now)."""
         def read(t: Txn) -> list[Route]:
             known = _links(t)
             routes: dict[str, list[str]] = {}
@@ -139,7 +141,9 @@ class Forwarding:
             for q in outgoing.outgoing_queues(t):
                 link = outgoing.link_for(q, known)
                 state = outgoing.load_state(t, q)
-                if outgoing.why_not_dispatched(q, state, link, t.now) is None and t.count_available(q.qid):
+                if ignore_retry:
+                    state.next_retry = None
+                if outgoing.why_not_dispatched(q, state, link, t.now) is None and t.has_available(q.qid):
                     assert link is not None
                     routes.setdefault(link.name, []).append(q.name)
                     by_name[link.name] = link
@@ -170,8 +174,7 @@ class Forwarding:
 
     def outgoing_release_all(self) -> int:
         def release(t: Txn) -> int:
-            return sum(outgoing.give_back(t, [m for m in t.queue_messages(q) if m.state != AVAILABLE])
-                       for q in outgoing.outgoing_queues(t))
+            return sum(outgoing.give_back(t, t.in_flight(q)) for q in outgoing.outgoing_queues(t))
         return self._write(release)
 
     def outgoing_event(self, queues: list[str], event: str, detail: str = "",

@@ -1,7 +1,9 @@
 """Waking getters in other processes when a message becomes available.
 
 A waiting getter makes a FIFO `wait/<qid>.<pid>.<token>` in the store directory, opens it for
-reading and (so that it never sees end-of-file) for writing too, and sleeps in `select` on it.
+reading and (so that it never sees end-of-file) for writing too, and sleeps in `select` on it;
+it makes and opens the FIFO under another name first and renames it into place, so a writer
+never sees it unopened.
 A writer that made a message available in queue `qid` writes one byte to each FIFO of that
 queue after its commit. A FIFO whose getter died has no reader left; opening it for writing
 fails with ENXIO and the writer removes it. No busy spinning, no server.
@@ -24,10 +26,19 @@ class Waiter:
     def __init__(self, store_dir: Path, qid: int) -> None:
         self.dir = store_dir / WAIT_DIR
         self.dir.mkdir(mode=0o700, exist_ok=True)
-        self.path = self.dir / f"{qid}.{os.getpid()}.{secrets.token_hex(4)}"
-        os.mkfifo(self.path, 0o600)
-        self.rfd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-        self.wfd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+        name = f"{qid}.{os.getpid()}.{secrets.token_hex(4)}"
+        self.path = self.dir / name
+        # made and opened under a name no writer looks at, then renamed into place: a writer
+        # must never find it between mkfifo and open, take it for a dead getter's and remove it
+        making = self.dir / f"new-{name}"
+        os.mkfifo(making, 0o600)
+        try:
+            self.rfd = os.open(making, os.O_RDONLY | os.O_NONBLOCK)
+            self.wfd = os.open(making, os.O_WRONLY | os.O_NONBLOCK)
+            os.rename(making, self.path)
+        except BaseException:
+            _unlink(str(making))
+            raise
 
     def wait(self, seconds: float) -> bool:
         """Sleep until woken or `seconds` pass; True if woken."""

@@ -477,8 +477,8 @@ def validate_fields(m: Message) -> None:
         raise InvalidArgument("body must be bytes")
     if not 0 <= m.priority <= MAX_PRIORITY:
         raise InvalidArgument(f"priority must be 0..7, got {m.priority}")
-    if not -(1 << 31) <= m.app_specific < 1 << 32:
-        raise InvalidArgument("app_specific must fit in 32 bits")
+    if not -(1 << 31) <= m.app_specific < 1 << 31:  # the record holds a signed 32-bit int
+        raise InvalidArgument(f"app_specific must be -2147483648..2147483647, got {m.app_specific}")
     if not 0 <= m.hops <= 0xFFFF or not 0 <= m.backouts <= 0xFFFF:
         raise InvalidArgument("hops and backouts must be 0..65535")
     if len(m.body) >= 1 << 32:

@@ -28,8 +28,8 @@ from .errors import (
 )
 from .keys import U32, U64
 from .queues import (
-    DEAD_LETTER, DEAD_LETTER_TX, QueueInfo, decode_queue, encode_queue, journal_name, new_queue,
-    queue_key,
+    DEAD_LETTER, DEAD_LETTER_TX, JOURNAL_SUFFIX, QueueInfo, decode_queue, encode_queue, journal_name,
+    new_queue, queue_key, validate_name,
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
@@ -126,6 +126,8 @@ class Txn:
     # ---- queues ------------------------------------------------------------------------
 
     def queue(self, name: str) -> QueueInfo:
+        if not name:  # LMDB takes no empty key
+            raise QueueNotAvailable("the queue name is empty")
         key = queue_key(name)
         q = self._queues.get(key)
         if q is None:
@@ -161,11 +163,7 @@ class Txn:
         §3), made on first use, with the removal time in the property mqcli.journal_time."""
         if not q.journal or not removed:
             return
-        name = journal_name(q.name)
-        try:
-            jq = self.queue(name)
-        except QueueNotAvailable:
-            jq = self.create_queue(name, label=f"journal of {q.name}")
+        jq = self.journal_queue(q.name)
         stamp = iso_time(self.now)
         copies = [replace(m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, tx_put=False,
                           lease_expires=None, since=None, expires=None, original_queue=q.name,
@@ -182,6 +180,27 @@ class Txn:
         if not fn.is_local(self.qm_name, guid_text(self.origin)):
             return outgoing.find(self, fn)
         return self.queue(self.local_queue_name(text))
+
+    def journal_queue(self, name: str) -> QueueInfo:
+        """The journal of queue `name` (NAME;journal), made on first use."""
+        try:
+            return self.queue(journal_name(name))
+        except QueueNotAvailable:
+            return self.create_queue(journal_name(name), label=f"journal of {name}")
+
+    def queue_for_import(self, name: str) -> QueueInfo:
+        """The queue an imported record names, made if missing: a plain queue, a journal
+        (NAME;journal, as export writes it), or the outgoing queue of a format name."""
+        from .outgoing import destination
+
+        try:
+            return self.queue(name)
+        except QueueNotAvailable:
+            if "=" in name:
+                return destination(self, name)
+            if name.casefold().endswith(JOURNAL_SUFFIX):
+                return self.journal_queue(validate_name(name[:-len(JOURNAL_SUFFIX)]))
+            return self.create_queue(validate_name(name))
 
     def local_queue_name(self, text: str) -> str:
         """The local queue a format name that is local addresses (SPEC §3, MS-MQMQ 2.1)."""
@@ -525,6 +544,22 @@ class Txn:
                 if not key.startswith(prefix):
                     return
                 yield key, value
+
+    def has_available(self, qid: int) -> bool:
+        """Whether the queue has an available message: one cursor step."""
+        cur = self.lt.cursor(db=self.pos_db)
+        prefix = keys.queue_prefix(qid)
+        return cur.set_range(prefix) and cur.key().startswith(prefix)
+
+    def in_flight(self, q: QueueInfo) -> list[Message]:
+        """The queue's messages in any state but available (they have records in `msg`)."""
+        out = []
+        for _, seq in sorted(self._held_seqs(q.qid)):
+            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            if raw is None:
+                raise StoreCorrupt(f"in-flight message seq {seq} has no record")
+            out.append(decode(raw, q.name))
+        return out
 
     def count_available(self, qid: int) -> int:
         cur = self.lt.cursor(db=self.pos_db)

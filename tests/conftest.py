@@ -40,3 +40,25 @@ def cli(tmp_path):
     runner = Cli(tmp_path / "store", tmp_path / "xdg")
     runner.ok("queue", "create", "q", "-q")
     return runner
+
+
+# ---- the data pipeline (tests/test_analytics_*.py) -----------------------------------------
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local SparkSession of the test run (tests marked `spark`): two cores, no web UI,
+    few shuffle partitions, bound to loopback, Python workers on this interpreter. `mqcli
+    analyze` run in-process finds it active and uses it."""
+    import os
+    import sys
+
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    from store.analytics.session import new_session
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    setup = new_session("local[2]", "mqcli tests", conf={
+        "spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2",
+        "spark.ui.enabled": "false", "spark.driver.bindAddress": "127.0.0.1", "spark.driver.memory": "2g"})
+    yield setup.spark
+    setup.spark.stop()

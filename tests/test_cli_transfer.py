@@ -159,3 +159,18 @@ def test_import_malformed_line_exits_12_and_stores_nothing(cli, tmp_path):
 def test_import_a_missing_file_is_a_usage_error(cli, tmp_path):
     r = cli.fails(2, "import", tmp_path / "nope.jsonl")
     assert "cannot read" in r.stderr
+
+
+def test_export_then_import_keeps_journals_and_outgoing_queues(cli, tmp_path):
+    cli.ok("queue", "create", "orders", "--journal", "-q")
+    cli.put("orders", "kept")
+    cli.ok("get", "orders", "-q")
+    cli.put("DIRECT=OS:qm2\\orders", "waiting")
+    dump = cli.ok("export").stdout
+    fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
+    r = fresh.ok("import", "-", input=dump)
+    assert "created queue 'orders;journal'" in r.stderr
+    assert [m["body"] for m in fresh.json("browse", "orders;journal")] == ["kept"]
+    assert [o["name"] for o in fresh.json("outgoing", "list")] == ["DIRECT=OS:qm2\\orders"]
+    assert [m["body"] for m in fresh.json("browse", "DIRECT=OS:qm2\\orders")] == ["waiting"]
+    fresh.ok("check")

@@ -231,3 +231,13 @@ def test_arrivals_are_forgotten_after_the_retention_a_few_at_each_receive(qms, c
     send(a, b)  # this receive forgets the three old ones (up to 2 x batch + 16 a time)
     assert b.prune_seen(older_than=86400) == 0
     assert b.prune_seen(older_than=-1) == 1
+
+
+def test_dispatch_plan_may_ignore_the_retry_timer_and_release_all_returns_only_in_flight(qms, clock):
+    a, _ = qms
+    a.put_many(TO_B, [NewMessage(b"x") for _ in range(3)])
+    a.outgoing_event([TO_B], "error", "refused", retry_at=clock.now + 60)
+    assert a.dispatch_plan() == []
+    assert [r.queues for r in a.dispatch_plan(ignore_retry=True)] == [[TO_B]]
+    a.outgoing_take(TO_B, 2)
+    assert a.outgoing_release_all() == 2 and len(a.browse(TO_B)) == 3

@@ -259,10 +259,10 @@ def get(
                 try:
                     got = st.get_many(queue, BATCH if left is None else min(left, BATCH),
                                       wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
-                except errors.Timeout:
+                except (errors.Timeout, errors.UnknownLockId):
                     if stream.count == 0:
                         raise
-                    break
+                    break  # the queue, or the lock, has no more: what was got is the result
                 bar.advance(len(got))
                 if left is not None:
                     left -= len(got)

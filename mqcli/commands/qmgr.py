@@ -97,11 +97,12 @@ def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
     Example:
       mqcli check && echo consistent
     """
+    from store.check import check_isolated
     from store.errors import StoreCorrupt
 
     s = session(ctx, store, output, quiet)
-    with s.open(create=False) as st:
-        problems = st.check()
+    # in a child process: a damaged data file can crash whoever reads it (LMDB trusts its pages)
+    problems = check_isolated(s.store_path, allow_unsafe_permissions=s.allow_unsafe)
     if s.out.mode in ("json", "jsonl"):
         s.out.document({"ok": not problems, "problems": problems})
     elif not problems:

@@ -11,7 +11,7 @@ import typer
 from store import Message, errors
 
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..render import json_line, progress
 from .message import BATCH, _open_input, read_records
 
@@ -20,16 +20,29 @@ def export(
     ctx: typer.Context,
     queues: Annotated[Optional[list[str]], typer.Argument(help="Queues to export (default: all).", show_default=False)] = None,
     to: Annotated[Optional[Path], typer.Option("--to", help="Write to this file instead of stdout.")] = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", metavar="jsonl|parquet",
+        help="jsonl (default), or parquet: the analyze pipeline's message table (needs --to and "
+             "`pip install 'mqcli[spark]'`).")] = "jsonl",
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Dump queues as JSONL, one message a line with every field (any state), in queue order.
+
+    With --format parquet the dump is one Parquet file with the columns of the `mqstore` Spark
+    source (`mqcli analyze --parquet` reads it).
 
     \b
     Examples:
       mqcli export orders --to orders.jsonl
       mqcli export | gzip > qm1.jsonl.gz
+      mqcli export --format parquet --to qm1.parquet
     """
     s = session(ctx, store, output, quiet)
+    if fmt not in ("jsonl", "parquet"):
+        raise UsageError(f"--format must be jsonl or parquet, got {fmt!r}")
+    if fmt == "parquet":
+        _export_parquet(s, queues, to)
+        return
     with s.open() as st:
         sink = open(to, "wb") if to is not None else sys.stdout.buffer
         try:
@@ -44,6 +57,19 @@ def export(
             if to is not None:
                 sink.close()
     s.out.note(f"exported {count} messages" + (f" to {to}" if to else ""))
+
+
+def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path]) -> None:
+    from store.analytics import require
+
+    if to is None:
+        raise UsageError("--format parquet writes a file: give --to FILE.parquet")
+    require(("pyarrow",), "export --format parquet")
+    from store.analytics.parquet import write_messages
+
+    with s.open() as st, progress("export") as bar:
+        count = write_messages(st, queues, to, bar.advance)
+    s.out.note(f"exported {count} messages to {to}")
 
 
 def import_(
@@ -65,8 +91,8 @@ def import_(
     s = session(ctx, store, output, quiet)
     stream = _open_input(source)
     if stream.seekable():
-        for _ in read_records(stream):  # validation pass: nothing is stored if a line is bad
-            pass
+        for number, m in read_records(stream):  # validation pass: nothing is stored if a line is bad
+            _target(number, m, queue)
         stream.seek(0)
     imported = 0
     with s.open() as st:
@@ -77,18 +103,15 @@ def import_(
         def flush() -> None:
             nonlocal imported
             if pending:
+                imported += len(st.import_messages(target, pending, create=True))  # type: ignore[arg-type]
                 if target.casefold() not in known:  # type: ignore[union-attr]
-                    st.create_queue(target)  # type: ignore[arg-type]
                     known.add(target.casefold())  # type: ignore[union-attr]
                     s.out.note(f"created queue {target!r}")
-                imported += len(st.import_messages(target, pending))  # type: ignore[arg-type]
                 pending.clear()
 
         with progress("import") as bar:
             for number, m in read_records(stream):
-                name = queue or m.queue
-                if not name:
-                    raise errors.BadData(f"line {number}: the record names no queue; use --queue")
+                name = _target(number, m, queue)
                 if name != target or len(pending) >= BATCH:
                     flush()
                     target = name
@@ -98,6 +121,32 @@ def import_(
     if stream is not sys.stdin.buffer:
         stream.close()
     s.out.document({"imported": imported})
+
+
+def _target(number: int, m: Message, queue: Optional[str]) -> str:
+    """The queue a record goes to: --queue, else the record's own, which must be a valid name
+    (the file's fault, so bad data naming the line, not a usage error)."""
+    from store.queues import JOURNAL_SUFFIX, validate_name
+
+    if queue:
+        return queue
+    if not m.queue:
+        raise errors.BadData(f"line {number}: the record names no queue; use --queue")
+    name = m.queue
+    if "=" in name:  # an outgoing queue, named by its destination's format name
+        from store import formatnames
+        try:
+            formatnames.parse(name)
+        except errors.BadData as exc:
+            raise errors.BadData(f"line {number}: {exc.message}") from None
+        return name
+    if name.casefold().endswith(JOURNAL_SUFFIX):  # NAME;journal, as export writes a journal
+        name = name[:-len(JOURNAL_SUFFIX)]
+    try:
+        validate_name(name)
+    except errors.InvalidArgument as exc:
+        raise errors.BadData(f"line {number}: {exc.message}") from None
+    return m.queue
 
 
 def register(app: typer.Typer) -> None:

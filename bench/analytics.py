@@ -1,0 +1,443 @@
+"""python -m bench analytics: `analyze routes` on Spark against the same work in one Python process.
+
+The data: three stores (queue managers A, B, C), each with a queue `reports` holding the trace
+reports of the events that happened there (made with store/trace.py's encoders and put with
+`Store.import_messages`, express, 10,000 a commit, so each keeps its event time as its put
+time). Traced messages take these routes (seeded, so every build is the same):
+
+- 80% A → B → C, delivered (5 reports: enqueued and sent at A, received and sent at B,
+  received at C);
+- 10% A → B, still on the way (3 reports: not complete);
+- 5% A → B → A → C, a loop (7 reports);
+- 5% local at A (1 report).
+
+Link latencies are drawn per link from log-normal distributions with different medians. The
+stores are built once per (reports, seed) and kept under `<tmpdir>/mqcli-bench-analytics/`
+(`--rebuild` makes them again); before each pass the store files are read once so that both
+passes find them in the page cache.
+
+Two passes over the same stores, in one run:
+
+- spark: `store.analytics.routes` over the `mqstore` source (columns and class=report asked
+  for, as `mqcli analyze routes` does) in the embedded session (`local[*]`, or `--master`);
+  timed from the read to the collected links and summary. Starting the session (the JVM, the
+  first Python workers are started by the query) is measured apart.
+- python: one process reads every record (`store.records.decode`), decodes each report's label
+  and body with store/trace.py's strict decoders (a body decoded once per distinct body: the
+  reports of one message share it), rebuilds routes and links the same way and computes exact
+  nearest-rank percentiles.
+
+Both must agree (routes, complete, loops, per-link counts; percentiles within the approximate
+percentile's error), else the run fails. Rate = reports / seconds. Target: spark ≥ 1.5× python.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from datetime import datetime, timezone
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join("bench", "results", "analytics.json")
+DEFAULT_REPORTS = 2_000_000
+QUICK_REPORTS = 20_000
+TARGET_RATIO = 1.5
+QUEUE = "reports"
+CACHE_DIR = "mqcli-bench-analytics"
+FORMAT = 1  # bump when the data layout changes: cached stores of another format are rebuilt
+BATCH = 10_000
+START_US = 1_800_000_000_000_000
+LINK_MEDIAN_US = {("A", "B"): 2_000, ("B", "C"): 5_000, ("B", "A"): 3_000, ("A", "C"): 8_000}
+QMS = ("A", "B", "C")
+
+
+# --------------------------------------------------------------------------------------
+# the stores
+# --------------------------------------------------------------------------------------
+
+def _routes_for(rng: random.Random) -> list[str]:
+    x = rng.random()
+    if x < 0.80:
+        return ["A", "B", "C"]
+    if x < 0.90:
+        return ["A", "B"]  # still on its way: not delivered
+    if x < 0.95:
+        return ["A", "B", "A", "C"]
+    return ["A"]
+
+
+def build_stores(root: str, reports: int, seed: int, log) -> dict:
+    """Make (or find) the stores; return their description (paths, counts)."""
+    from store import Store
+    from store.records import Message, guid_bytes
+    from store.trace import encode_body, encode_label
+
+    key = f"v{FORMAT}-{reports}-{seed}"
+    folder = os.path.join(root, key)
+    marker = os.path.join(folder, "complete.json")
+    if os.path.exists(marker):
+        with open(marker, encoding="utf-8") as f:
+            desc = json.load(f)
+        log(f"stores: cached in {folder}")
+        desc["built_s"] = None
+        return desc
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    t0 = time.perf_counter()
+    rng = random.Random(seed)
+    guids = {qm: str(uuid.UUID(int=rng.getrandbits(128), version=4)) for qm in QMS}
+    stores = {qm: Store.open(os.path.join(folder, f"qm{qm}"), create=True, name=f"qm{qm}") for qm in QMS}
+    pending: dict[str, list] = {qm: [] for qm in QMS}
+    counters = {qm: 0 for qm in QMS}
+    made = routes = complete = loops = 0
+    origin = guids["A"]
+    qm_id = origin[:4].upper()
+    target = "DIRECT=OS:qmC\\orders"
+    try:
+        for st in stores.values():
+            st.create_queue(QUEUE)
+        t = START_US
+        msg_n = 0
+        while made < reports:
+            path = _routes_for(rng)
+            events = _events(path, t, rng)
+            if made + len(events) > reports:
+                path, events = ["A"], _events(["A"], t, rng)
+            msg_n += 1
+            t += 50
+            routes += 1
+            complete += path[-1] in ("C",) or path == ["A"]
+            loops += path == ["A", "B", "A", "C"]
+            message_id = msg_n & 0xFFFFFFFF
+            body = encode_body(message_id, target).encode("utf-8")
+            correl = f"{origin}\\{msg_n}"
+            for hops, qm, event, when, delivered in events:
+                counters[qm] += 1
+                stamp = datetime.fromtimestamp(when / 1e6, tz=timezone.utc)
+                pending[qm].append(Message(
+                    body=body, origin=guid_bytes(guids[qm]), msg_n=counters[qm], put_time=when,
+                    correl_id=correl, label=encode_label(qm_id, message_id, hops, guids[qm], stamp),
+                    props={"mqcli.event": event, "mqcli.delivered": "true" if delivered else "false"},
+                    report=True, express=True, dead_letter=False))
+                if len(pending[qm]) >= BATCH:
+                    stores[qm].import_messages(QUEUE, pending[qm])
+                    pending[qm] = []
+            made += len(events)
+            if routes % 50_000 == 0:
+                log(f"  built {made:,} of {reports:,} reports")
+        for qm in QMS:
+            if pending[qm]:
+                stores[qm].import_messages(QUEUE, pending[qm])
+    finally:
+        for st in stores.values():
+            st.close()
+    desc = {"paths": [os.path.join(folder, f"qm{qm}") for qm in QMS], "guids": guids,
+            "reports": made, "routes": routes, "complete": complete, "loops": loops,
+            "per_store": {qm: counters[qm] for qm in QMS}, "seed": seed}
+    with open(marker, "w", encoding="utf-8") as f:
+        json.dump(desc, f)
+    desc["built_s"] = round(time.perf_counter() - t0, 1)
+    log(f"stores: built {made:,} reports in {desc['built_s']} s in {folder}")
+    return desc
+
+
+def _events(path: list[str], start: int, rng: random.Random) -> list[tuple[int, str, str, int, bool]]:
+    """(hops, queue manager, event, time µs, delivered) of one traced message's reports."""
+    delivered_at_end = path[-1] == "C" or path == ["A"]
+    out = [(0, path[0], "enqueued", start, path == ["A"])]
+    t = start
+    for hop in range(1, len(path)):
+        t += rng.randint(20, 200)
+        out.append((hop - 1, path[hop - 1], "sent", t, False))
+        median = LINK_MEDIAN_US[(path[hop - 1], path[hop])]
+        t += max(1, int(rng.lognormvariate(math.log(median), 0.5)))
+        last = hop == len(path) - 1
+        out.append((hop, path[hop], "received", t, last and delivered_at_end))
+    return out
+
+
+def warm(paths: list[str]) -> None:
+    """Read the store files once so both passes start from the page cache."""
+    for p in paths:
+        with open(os.path.join(p, "data.mdb"), "rb") as f:
+            while f.read(1 << 22):
+                pass
+
+
+# --------------------------------------------------------------------------------------
+# the passes
+# --------------------------------------------------------------------------------------
+
+def nearest_rank(values: list[int], p: float) -> int:
+    return values[max(0, math.ceil(p * len(values)) - 1)]
+
+
+def python_pass(paths: list[str]) -> dict:
+    """The routes of every trace report in the stores, in this process (see the docstring)."""
+    from store.analytics.scan import open_readonly
+    from store.errors import BadData
+    from store.records import decode
+    from store.trace import decode_body, decode_label
+
+    reports = invalid = 0
+    bodies: dict[bytes, str | None] = {}
+    # route → (hops, computer) → [first_t, last_t, sent_t, delivered_t]
+    routes: dict[str, dict[tuple[int, str], list]] = defaultdict(dict)
+    for path in paths:
+        with open_readonly(path) as (env, dbs):
+            for table in ("pos", "msg"):
+                with env.begin() as lt:
+                    for raw in lt.cursor(db=dbs[table]).iternext(keys=False):
+                        m = decode(raw)
+                        if not m.report:
+                            continue
+                        reports += 1
+                        try:
+                            label = decode_label(m.label)
+                        except BadData:
+                            invalid += 1
+                            continue
+                        if m.body not in bodies:
+                            try:
+                                bodies[m.body] = decode_body(m.body.decode("utf-8", "surrogateescape")).queue
+                            except BadData:
+                                bodies[m.body] = None
+                        key = m.correl_id or f"{label.qm_id.upper()}:{label.message_id:08X}"
+                        t = m.put_time
+                        event = m.props.get("mqcli.event")
+                        delivered = m.props.get("mqcli.delivered") == "true"
+                        step = routes[key].get((label.hops, label.computer))
+                        if step is None:
+                            routes[key][(label.hops, label.computer)] = [
+                                t, t, t if event == "sent" else None, t if delivered else None]
+                            continue
+                        if t < step[0]:
+                            step[0] = t
+                        if t > step[1]:
+                            step[1] = t
+                        if event == "sent" and (step[2] is None or t > step[2]):
+                            step[2] = t
+                        if delivered and (step[3] is None or t < step[3]):
+                            step[3] = t
+    complete = loops = 0
+    latencies: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for steps in routes.values():
+        ordered = sorted(((hops, s[0], computer, s) for (hops, computer), s in steps.items()))
+        path = [computer for _, _, computer, _ in ordered]
+        complete += any(s[3] is not None for *_, s in ordered)
+        loops += len(set(path)) < len(path)
+        for (h1, _, c1, s1), (h2, _, c2, s2) in zip(ordered, ordered[1:]):
+            if h2 - h1 == 1:
+                latencies[(c1, c2)].append(s2[0] - (s1[2] if s1[2] is not None else s1[1]))
+    links = {}
+    for (a, b), values in latencies.items():
+        values.sort()
+        links[f"{a}>{b}"] = {"count": len(values), "p50_ms": nearest_rank(values, 0.5) / 1000,
+                             "p95_ms": nearest_rank(values, 0.95) / 1000,
+                             "p99_ms": nearest_rank(values, 0.99) / 1000}
+    return {"reports": reports, "invalid_reports": invalid, "routes": len(routes),
+            "complete": complete, "loops": loops, "links": links}
+
+
+def spark_pass(spark, paths: list[str]) -> dict:
+    from store.analytics.routes import routes
+
+    messages = (spark.read.format("mqstore").option("class", "report")
+                .option("columns", "class,correl_id,label,body,put_time,props").load(paths))
+    result = routes(messages)
+    try:
+        links = {f"{r['from_qm']}>{r['to_qm']}": {"count": r["count"], "p50_ms": r["p50_ms"],
+                                                  "p95_ms": r["p95_ms"], "p99_ms": r["p99_ms"]}
+                 for r in result.links.collect()}
+        summary = result.summary()
+    finally:
+        result.unpersist()
+    return {"reports": summary["reports"], "invalid_reports": summary["invalid_reports"],
+            "routes": summary["routes"], "complete": summary["complete"],
+            "loops": summary["loops"], "links": links}
+
+
+def compare(spark: dict, python: dict) -> list[str]:
+    """How the two passes disagree (nothing when they agree)."""
+    problems = [f"{k}: spark {spark[k]} != python {python[k]}"
+                for k in ("reports", "invalid_reports", "routes", "complete", "loops") if spark[k] != python[k]]
+    if set(spark["links"]) != set(python["links"]):
+        problems.append(f"links: spark {sorted(spark['links'])} != python {sorted(python['links'])}")
+        return problems
+    for link, s in spark["links"].items():
+        p = python["links"][link]
+        if s["count"] != p["count"]:
+            problems.append(f"{link} count: spark {s['count']} != python {p['count']}")
+        for q in ("p50_ms", "p95_ms", "p99_ms"):
+            # percentile_approx(accuracy 10,000) may be off by 0.01% of the rank
+            if abs(s[q] - p[q]) > max(0.02 * abs(p[q]), 0.01):
+                problems.append(f"{link} {q}: spark {s[q]} vs python {p[q]}")
+    return problems
+
+
+# --------------------------------------------------------------------------------------
+# the run
+# --------------------------------------------------------------------------------------
+
+def run(args, info: dict, log) -> dict:
+    from store.analytics import require
+    from store.analytics.session import new_session
+
+    require()
+    reports = args.reports or (QUICK_REPORTS if args.quick else DEFAULT_REPORTS)
+    rounds = args.rounds or 1
+    root = os.path.join(args.tmpdir or tempfile.gettempdir(), CACHE_DIR)
+    os.makedirs(root, exist_ok=True)
+    if args.rebuild:
+        shutil.rmtree(os.path.join(root, f"v{FORMAT}-{reports}-{args.seed}"), ignore_errors=True)
+    desc = build_stores(root, reports, args.seed, log)
+    paths = desc["paths"]
+    names = {g: f"qm{qm}" for qm, g in desc["guids"].items()}
+
+    t0 = time.perf_counter()
+    setup = new_session(args.master, "mqcli bench analytics")
+    session_s = time.perf_counter() - t0
+    log(f"spark session: {session_s:.1f} s ({setup.master}, log {setup.log_file})")
+    spark_s, python_s = [], []
+    spark_res = python_res = None
+    try:
+        for i in range(rounds):
+            for name in (("spark", "python") if i % 2 == 0 else ("python", "spark")):
+                warm(paths)
+                t = time.perf_counter()
+                if name == "spark":
+                    spark_res = spark_pass(setup.spark, paths)
+                    spark_s.append(time.perf_counter() - t)
+                else:
+                    python_res = python_pass(paths)
+                    python_s.append(time.perf_counter() - t)
+                log(f"round {i + 1}: {name} {time.perf_counter() - t:.1f} s")
+    finally:
+        if setup.owned:
+            setup.spark.stop()
+    assert spark_res is not None and python_res is not None
+    problems = compare(spark_res, python_res)
+    if desc["reports"] != spark_res["reports"]:
+        problems.append(f"the stores hold {desc['reports']} reports, the passes read {spark_res['reports']}")
+    for k in ("routes", "complete", "loops"):
+        if desc[k] != python_res[k]:
+            problems.append(f"{k}: built {desc[k]}, found {python_res[k]}")
+    spark_med, python_med = _median(spark_s), _median(python_s)
+    n = desc["reports"]
+    ratio = (n / spark_med) / (n / python_med)
+    notes = [
+        "spark seconds: from the read to the collected links and summary, in the session "
+        "already started (its start-up is session_start_s); the first query of the run also "
+        "starts Spark's Python workers",
+        "python: store.trace.decode_label (a regular-expression fast path, strict) per report "
+        "and store.trace.decode_body (the ABNF parser) once per distinct body",
+        "both passes read the store files from the page cache (read once before each pass)",
+    ]
+    if args.quick or args.reports:
+        notes.append("non-default size: Spark's fixed costs weigh more in small runs")
+    links = {f"{names.get(k.split('>')[0], k.split('>')[0])}>{names.get(k.split('>')[1], k.split('>')[1])}": v
+             for k, v in spark_res["links"].items()}
+    return {
+        "schema": 1,
+        "suite": "analytics",
+        "command": "python -m bench " + " ".join(sys.argv[1:]),
+        "machine": {**info, "spark": _version("pyspark"), "pyarrow": _version("pyarrow"),
+                    "java": _java_version(), "master": setup.master},
+        "parameters": {"reports": n, "routes": desc["routes"], "stores": len(paths),
+                       "per_store": desc["per_store"], "seed": args.seed, "rounds": rounds,
+                       "quick": bool(args.quick), "store_build_s": desc.get("built_s"),
+                       "statistic": "median seconds over rounds, spark and python alternating"},
+        "session_start_s": round(session_s, 2),
+        "spark": {"seconds": [round(s, 2) for s in spark_s], "median_s": round(spark_med, 2),
+                  "reports_per_s": round(n / spark_med)},
+        "python": {"seconds": [round(s, 2) for s in python_s], "median_s": round(python_med, 2),
+                   "reports_per_s": round(n / python_med)},
+        "ratio": round(ratio, 3),
+        "ratio_with_session_start": round(python_med / (spark_med + session_s), 3),
+        "target": {"min_ratio": TARGET_RATIO, "ratio": round(ratio, 3), "met": ratio >= TARGET_RATIO},
+        "targets_met": ratio >= TARGET_RATIO,
+        "result": {"routes": spark_res["routes"], "complete": spark_res["complete"],
+                   "loops": spark_res["loops"], "links": links},
+        "agreement": {"agree": not problems, "problems": problems},
+        "notes": notes,
+    }
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _java_version() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else None
+
+
+def render_table(doc: dict) -> str:
+    p = doc["parameters"]
+    lines = [
+        f"analytics: routes over {p['reports']:,} trace reports ({p['routes']:,} routes) in "
+        f"{p['stores']} stores, {doc['machine']['cpu_count']} CPUs, Spark {doc['machine']['spark']} "
+        f"({doc['machine']['master']})",
+        "",
+        f"{'pass':<10}{'seconds':>10}{'reports/s':>14}",
+        f"{'spark':<10}{doc['spark']['median_s']:>10.2f}{doc['spark']['reports_per_s']:>14,}",
+        f"{'python':<10}{doc['python']['median_s']:>10.2f}{doc['python']['reports_per_s']:>14,}",
+        "",
+        f"Spark session start-up: {doc['session_start_s']:.2f} s (not in the rate)",
+        f"ratio spark/python: {doc['ratio']:.2f}x (target >= {TARGET_RATIO}x: "
+        f"{'met' if doc['target']['met'] else 'NOT met'}); with start-up: "
+        f"{doc['ratio_with_session_start']:.2f}x",
+        f"passes agree: {'yes' if doc['agreement']['agree'] else 'NO: ' + '; '.join(doc['agreement']['problems'])}",
+        "",
+        f"{'link':<12}{'count':>10}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}",
+    ]
+    for link, v in sorted(doc["result"]["links"].items()):
+        lines.append(f"{link:<12}{v['count']:>10,}{v['p50_ms']:>10.2f}{v['p95_ms']:>10.2f}{v['p99_ms']:>10.2f}")
+    lines += ["", "notes:"] + [f"- {n}" for n in doc["notes"]]
+    return "\n".join(lines)
+
+
+def main(args, log) -> int:
+    from . import report
+
+    t0 = time.perf_counter()
+    info = report.machine_info(args.tmpdir or tempfile.gettempdir(), REPO)
+    doc = run(args, info, log)
+    doc["parameters"]["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    print()
+    print(render_table(doc))
+    out = args.out or DEFAULT_OUT
+    out = out if os.path.isabs(out) else os.path.abspath(out)
+    report.write_json(doc, out)
+    print(f"\nwrote {out}  ({doc['parameters']['elapsed_s']:.0f} s)")
+    if not doc["agreement"]["agree"]:
+        print("the passes disagree: " + "; ".join(doc["agreement"]["problems"]))
+        return 1
+    if not doc["targets_met"]:
+        print(f"target missed: ratio {doc['ratio']:.2f}x < {TARGET_RATIO}x")
+        return 1 if args.check else 0
+    return 0

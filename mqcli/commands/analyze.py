@@ -1,0 +1,216 @@
+"""analyze health / routes: the PySpark pipeline over stores or Parquet exports (SPEC §9).
+
+PySpark is the optional extra `spark`; this module imports it (through store.analytics) only
+when a command runs, so `mqcli --help` and every other command never pay for it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from ..durations import parse_duration
+from ..exits import UsageError
+from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
+from ..render import age, progress
+
+if TYPE_CHECKING:
+    from store.analytics.pipeline import Source
+
+FORMATS = ("parquet", "csv", "json")
+
+app = typer.Typer(
+    help="The data pipeline on PySpark (needs `pip install 'mqcli[spark]'`): store health and "
+         "trace-report routes, over stores or Parquet exports.\n\n\b\nExample:\n"
+         "  mqcli analyze health /var/lib/mq/qm1 /var/lib/mq/qm2\n"
+         "  mqcli analyze routes /var/lib/mq/qm1 --plot links.png",
+    no_args_is_help=True, rich_markup_mode=None)
+
+StoresArg = Annotated[Optional[list[Path]], typer.Argument(
+    metavar="[STORE]...", show_default=False,
+    help="Store directories (default: the --store one); or use --parquet.")]
+ParquetOpt = Annotated[Optional[Path], typer.Option(
+    "--parquet", metavar="DIR", show_default=False,
+    help="Read Parquet exports (`mqcli export --format parquet`) instead of stores.")]
+QueueOpt = Annotated[Optional[list[str]], typer.Option(
+    "--queue", metavar="Q", show_default=False, help="Only this queue (repeatable).")]
+OutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", metavar="DIR", show_default=False,
+    help="Also write the result datasets under DIR (each replaced if it exists).")]
+FormatOpt = Annotated[str, typer.Option(
+    "--format", metavar="parquet|csv|json", help="Format of the --out datasets.")]
+PlotOpt = Annotated[Optional[Path], typer.Option(
+    "--plot", metavar="FILE.png", show_default=False, help="Draw a chart into this PNG file.")]
+MasterOpt = Annotated[Optional[str], typer.Option(
+    "--master", metavar="URL", show_default=False,
+    help="Spark master (default: Spark's own configuration, else embedded local[*]).")]
+
+
+def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], queues: Optional[list[str]],
+             fmt: str, plot: Optional[Path]) -> Source:
+    """Check the command line and the inputs before Spark starts."""
+    from store.analytics import require
+    from store.analytics.pipeline import Source
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise UsageError(f"--plot writes a PNG: name the file FILE.png, got {str(plot)!r}")
+    if stores and parquet is not None:
+        raise UsageError("give store directories or --parquet DIR, not both")
+    require(what="analyze")
+    if plot is not None:
+        require(("matplotlib",), "--plot")
+    paths = [str(p) for p in stores or []]
+    if not paths and parquet is None:
+        paths = [str(s.store_path)]
+    source = Source(stores=paths, parquet=None if parquet is None else str(parquet), queues=queues)
+    source.check()
+    return source
+
+
+def _written(s: Session, paths: list[str]) -> None:
+    for p in paths:
+        s.out.note(f"wrote {p}")
+
+
+@app.command("health")
+def health(
+    ctx: typer.Context,
+    stores: StoresArg = None,
+    parquet: ParquetOpt = None,
+    queue: QueueOpt = None,
+    stuck_after: Annotated[str, typer.Option(
+        "--stuck-after", metavar="DURATION",
+        help="A message in flight (locked, unconfirmed, in a transaction) longer than this counts as stuck.")] = "5m",
+    out: OutOpt = None, fmt: FormatOpt = "parquet", plot: PlotOpt = None, master: MasterOpt = None,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Per store and queue: depth by state and priority, bytes, oldest age, messages in flight
+    and stuck, expired but not yet swept, backouts.
+
+    The same figures as `mqcli stats` for the same stores (read read-only, while others write),
+    plus what needs a look. -o json prints one object per queue. --out writes the dataset
+    `health`; --plot draws depth by state per queue.
+
+    \b
+    Examples:
+      mqcli analyze health /var/lib/mq/qm1 /var/lib/mq/qm2 --stuck-after 10m
+      mqcli analyze health --parquet exports/ -o json
+    """
+    s = session(ctx, store, output, quiet)
+    stuck = parse_duration(stuck_after, allow_forever=False, what="--stuck-after") or 0.0
+    source = _prepare(s, stores, parquet, queue, fmt, plot)
+    from store.analytics.outputs import plot_health, to_records, write_datasets
+    from store.analytics.pipeline import run_health
+    from store.analytics.session import spark_session
+
+    now = int(time.time() * 1_000_000)
+    with progress("analyze health", enabled=not s.out.quiet), spark_session(master, "mqcli analyze health") as setup:
+        df = run_health(setup.spark, source, now_us=now, stuck_after_us=int(stuck * 1_000_000)).persist()
+        try:
+            rows = to_records(df)
+            written = write_datasets({"health": df}, out, fmt) if out is not None else []
+        finally:
+            df.unpersist()
+    _written(s, written)
+    if plot is not None:
+        s.out.note(f"wrote {plot_health(rows, plot)}")
+    if s.out.mode in ("json", "jsonl"):
+        s.out.table(rows, [])
+        return
+    many = len({r["store_guid"] for r in rows}) > 1
+    for r in rows:
+        r["age"] = age(None if r["oldest_age_s"] is None else now - int(r["oldest_age_s"] * 1_000_000), now)
+    columns = [*([("store_name", "store")] if many else []), ("queue", "queue"), ("depth", "depth"),
+               ("bytes", "bytes"), ("available", "avail"), ("in_flight", "in flight"), ("stuck", "stuck"),
+               ("expired", "expired"), ("backouts", "backouts"), ("age", "oldest")]
+    s.out.table(rows, columns)
+
+
+@app.command("routes")
+def routes(
+    ctx: typer.Context,
+    stores: StoresArg = None,
+    parquet: ParquetOpt = None,
+    queue: QueueOpt = None,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Rows shown per table in text output.")] = 20,
+    out: OutOpt = None, fmt: FormatOpt = "parquet", plot: PlotOpt = None, master: MasterOpt = None,
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Rebuild every traced message's route from its trace reports: per-link latency, routes
+    that never reached their target queue, loops.
+
+    Reports are decoded by Spark SQL (no Python UDF). Text output shows the links (p50, p95,
+    p99 in ms), the incomplete routes and the loops; -o json prints every route (msg_id, hops,
+    path: queue manager GUIDs in hop order, complete, loop, …). --out writes the datasets
+    `routes` and `links`; --plot draws the per-link latencies.
+
+    \b
+    Examples:
+      mqcli analyze routes /var/lib/mq/qm1 /var/lib/mq/qm2 --plot links.png
+      mqcli analyze routes --queue reports -o json | jq '.[] | select(.complete | not)'
+      mqcli analyze routes --parquet exports/ --out results/ --format csv
+    """
+    s = session(ctx, store, output, quiet)
+    source = _prepare(s, stores, parquet, queue, fmt, plot)
+    from pyspark.sql import functions as F
+
+    from store.analytics.outputs import plot_links, to_records, write_datasets
+    from store.analytics.pipeline import run_routes
+    from store.analytics.session import spark_session
+
+    text = s.out.mode not in ("json", "jsonl")
+    with progress("analyze routes", enabled=not s.out.quiet), spark_session(master, "mqcli analyze routes") as setup:
+        report = run_routes(setup.spark, source)
+        try:
+            routes_df = report.result.routes
+            if text:
+                incomplete = to_records(routes_df.where(~F.col("complete")).orderBy("started"), limit)
+                loops = to_records(routes_df.where(F.col("loop")).orderBy("started"), limit)
+            else:
+                rows = to_records(routes_df.orderBy("started", "msg_id"))
+            written = (write_datasets({"routes": routes_df, "links": report.result.links}, out, fmt)
+                       if out is not None else [])
+        finally:
+            report.close()
+    _written(s, written)
+    if plot is not None:
+        s.out.note(f"wrote {plot_links(report.links, plot, source.names)}")
+    if not text:
+        s.out.table(rows, [])
+        return
+    _render_routes(s, report.summary, report.links, incomplete, loops, source.names, limit)
+
+
+def _render_routes(s: Session, summary: dict[str, int], links: list[dict[str, Any]],
+                   incomplete: list[dict[str, Any]], loops: list[dict[str, Any]],
+                   names: dict[str, str], limit: int) -> None:
+    def qm(guid: str) -> str:
+        return names.get(guid, guid)
+
+    def path(guids: list[str]) -> str:
+        return " > ".join(qm(g) for g in guids)
+
+    s.out.document(summary)
+    for r in links:
+        r["link"] = f"{qm(r['from_qm'])} > {qm(r['to_qm'])}"
+    s.out.table(links, [("link", "link"), ("count", "messages"), ("p50_ms", "p50 ms"),
+                        ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("max_ms", "max ms")],
+                title="latency per link")
+    for title, rows, n in (("incomplete routes (never reached their target queue)", incomplete,
+                            summary["incomplete"]), ("loops", loops, summary["loops"])):
+        if not rows:
+            continue
+        for r in rows:
+            r["route"] = path(r["path"])
+        shown = f" (first {len(rows)} of {n})" if n > len(rows) else ""
+        s.out.table(rows, [("msg_id", "msg_id"), ("hops", "hops"), ("route", "path"),
+                           ("target_queue", "target"), ("started", "started")], title=title + shown)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="analyze")

@@ -1,0 +1,162 @@
+"""The channel: listen and dispatch (SPEC §8, docs/protocol.md).
+
+`listen` receives batches from other queue managers' dispatchers into this store; `dispatch`
+sends this store's outgoing queues over their links. Both stop cleanly on SIGTERM (exit 0) and
+Ctrl-C (exit 130): what was acknowledged is stored on the other side, what was not goes again.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from store.errors import StoreError
+
+from ..durations import parse_duration, parse_size
+from ..exits import UsageError
+from ..options import OutputOpt, QuietOpt, StoreOpt, session
+
+RESULT_COLUMNS = [("link", "link"), ("address", "address"), ("peer", "next hop"), ("messages", "messages"),
+                  ("duplicates", "duplicates"), ("batches", "batches"), ("seconds", "seconds"),
+                  ("error", "error")]
+
+
+class Interrupted(StoreError):
+    """Ctrl-C (SPEC §6 exit 130), raised as a store error: Typer turns a KeyboardInterrupt
+    into a plain exit that `mqcli.app.run` does not report."""
+
+    status = "INTERRUPTED"
+    exit_code = 130
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+
+def _logger(prefix: str, quiet: bool):
+    def log(line: str) -> None:
+        if not quiet:
+            sys.stderr.write(f"mqcli: {prefix}: {line}\n")
+            sys.stderr.flush()
+    return log
+
+
+def listen(
+    ctx: typer.Context,
+    key_file: Annotated[Path, typer.Option(
+        "--key-file", show_default=False,
+        help="The pre-shared key peers must prove they hold (`mqcli link keygen`; mode 0600).")],
+    bind: Annotated[str, typer.Option(
+        "--bind", metavar="HOST:PORT",
+        help="Address to listen on; loopback unless told otherwise. Port 0 picks a free port "
+             "(printed on the ready line).")] = "127.0.0.1:1801",
+    max_frame: Annotated[str, typer.Option(
+        "--max-frame", metavar="BYTES",
+        help="Largest frame a peer may send (a batch of messages), e.g. 16MiB; larger ones are "
+             "refused from their header.")] = "16MiB",
+    idle_timeout: Annotated[str, typer.Option(
+        "--idle-timeout", metavar="DURATION",
+        help="Close a connection that sends no frame for this long (or forever).")] = "60s",
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Receive messages from other queue managers into this store until stopped.
+
+    Peers (`mqcli dispatch` of stores with a link to this address) must prove they hold the
+    key; each batch is acknowledged only after it is committed here, and a message received
+    twice is stored once. Prints "listening on HOST:PORT" on stderr when ready. SIGTERM stops
+    it (exit 0), Ctrl-C too (exit 130), after the batch being committed is acknowledged.
+
+    \b
+    Example:
+      mqcli link keygen qm2.key
+      mqcli --store /var/lib/mq/qm2 listen --bind 127.0.0.1:7000 --key-file qm2.key
+    """
+    from store.channel.listener import ListenerConfig, parse_bind, serve
+    from store.links import load_key
+
+    host, port = parse_bind(bind)
+    config = ListenerConfig(
+        host, port, max_frame=parse_size(max_frame, "--max-frame"),
+        idle_timeout=parse_duration(idle_timeout, what="--idle-timeout"))  # type: ignore[arg-type]
+    key = load_key(key_file)
+    s = session(ctx, store, output, quiet)
+
+    def ready(host: str, port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        sys.stderr.write(f"listening on {shown}:{port}\n")  # always: scripts wait for this line
+        sys.stderr.flush()
+
+    with s.open() as st:
+        stopped_by = serve(st, key, config, log=_logger("listen", s.out.quiet), ready=ready)
+    if stopped_by == signal.SIGINT:
+        raise Interrupted()
+
+
+def dispatch(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="Send everything sendable now, then exit.")] = False,
+    follow: Annotated[bool, typer.Option(
+        "--follow", help="Keep sending as messages arrive, retrying failed links, until stopped.")] = False,
+    batch: Annotated[int, typer.Option("--batch", metavar="N", min=1, max=65535,
+                                       help="Messages per batch (one commit at the receiver).")] = 1000,
+    link: Annotated[Optional[list[str]], typer.Option(
+        "--link", metavar="NAME", help="Only this link (repeatable).")] = None,
+    timeout: Annotated[str, typer.Option(
+        "--timeout", metavar="DURATION", help="Connect and handshake, and each acknowledgement, within this.")] = "30s",
+    retry_max: Annotated[str, typer.Option(
+        "--retry-max", metavar="DURATION",
+        help="--follow: longest wait before retrying a failed link (the wait doubles from 1s up to "
+             "this, with jitter).")] = "60s",
+    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Send the outgoing queues to their links' listeners.
+
+    Held, locked, HTTP(S) and multicast outgoing queues are not sent (seed 003). A message
+    leaves the outgoing queue only when the receiver has committed it. --once exits 13 if a
+    link failed (its queues record the error; `mqcli outgoing show`); --follow retries with
+    backoff. A peer that does not hold the key, refuses our records, or cannot take a message
+    that large locks the queues until `mqcli outgoing resume`. One dispatcher per store.
+
+    \b
+    Example:
+      mqcli put 'DIRECT=OS:qm2\\orders' hello
+      mqcli dispatch --once
+      mqcli dispatch --follow --link qm2
+    """
+    from store.channel.dispatcher import DispatchConfig, run
+    from store.errors import ChannelError
+
+    if once == follow:
+        raise UsageError("give exactly one of --once and --follow")
+    t = parse_duration(timeout, allow_forever=False, what="--timeout")
+    rmax = parse_duration(retry_max, allow_forever=False, what="--retry-max")
+    assert t is not None and rmax is not None
+    if t <= 0:
+        raise UsageError("--timeout must be positive")
+    config = DispatchConfig(batch=batch, timeout=t, retry_min=min(1.0, rmax), retry_max=rmax,
+                            links=tuple(link or ()))
+    s = session(ctx, store, output, quiet)
+    with s.open() as st:
+        if config.links:
+            for name in config.links:
+                st.link(name)  # exit 6 for a link that does not exist
+        results, stopped_by = run(st, config, follow=follow, log=_logger("dispatch", s.out.quiet))
+    rows = [r.to_dict() for r in results]
+    if rows or s.out.mode != "text":
+        s.out.table(rows, RESULT_COLUMNS)
+    else:
+        s.out.note("nothing to send")
+    if stopped_by == signal.SIGINT:
+        raise Interrupted()
+    failed = [r for r in results if r.error]
+    if failed and not stopped_by:
+        raise ChannelError(f"{len(failed)} of {len(results)} links failed: "
+                           + "; ".join(r.error for r in failed if r.error))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("listen")(listen)
+    app.command("dispatch")(dispatch)

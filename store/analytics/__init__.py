@@ -1,0 +1,60 @@
+"""The data pipeline on PySpark (SPEC §9): stores and trace reports analysed at scale.
+
+- `columns`  the message table's schema (Arrow and Spark) and its Arrow batch builder
+- `scan`     plans key ranges of stores and reads them read-only, as Arrow record batches
+- `source`   the `mqstore` Spark data source over `scan`
+- `parquet`  `mqcli export --format parquet`: the same schema, written by pyarrow
+- `session`  a quiet SparkSession (embedded `local[*]` unless configured otherwise)
+- `labels`   trace report labels and bodies decoded by Spark SQL expressions
+- `health`   per store and queue: depth by state and priority, bytes, ages, in flight, expired
+- `routes`   traced messages' routes rebuilt from their reports; per-link latency, loops
+- `outputs`  `--out` datasets and `--plot` charts
+- `job`      the same analyses as a `spark-submit` job
+
+PySpark and pyarrow are the optional extra `spark` (`pip install 'mqcli[spark]'`): nothing here
+is imported by `import store` or by `mqcli`'s other commands. `missing()` tells which of the
+extra's modules cannot be imported (it imports them: only the commands that need them call it).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..errors import StoreError
+
+INSTALL_HINT = "pip install 'mqcli[spark]'"
+
+
+class AnalyticsUnavailable(StoreError):
+    """The pipeline cannot run here: the `spark` extra or Java is missing (exit 2, with what
+    to install)."""
+
+    status = "MQ_ERROR_ANALYTICS_UNAVAILABLE"
+    code = None
+    exit_code = 2
+
+
+class AnalyticsFailed(StoreError):
+    """Spark could not start or its job failed (exit 1); the message names Spark's log."""
+
+    status = "MQ_ERROR_ANALYTICS_FAILED"
+    code = None
+    exit_code = 1
+
+
+def missing(modules: tuple[str, ...] = ("pyspark", "pyarrow")) -> list[str]:
+    """The modules of the `spark` extra that cannot be imported here (absent or broken)."""
+    absent = []
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except ImportError:
+            absent.append(m)
+    return absent
+
+
+def require(modules: tuple[str, ...] = ("pyspark", "pyarrow"), what: str = "the data pipeline") -> None:
+    """Raise AnalyticsUnavailable naming the install command unless `modules` are installed."""
+    absent = missing(modules)
+    if absent:
+        raise AnalyticsUnavailable(f"{what} needs {' and '.join(absent)}: {INSTALL_HINT}")

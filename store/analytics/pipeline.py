@@ -1,0 +1,123 @@
+"""The analyses end to end, shared by `mqcli analyze` and the spark-submit job (job.py): where
+the messages come from (live stores through `mqstore`, or Parquet exports), checked before
+Spark starts, then health or routes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BadData, InvalidArgument, QueueNotAvailable
+from ..queues import queue_key
+from .columns import MESSAGE_COLUMN_NAMES
+from .scan import distinct_stores, identity, open_readonly
+from . import health as health_mod
+from . import routes as routes_mod
+from .outputs import to_records
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class Source:
+    """Stores (directories) or Parquet exports (a file or directory), and the queues to read."""
+
+    stores: list[str] = field(default_factory=list)
+    parquet: str | None = None
+    queues: list[str] | None = None
+    names: dict[str, str] = field(default_factory=dict)  # queue manager GUID → name
+
+    def check(self) -> None:
+        """Fail before Spark starts: each store opens (read-only) and has the queues named;
+        the Parquet path exists. Learns the queue managers' names."""
+        if bool(self.stores) == (self.parquet is not None):
+            raise InvalidArgument("give store directories or --parquet DIR, not both")
+        if self.parquet is not None:
+            if not Path(self.parquet).exists():
+                raise InvalidArgument(f"no Parquet export at {self.parquet} (make one with "
+                                      f"`mqcli export --format parquet --to FILE`)")
+            return
+        self.stores = distinct_stores(self.stores)
+        found: set[bytes] = set()
+        for path in self.stores:
+            with open_readonly(path) as (env, dbs), env.begin() as lt:
+                where = identity(lt, dbs, str(Path(path).absolute()))
+                self.names[where.guid] = where.name
+                found.update(bytes(k) for k, _ in lt.cursor(db=dbs["queues"]))
+        for q in self.queues or []:
+            if queue_key(q) not in found:
+                raise QueueNotAvailable(f"queue {q!r} does not exist in "
+                                        + ("the store" if len(self.stores) == 1 else "any of the stores"))
+
+    def messages(self, spark: SparkSession, columns: list[str] | None = None,
+                 reports_only: bool = False) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        if self.parquet is not None:
+            df = spark.read.parquet(self.parquet)
+            wanted = columns or list(MESSAGE_COLUMN_NAMES)
+            missing = [c for c in wanted if c not in df.columns]
+            if missing:
+                raise BadData(f"{self.parquet} is not an mqcli Parquet export: it has no column "
+                              f"{missing[0]!r} (make one with `mqcli export --format parquet`)")
+            df = df.select(*wanted)
+            if self.queues:
+                df = df.where(F.lower("queue").isin([q.casefold() for q in self.queues]))
+            if reports_only:
+                df = df.where(F.col("class") == "report")
+            return df
+        reader = spark.read.format("mqstore")
+        if self.queues:
+            reader = reader.option("queues", ",".join(self.queues))
+        if columns:
+            reader = reader.option("columns", ",".join(columns))
+        if reports_only:
+            reader = reader.option("class", "report")
+        return reader.load(self.stores)
+
+    def queue_table(self, spark: SparkSession) -> DataFrame | None:
+        """Every queue of the stores (None for Parquet exports, which hold messages only)."""
+        if self.parquet is not None:
+            return None
+        reader = spark.read.format("mqstore").option("table", "queues")
+        if self.queues:
+            reader = reader.option("queues", ",".join(self.queues))
+        return reader.load(self.stores)
+
+    def learn_names(self, df: DataFrame) -> None:
+        """The queue managers' names from a Parquet export's rows."""
+        if self.parquet is not None:
+            for row in df.select("store_guid", "store_name").distinct().collect():
+                self.names[row["store_guid"]] = row["store_name"]
+
+
+def run_health(spark: SparkSession, source: Source, *, now_us: int, stuck_after_us: int) -> DataFrame:
+    messages = source.messages(spark, list(health_mod.MESSAGE_COLUMNS_USED))
+    return health_mod.health(messages, source.queue_table(spark), now_us=now_us,
+                             stuck_after_us=stuck_after_us)
+
+
+@dataclass
+class RoutesReport:
+    """Everything `analyze routes` shows: the summary counts, the links (rows), and the
+    routes as a DataFrame (kept in memory until `close()`)."""
+
+    summary: dict[str, int]
+    links: list[dict[str, Any]]
+    result: routes_mod.Routes
+
+    def close(self) -> None:
+        self.result.unpersist()
+
+
+def run_routes(spark: SparkSession, source: Source) -> RoutesReport:
+    messages = source.messages(spark, list(routes_mod.MESSAGE_COLUMNS_USED), reports_only=True)
+    result = routes_mod.routes(messages)
+    links = to_records(result.links)
+    summary = result.summary()
+    if source.parquet is not None:
+        source.learn_names(source.messages(spark, ["store_guid", "store_name"]))
+    return RoutesReport(summary=summary, links=links, result=result)

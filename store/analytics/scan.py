@@ -1,0 +1,232 @@
+"""Reading stores for the pipeline: plan key ranges, then read each range read-only as Arrow.
+
+A store's messages live in two LMDB tables (keys.py): `pos`, the position list of available
+messages (`P qid 7-priority seq` → record), and `msg`, in-flight messages (`seq` → record).
+`plan` splits a store into `ScanRange`s: a queue's positions cut into key ranges of about
+`rows_per_range` entries (neighbouring small queues share one range; a range never spans a
+queue that is not read), and the `msg` table cut the same way, read for the selected queues.
+`read_range` reads one of them. A `ScanRange` is plain data (strings, ints, bytes): it is what
+Spark pickles and ships to a worker, which opens the environment itself.
+
+Safe while other processes write: LMDB readers are MVCC snapshots and take no write lock. The
+environment is opened read-only with the store's own settings (environment.open_environment:
+the map size from the store's marker, never resized; the same table count), and each batch is
+read in a read transaction of its own, closed before the batch is handed on, so a long scan
+holds no snapshot that would keep writers from reusing pages (like `Store.export_messages`).
+Each batch is therefore consistent in itself; a message that changes state while a store is
+being read (leaving `pos` for `msg`, or back) can show up in two ranges or in none, as with any
+scan split over transactions. Nothing is written: lapsed leases and expired messages are read
+as they are (`analyze health` counts them; `mqcli sweep` acts on them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+
+from .. import keys
+from ..environment import open_environment, read_marker, store_exists
+from ..errors import QueueNotAvailable, StoreCorrupt, StoreUnavailable
+from ..queues import decode_queue, queue_key
+from ..records import guid_text
+from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, queue_batch, record_batch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+POS_TABLE, MSG_TABLE = "pos", "msg"
+DEFAULT_ROWS_PER_RANGE = 250_000
+DEFAULT_BATCH_ROWS = 8192
+
+
+@dataclass(frozen=True)
+class ScanRange:
+    """One unit of reading: a key range [start, end) of one table of one store.
+
+    `queues` maps the qids read to their names: a `pos` range is inside one queue, a `msg`
+    range keeps only records of these queues. `end` None means to the end of the table.
+    """
+
+    store: StoreIdentity
+    table: str
+    start: bytes
+    end: bytes | None
+    queues: dict[int, str] = field(default_factory=dict)
+
+
+@contextmanager
+def open_readonly(path: str | Path) -> Iterator[tuple[lmdb.Environment, dict[str, Any]]]:
+    """The store's environment, read-only, with the store's own map size and tables."""
+    path = Path(path)
+    if not store_exists(path):
+        raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)")
+    env, dbs = open_environment(path, read_marker(path)["map_size"], readonly=True)
+    try:
+        yield env, dbs
+    finally:
+        env.close()
+
+
+def identity(lt: lmdb.Transaction, dbs: dict[str, Any], path: str) -> StoreIdentity:
+    guid = lt.get(keys.META_GUID, db=dbs["meta"])
+    if guid is None:
+        raise StoreCorrupt(f"the store at {path} has no queue manager identity")
+    name = lt.get(keys.META_NAME, db=dbs["meta"]) or b""
+    return StoreIdentity(path=path, name=bytes(name).decode("utf-8"), guid=guid_text(bytes(guid)))
+
+
+def _queues(lt: lmdb.Transaction, dbs: dict[str, Any]) -> list[Any]:
+    return [decode_queue(bytes(raw)) for _, raw in lt.cursor(db=dbs["queues"])]
+
+
+def _split(lt: lmdb.Transaction, db: Any, prefix: bytes, rows: int) -> list[bytes]:
+    """Keys under `prefix` at every `rows`-th entry after the first: the starts of the second
+    and later ranges. A walk of keys only, paid once when a read is planned."""
+    cur = lt.cursor(db=db)
+    starts: list[bytes] = []
+    if not cur.set_range(prefix):
+        return starts
+    n = 0
+    for key in cur.iternext(values=False):
+        if not key.startswith(prefix):
+            break
+        if n and n % rows == 0:
+            starts.append(bytes(key))
+        n += 1
+    return starts
+
+
+def plan(paths: Sequence[str | Path], queues: Sequence[str] | None = None,
+         rows_per_range: int = DEFAULT_ROWS_PER_RANGE) -> list[ScanRange]:
+    """The ranges that together hold every message (any state) of the stores' queues (all, or
+    those named; a name that no store has is an error)."""
+    ranges: list[ScanRange] = []
+    wanted = None if queues is None else {queue_key(q): q for q in queues}
+    seen: set[bytes] = set()
+    done: set[str] = set()
+    for path in paths:
+        text = str(Path(path).absolute())
+        if os.path.realpath(text) in done:  # the same store named twice is read once
+            continue
+        done.add(os.path.realpath(text))
+        with open_readonly(path) as (env, dbs), env.begin() as lt:
+            where = identity(lt, dbs, text)
+            chosen: dict[int, str] = {}
+            group: dict[int, str] = {}  # neighbouring small queues, read as one range
+            group_rows = 0
+
+            def close_group() -> None:
+                nonlocal group, group_rows
+                if group:
+                    first, last = min(group), max(group)
+                    ranges.append(ScanRange(where, POS_TABLE, keys.queue_prefix(first),
+                                            keys.queue_prefix(last + 1), group))
+                group, group_rows = {}, 0
+
+            for q in sorted(_queues(lt, dbs), key=lambda q: q.qid):
+                key = queue_key(q.name)
+                if wanted is not None and key not in wanted:
+                    close_group()  # a range never spans a queue that is not read
+                    continue
+                chosen[q.qid] = q.name
+                seen.add(key)
+                counters = lt.get(keys.qstats_key(q.qid), db=dbs["meta"])
+                count = keys.QSTATS.unpack(counters)[0] if counters else 0
+                if count <= rows_per_range:
+                    if group_rows + count > rows_per_range:
+                        close_group()
+                    group[q.qid] = q.name
+                    group_rows += count
+                    continue
+                close_group()
+                prefix = keys.queue_prefix(q.qid)
+                bounds = [prefix, *_split(lt, dbs["pos"], prefix, rows_per_range), keys.queue_prefix(q.qid + 1)]
+                for lo, hi in zip(bounds, bounds[1:]):
+                    ranges.append(ScanRange(where, POS_TABLE, lo, hi, {q.qid: q.name}))
+            close_group()
+            if chosen:
+                held = lt.stat(dbs["msg"])["entries"]
+                starts = _split(lt, dbs["msg"], b"", rows_per_range) if held > rows_per_range else []
+                msg_bounds: list[bytes | None] = [b"", *starts, None]
+                for lo, hi in zip(msg_bounds, msg_bounds[1:]):
+                    ranges.append(ScanRange(where, MSG_TABLE, lo or b"", hi, dict(chosen)))
+    if wanted is not None:
+        missing = [name for key, name in wanted.items() if key not in seen]
+        if missing:
+            raise QueueNotAvailable(f"queue {missing[0]!r} does not exist in "
+                                    + ("the store" if len(paths) == 1 else "any of the stores"))
+    return ranges
+
+
+def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMNS,
+               batch_rows: int = DEFAULT_BATCH_ROWS, report_only: bool = False
+               ) -> Iterator[pa.RecordBatch]:
+    """The messages of one range as Arrow record batches of up to `batch_rows` rows; each
+    batch read in its own read transaction (see the module docstring)."""
+    with open_readonly(r.store.path) as (env, dbs):
+        db = dbs[r.table]
+        after: bytes | None = None  # the last key read: the next batch starts past it
+        while True:
+            raws, more = [], False
+            with env.begin() as lt:
+                cur = lt.cursor(db=db)
+                if after is None:
+                    found = cur.set_range(r.start)
+                else:
+                    found = cur.set_range(after)
+                    if found and cur.key() == after:
+                        found = cur.next()
+                while found:
+                    key = cur.key()
+                    if r.end is not None and key >= r.end:
+                        break
+                    if len(raws) == batch_rows:
+                        more = True
+                        break
+                    raws.append(cur.value())
+                    after = key
+                    found = cur.next()
+            batch = record_batch(raws, r.queues, r.store, columns, report_only)
+            if batch is not None:
+                yield batch
+            if not more:
+                return
+
+
+def read_queue_table(path: str | Path, queues: Sequence[str] | None = None,
+                     columns: Sequence[tuple[str, str]] = QUEUE_COLUMNS) -> Iterator[pa.RecordBatch]:
+    """Every queue of a store (or those named) with its attributes and counters."""
+    wanted = None if queues is None else {queue_key(q) for q in queues}
+    text = str(Path(path).absolute())
+    with open_readonly(path) as (env, dbs), env.begin() as lt:
+        where = identity(lt, dbs, text)
+        rows = []
+        for q in _queues(lt, dbs):
+            if wanted is None or queue_key(q.name) in wanted:
+                counters = lt.get(keys.qstats_key(q.qid), db=dbs["meta"])
+                depth, size = keys.QSTATS.unpack(counters) if counters else (0, 0)
+                rows.append({"store": where.path, "store_name": where.name, "store_guid": where.guid,
+                             "queue": q.name, "qid": q.qid, "queue_guid": q.guid, "label": q.label,
+                             "quota": q.quota, "transactional": q.transactional, "journal": q.journal,
+                             "max_backouts": q.max_backouts, "created": q.created, "system": q.system,
+                             "depth": depth, "bytes": size})
+    if rows:
+        yield queue_batch(rows, columns)
+
+
+def distinct_stores(paths: Sequence[str | Path]) -> list[str]:
+    """The paths, each store once (by its real path), in the order given."""
+    out, seen = [], set()
+    for p in paths:
+        real = os.path.realpath(p)
+        if real not in seen:
+            seen.add(real)
+            out.append(str(p))
+    return out
+

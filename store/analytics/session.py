@@ -1,0 +1,188 @@
+"""A SparkSession for the pipeline: embedded `local[*]` unless Spark is configured otherwise,
+the `mqstore` source registered, and Spark's own output kept off the terminal.
+
+- An active session (a `spark-submit` job, a notebook, a test's fixture) is used as it is and
+  left running. Otherwise a new one is made, and `spark_session` stops it when done.
+- The master: `master` if given; else what Spark is configured with (`spark.master` in
+  `$SPARK_CONF_DIR/spark-defaults.conf` or `$SPARK_HOME/conf/spark-defaults.conf`, or
+  `--master` in `PYSPARK_SUBMIT_ARGS`); else `local[*]`. An embedded session binds the driver
+  to 127.0.0.1, runs without the web UI, gets a quarter of the machine's memory (1-8 GiB,
+  unless `SPARK_DRIVER_MEMORY` says otherwise) and few shuffle partitions.
+- The JVM's stderr (its log4j console output, warnings such as the native-hadoop one, and the
+  Python workers' stderr) goes to a log file instead of the terminal: the descriptor is pointed
+  at the file while the JVM starts, and the JVM keeps it. `SparkSetup.log_file` names it, and
+  errors mention it.
+- Python workers run this interpreter (`PYSPARK_PYTHON`, unless set), so they import the same
+  `store` package. PySpark's own Python loggers of failed queries are silenced: the failure
+  reaches the caller as an exception.
+- Under `spark-submit` (the JVM is already up) the master and configuration are spark-submit's.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import AnalyticsFailed, AnalyticsUnavailable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EMBEDDED = "local[*]"
+
+
+@dataclass
+class SparkSetup:
+    spark: SparkSession
+    owned: bool              # made here (and stopped here) rather than found active
+    master: str
+    log_file: str | None     # where the JVM's stderr went, when the JVM was started here
+    start_seconds: float     # how long getting the session took (JVM start-up included)
+
+
+def configured_master() -> str | None:
+    """`spark.master` from Spark's own configuration, if any (see the module docstring)."""
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    for i, arg in enumerate(args):
+        if arg == "--master" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--master="):
+            return arg.split("=", 1)[1]
+    dirs = [os.environ.get("SPARK_CONF_DIR")]
+    if os.environ.get("SPARK_HOME"):
+        dirs.append(os.path.join(os.environ["SPARK_HOME"], "conf"))
+    for d in filter(None, dirs):
+        conf = Path(d) / "spark-defaults.conf"
+        try:
+            lines = conf.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split(None, 1)
+            if len(parts) == 2 and parts[0] == "spark.master":
+                return parts[1].strip()
+    return None
+
+
+def _embedded_memory() -> str:
+    """A quarter of this machine's memory, between 1 and 8 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 4 << 30
+    return f"{max(1, min(8, total // 4 >> 30))}g"
+
+
+def _log_path() -> str:
+    folder = Path(tempfile.gettempdir()) / f"mqcli-spark-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return str(folder / f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log")
+
+
+@contextmanager
+def _stderr_to(path: str) -> Iterator[None]:
+    """Point file descriptor 2 at `path` while the block runs (processes started meanwhile,
+    the JVM, keep it)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def new_session(master: str | None = None, app_name: str = "mqcli analyze",
+                conf: dict[str, str] | None = None) -> SparkSetup:
+    """The active SparkSession, or a new one (see the module docstring)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise AnalyticsUnavailable("Spark needs Java 17 or later and none was found: install a Java "
+                                   "runtime (e.g. `apt-get install default-jre-headless`) or set JAVA_HOME")
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    from pyspark.logger import PySparkLogger
+    from pyspark.sql import SparkSession
+
+    # PySpark logs each failed query's context to stderr as JSON; the failure itself reaches
+    # the caller as an exception (and mqcli's one-line error)
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
+
+    from .source import MqStoreDataSource
+
+    started = time.perf_counter()
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.dataSource.register(MqStoreDataSource)
+        return SparkSetup(active, False, active.sparkContext.master, None, time.perf_counter() - started)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    # under spark-submit the JVM is already up with spark-submit's master and configuration
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    chosen = master or configured_master() or ("" if submitted else EMBEDDED)
+    if master is not None or not (submitted or configured_master()):
+        builder = builder.master(chosen)
+    if chosen.startswith("local") and not submitted:
+        if not os.environ.get("SPARK_DRIVER_MEMORY"):
+            # the driver is the whole cluster here: Spark's 1 GiB default spends its time in
+            # garbage collection once a few million reports are shuffled
+            builder = builder.config("spark.driver.memory", _embedded_memory())
+        builder = (builder.config("spark.ui.enabled", "false")
+                   .config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.driver.host", "127.0.0.1")
+                   .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 1)))))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    log_file = None if submitted else _log_path()
+    try:
+        if log_file is None:
+            spark = builder.getOrCreate()
+        else:
+            with _stderr_to(log_file):
+                spark = builder.getOrCreate()
+    except Exception as exc:
+        where = f"; see {log_file}" if log_file else ""
+        raise AnalyticsFailed(f"Spark could not start ({_first_line(exc)}){where}") from None
+    spark.dataSource.register(MqStoreDataSource)
+    return SparkSetup(spark, True, spark.sparkContext.master, log_file, time.perf_counter() - started)
+
+
+@contextmanager
+def spark_session(master: str | None = None, app_name: str = "mqcli analyze",
+                  conf: dict[str, str] | None = None) -> Iterator[SparkSetup]:
+    """`new_session` for the length of a block; a session made here is stopped after it, and
+    a Spark failure inside becomes AnalyticsFailed naming the log."""
+    setup = new_session(master, app_name, conf)
+    try:
+        yield setup
+    except Exception as exc:
+        if _is_spark_error(exc):
+            where = f"; see {setup.log_file}" if setup.log_file else ""
+            raise AnalyticsFailed(f"the Spark job failed: {_first_line(exc)}{where}") from exc
+        raise
+    finally:
+        if setup.owned:
+            setup.spark.stop()
+
+
+def _is_spark_error(exc: BaseException) -> bool:
+    module = type(exc).__module__ or ""
+    return module.startswith(("pyspark", "py4j"))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]

@@ -1,0 +1,144 @@
+"""The `mqstore` Spark data source (SPEC §9): stores as DataFrames.
+
+    spark.dataSource.register(MqStoreDataSource)
+    df = spark.read.format("mqstore").load("/var/lib/mq/qm1")              # one store
+    df = spark.read.format("mqstore").load(["/var/lib/mq/qm1", "/var/lib/mq/qm2"])
+    df = (spark.read.format("mqstore").option("queues", "orders,reports")
+          .option("columns", "queue,label,put_time").load(path))
+    queues = spark.read.format("mqstore").option("table", "queues").load(path)
+
+Options (names are case-insensitive, as Spark's are):
+
+- `path` / `paths` (what `load()` sets) or `stores`: store directories; `stores` takes several
+  separated by the OS path separator (`:`).
+- `table`: `messages` (default: the columns of columns.MESSAGE_COLUMNS, one row per message in
+  any state) or `queues` (one row per queue, empty ones too, with its counters).
+- `queues`: comma-separated queue names to read (default all); queue names hold no comma.
+- `columns`: comma-separated columns to build (default all). The reader cannot be told which
+  columns a query uses, so a job that needs a few asks for them and saves building the rest.
+- `class`: `report` reads only report messages (trace reports); default every message.
+- `rowsPerPartition` (default 250,000): a queue's positions and the in-flight table are cut
+  into key ranges of about this many entries, one Spark partition each.
+- `batchRows` (default 8192): rows per Arrow record batch.
+
+Partitions are plain data (scan.ScanRange); each one's `read()` opens the store's LMDB
+environment read-only in the worker that runs it and closes it when done (scan.py says why
+that is safe next to writers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from ..errors import InvalidArgument
+from . import scan
+from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, select, spark_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+NAME = "mqstore"
+TABLES = {"messages": MESSAGE_COLUMNS, "queues": QUEUE_COLUMNS}
+
+
+class ScanPartition(InputPartition):
+    """A Spark partition: one scan.ScanRange (plain data), or for the queue table a store path."""
+
+    def __init__(self, value: scan.ScanRange | str) -> None:
+        super().__init__(value)
+
+
+def _int_option(options: Any, name: str, default: int) -> int:
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InvalidArgument(f"option {name} must be a positive integer, got {text!r}")
+    return value
+
+
+def _list_option(options: Any, name: str) -> list[str] | None:
+    text = options.get(name)
+    if text is None or not str(text).strip():
+        return None
+    return [part.strip() for part in str(text).split(",") if part.strip()]
+
+
+def store_paths(options: Any) -> list[str]:
+    paths: list[str] = []
+    if options.get("stores"):
+        paths += [p for p in str(options["stores"]).split(os.pathsep) if p]
+    if options.get("paths"):
+        paths += list(json.loads(options["paths"]))
+    if options.get("path"):
+        paths.append(options["path"])
+    if not paths:
+        raise InvalidArgument("mqstore needs a store: load(path), load([paths]) or option('stores', …)")
+    return paths
+
+
+class MqStoreDataSource(DataSource):
+    """`spark.read.format("mqstore")`: messages (or queues) of one or more stores."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def _table(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        table = str(self.options.get("table", "messages")).lower()
+        if table not in TABLES:
+            raise InvalidArgument(f"option table must be messages or queues, got {table!r}")
+        return table, select(_list_option(self.options, "columns"), TABLES[table])
+
+    def schema(self) -> StructType:
+        return spark_schema(self._table()[1])
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        table, columns = self._table()
+        klass = self.options.get("class")
+        if klass is not None and klass not in ("report", "all"):
+            raise InvalidArgument(f"option class must be report or all, got {klass!r}")
+        return MqStoreReader(
+            table=table, columns=columns, paths=store_paths(self.options),
+            queues=_list_option(self.options, "queues"), report_only=klass == "report",
+            rows_per_partition=_int_option(self.options, "rowsPerPartition", scan.DEFAULT_ROWS_PER_RANGE),
+            batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
+        )
+
+
+class MqStoreReader(DataSourceReader):
+    """Plans key ranges (scan.plan) and reads one per partition. Holds plain data only: Spark
+    pickles it to every worker."""
+
+    def __init__(self, *, table: str, columns: tuple[tuple[str, str], ...], paths: list[str],
+                 queues: list[str] | None, report_only: bool, rows_per_partition: int,
+                 batch_rows: int) -> None:
+        self.table = table
+        self.columns = columns
+        self.paths = paths
+        self.queues = queues
+        self.report_only = report_only
+        self.rows_per_partition = rows_per_partition
+        self.batch_rows = batch_rows
+
+    def partitions(self) -> list[InputPartition]:
+        if self.table == "queues":
+            return [ScanPartition(p) for p in scan.distinct_stores(self.paths)]
+        return [ScanPartition(r) for r in scan.plan(self.paths, self.queues, self.rows_per_partition)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        value = partition.value
+        if self.table == "queues":
+            yield from scan.read_queue_table(value, self.queues, self.columns)
+            return
+        yield from scan.read_range(value, self.columns, self.batch_rows, self.report_only)

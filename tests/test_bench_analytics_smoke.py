@@ -1,0 +1,45 @@
+"""Smoke test for the pipeline benchmark: `python -m bench analytics --quick` with a few thousand
+reports runs end to end (its own Spark session in a subprocess), both passes agree, and the JSON
+has every figure. No timing thresholds: the target may be met or missed."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_bench_analytics_quick_runs_and_writes_json(tmp_path):
+    pytest.importorskip("pyspark")
+    out = tmp_path / "analytics.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "analytics", "--quick", "--reports", "3000", "--out", str(out),
+         "--tmpdir", str(tmp_path / "work")],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "passes agree: yes" in proc.stdout and "Spark session start-up" in proc.stdout
+
+    doc = json.loads(out.read_text())
+    assert doc["suite"] == "analytics"
+    for key in ("platform", "python", "cpu_count", "spark", "pyarrow", "java", "master"):
+        assert doc["machine"].get(key), key
+    p = doc["parameters"]
+    assert p["reports"] == 3000 and p["stores"] == 3 and sum(p["per_store"].values()) == 3000
+    assert p["routes"] > 500
+    assert doc["session_start_s"] > 0
+    for name in ("spark", "python"):
+        assert doc[name]["median_s"] > 0 and doc[name]["reports_per_s"] > 0
+    assert doc["ratio"] == pytest.approx(doc["spark"]["reports_per_s"] / doc["python"]["reports_per_s"], rel=0.05, abs=0.002)
+    assert doc["target"]["met"] == (doc["ratio"] >= doc["target"]["min_ratio"] == 1.5)
+    assert doc["agreement"] == {"agree": True, "problems": []}
+    result = doc["result"]
+    assert set(result["links"]) == {"qmA>qmB", "qmB>qmC", "qmB>qmA", "qmA>qmC"}
+    assert result["loops"] > 0 and result["complete"] < result["routes"]
+    # the stores are kept for the next run
+    assert any(name.startswith("v1-3000-") for name in os.listdir(tmp_path / "work" / "mqcli-bench-analytics"))

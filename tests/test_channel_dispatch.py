@@ -1,0 +1,325 @@
+"""`mqcli dispatch` against a real `mqcli listen`, both subprocesses on loopback: what is sent
+(in queue order, each message once, removed only when acked), what is not (held, locked,
+HTTP(S) and multicast outgoing queues: seed 003), failures (exit 13, recorded on the queue,
+locked when a retry cannot help), one dispatcher per store, --follow with retries and signals."""
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from channel_helpers import ListenerProc, free_port, keygen, make_store, mqcli, wait_until
+from cli_helpers import mqcli_command
+from store import NewMessage, Store
+
+DEST = "DIRECT=OS:qmB\\q"
+
+
+@pytest.fixture
+def net(tmp_path):
+    """qmA with a link qmB to a listener on qmB (queues q, q2)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_store(a, "qmA", "reports")
+    make_store(b, "qmB", "q", "q2")
+    key = keygen(tmp_path / "k.key")
+    listener = ListenerProc(b, key)
+    assert mqcli(a, "link", "add", "qmB", f"127.0.0.1:{listener.port}", "--key-file", key).code == 0
+
+    class Net:
+        pass
+
+    n = Net()
+    n.a, n.b, n.key, n.listener, n.tmp = a, b, key, listener, tmp_path
+    yield n
+    try:
+        assert listener.stop() == 0, listener.stderr
+        for store in (a, b):
+            assert mqcli(store, "check").code == 0
+    finally:
+        listener.kill()
+
+
+def put(store, dest, bodies, **fields):
+    with Store.open(store) as st:
+        for at in range(0, len(bodies), 1000):
+            st.put_many(dest, [NewMessage(b, **fields) for b in bodies[at:at + 1000]])
+
+
+def browse(store, queue):
+    with Store.open(store) as st:
+        return st.browse(queue, states="all")
+
+
+def outgoing(store, name):
+    with Store.open(store) as st:
+        return st.outgoing_show(name)
+
+
+def dispatch_json(store, *args, code=0):
+    r = mqcli(store, "-o", "json", "dispatch", *args)
+    assert r.code == code, r
+    return r
+
+
+def test_once_sends_everything_in_queue_order_exactly_once(net):
+    expected = []
+    with Store.open(net.a) as st:  # interleaved priorities: the receiver keeps queue order
+        for i in range(2500):
+            p = (i * 7) % 8
+            st.put(DEST, b"%d" % i, priority=p)
+            expected.append((p, i))
+    order = [b"%d" % i for _, i in sorted(expected, key=lambda e: (-e[0], e[1]))]
+    r = dispatch_json(net.a, "--once", "--batch", "300")
+    [result] = json.loads(r.stdout)
+    assert (result["link"], result["messages"], result["stored"], result["duplicates"]) == ("qmB", 2500, 2500, 0)
+    assert result["batches"] == 9 and result["error"] is None
+    assert result["peer"].startswith("qmB (")
+    got = browse(net.b, "q")
+    assert [m.body for m in got] == order
+    assert {m.hops for m in got} == {1} and {m.state for m in got} == {"available"}
+    out = outgoing(net.a, DEST)
+    assert (out.messages, out.in_flight, out.state, out.last_error) == (0, 0, "active", None)
+    assert [h["event"] for h in out.history[-3:]] == ["connecting", "connected", "sent"]
+    with Store.open(net.a) as st:  # the link learnt its next hop's GUID at the handshake
+        assert st.link("qmB").peer_guid == result["peer"].split("(")[1].rstrip(")")
+
+
+def test_nothing_to_send(net):
+    r = mqcli(net.a, "dispatch", "--once")
+    assert r.code == 0 and "nothing to send" in r.stderr and r.stdout == b""
+    assert json.loads(dispatch_json(net.a, "--once").stdout) == []
+
+
+def test_a_held_queue_is_not_sent_until_resumed(net):
+    put(net.a, DEST, [b"held"] * 3)
+    put(net.a, "DIRECT=OS:qmB\\q2", [b"free"] * 2)
+    assert mqcli(net.a, "outgoing", "hold", DEST).code == 0
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q2")] == [b"free"] * 2
+    assert browse(net.b, "q") == []
+    held = outgoing(net.a, DEST)
+    assert (held.state, held.messages, held.in_flight) == ("on-hold", 3, 0)
+    assert mqcli(net.a, "outgoing", "resume", DEST).code == 0
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q")] == [b"held"] * 3
+    assert outgoing(net.a, DEST).messages == 0
+
+
+def test_http_and_multicast_destinations_are_never_dispatched(net):
+    # links exist for both addresses, so only seed 003's rule keeps them home
+    assert mqcli(net.a, "link", "add", "234.1.1.1", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
+    http, https, multicast = "DIRECT=HTTP://qmB/msmq/q", "DIRECT=HTTPS://qmB/msmq/q", "MULTICAST=234.1.1.1:8001"
+    for dest in (http, https, multicast):
+        put(net.a, dest, [b"stay"])
+    put(net.a, DEST, [b"go"])
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q")] == [b"go"]
+    for dest in (http, https, multicast):
+        o = outgoing(net.a, dest)
+        assert (o.messages, o.in_flight, o.state) == (1, 0, "locked"), o
+        assert "not dispatched (seed 003)" in o.why
+        assert not any(h["event"] == "connecting" for h in o.history)
+
+
+def test_an_unreachable_link_fails_with_exit_13_and_keeps_its_messages(net):
+    port = free_port()
+    assert mqcli(net.a, "link", "add", "qmX", f"127.0.0.1:{port}", "--key-file", net.key).code == 0
+    put(net.a, "DIRECT=OS:qmX\\q", [b"waits"] * 4)
+    put(net.a, DEST, [b"goes"])
+    r = mqcli(net.a, "-o", "json", "dispatch", "--once")
+    assert r.code == 13, r
+    errors = [line for line in r.stderr.splitlines() if line.startswith("mqcli: error:")]
+    assert errors == [f"mqcli: error: 1 of 2 links failed: link 'qmX' (127.0.0.1:{port}): cannot connect: "
+                      "Connection refused (is `mqcli listen` running there?) [MQ_ERROR_CHANNEL]"]
+    results = {row["link"]: row for row in json.loads(r.stdout)}
+    assert results["qmB"]["messages"] == 1 and results["qmX"]["messages"] == 0
+    assert "cannot connect" in results["qmX"]["error"]
+    o = outgoing(net.a, "DIRECT=OS:qmX\\q")
+    assert (o.messages, o.in_flight, o.state) == (4, 0, "waiting")
+    assert "cannot connect" in o.last_error and o.attempts == 1
+    assert [m.body for m in browse(net.b, "q")] == [b"goes"]
+
+
+def test_a_wrong_key_locks_the_queue_until_resumed(net):
+    wrong = keygen(net.tmp / "wrong.key")
+    assert mqcli(net.a, "link", "remove", "qmB").code == 0
+    assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", wrong).code == 0
+    put(net.a, DEST, [b"m"] * 3)
+    r = mqcli(net.a, "dispatch", "--once")
+    assert r.code == 13 and "did not prove it holds the link's key" in r.stderr, r
+    o = outgoing(net.a, DEST)
+    assert (o.state, o.messages, o.in_flight) == ("locked", 3, 0)
+    assert "locked" in o.why
+    assert mqcli(net.a, "dispatch", "--once").code == 0  # locked: not even tried
+    assert browse(net.b, "q") == []
+    assert mqcli(net.a, "link", "remove", "qmB").code == 0
+    assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
+    assert mqcli(net.a, "outgoing", "resume", DEST).code == 0
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
+
+
+def test_a_message_larger_than_the_listener_accepts_locks_the_queue(net):
+    s = net.tmp / "s"
+    make_store(s, "qmS", "q")
+    small = ListenerProc(s, net.key, 0, "--max-frame", "64KiB")
+    try:
+        assert mqcli(net.a, "link", "add", "qmS", f"127.0.0.1:{small.port}", "--key-file", net.key).code == 0
+        put(net.a, "DIRECT=OS:qmS\\q", [b"a", b"b"])
+        put(net.a, "DIRECT=OS:qmS\\q", [b"x" * 100_000])
+        put(net.a, "DIRECT=OS:qmS\\q", [b"c"])
+        r = mqcli(net.a, "dispatch", "--once", "--link", "qmS")
+        assert r.code == 13 and "larger than the listener accepts (65536-byte frames)" in r.stderr, r
+        o = outgoing(net.a, "DIRECT=OS:qmS\\q")
+        assert (o.state, o.messages, o.in_flight) == ("locked", 2, 0)
+        # what came before it went; queue order is kept, so what comes after waits
+        assert [m.body for m in browse(s, "q")] == [b"a", b"b"]
+        assert small.stop() == 0
+    finally:
+        small.kill()
+
+
+def test_a_link_back_to_this_queue_manager_is_locked(net):
+    own = ListenerProc(net.a, net.key)
+    try:
+        assert mqcli(net.a, "link", "add", "loop", f"127.0.0.1:{own.port}", "--key-file", net.key).code == 0
+        put(net.a, "DIRECT=OS:loop\\q", [b"m"])
+        r = mqcli(net.a, "dispatch", "--once")
+        assert r.code == 13 and "reaches this queue manager itself" in r.stderr, r
+        assert outgoing(net.a, "DIRECT=OS:loop\\q").state == "locked"
+        assert own.stop() == 0
+    finally:
+        own.kill()
+
+
+def test_link_filter_and_usage_errors(net):
+    assert mqcli(net.a, "link", "add", "qmX", f"127.0.0.1:{free_port()}", "--key-file", net.key).code == 0
+    put(net.a, "DIRECT=OS:qmX\\q", [b"x"])
+    put(net.a, DEST, [b"b"])
+    [row] = json.loads(dispatch_json(net.a, "--once", "--link", "qmB").stdout)
+    assert row["link"] == "qmB" and row["messages"] == 1
+    assert outgoing(net.a, "DIRECT=OS:qmX\\q").messages == 1
+    r = mqcli(net.a, "dispatch")
+    assert r.code == 2 and "give exactly one of --once and --follow" in r.stderr
+    r = mqcli(net.a, "dispatch", "--once", "--follow")
+    assert r.code == 2
+    r = mqcli(net.a, "dispatch", "--once", "--link", "nosuch")
+    assert r.code == 6 and "no link named 'nosuch'" in r.stderr
+    r = mqcli(net.a, "dispatch", "--once", "--timeout", "0s")
+    assert r.code == 2
+
+
+class Follower:
+    def __init__(self, store, *args):
+        self.proc = subprocess.Popen([*mqcli_command(), "--store", str(store), "-o", "json", "dispatch",
+                                      "--follow", *args], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lock = store / "dispatch.lock"
+        wait_until(lambda: self.lock.exists() and self.lock.read_text().strip() == str(self.proc.pid)
+                   or self.proc.poll() is not None, 30, "the dispatcher to take its lock")
+        assert self.proc.poll() is None, self.proc.communicate(timeout=10)
+
+    def stop(self, signum=signal.SIGTERM):
+        self.proc.send_signal(signum)
+        out, err = self.proc.communicate(timeout=60)
+        return self.proc.returncode, out, err.decode()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate(timeout=30)
+
+
+def test_only_one_dispatcher_runs_per_store(net):
+    f = Follower(net.a)
+    try:
+        r = mqcli(net.a, "dispatch", "--once")
+        assert r.code == 11, r
+        assert f"another dispatcher (pid {f.proc.pid}) is running for the store at" in r.stderr
+        code, out, err = f.stop()
+        assert code == 0 and "Traceback" not in err
+        assert mqcli(net.a, "dispatch", "--once").code == 0  # the lock went with it
+    finally:
+        f.kill()
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_follow_sends_as_messages_arrive_and_stops_on_signals(net, signum, code):
+    f = Follower(net.a)
+    try:
+        for round_ in range(3):
+            put(net.a, DEST, [b"r%d-%d" % (round_, i) for i in range(50)])
+            wait_until(lambda r=round_: len(browse(net.b, "q")) == 50 * (r + 1), 30, f"round {round_} to arrive")
+        rc, out, err = f.stop(signum)
+        assert rc == code, err
+        assert ("mqcli: error: interrupted [INTERRUPTED]" in err) == (signum == signal.SIGINT)
+        assert "Traceback" not in err
+        if signum == signal.SIGTERM:
+            [total] = json.loads(out)
+            assert total["link"] == "qmB" and total["messages"] == 150
+    finally:
+        f.kill()
+    assert [m.body for m in browse(net.b, "q")] == [b"r%d-%d" % (r, i) for r in range(3) for i in range(50)]
+
+
+def test_follow_retries_a_failed_link_with_backoff(net):
+    port = free_port()
+    assert mqcli(net.a, "link", "add", "qmC", f"127.0.0.1:{port}", "--key-file", net.key).code == 0
+    c = net.tmp / "c"
+    make_store(c, "qmC", "q")
+    put(net.a, "DIRECT=OS:qmC\\q", [b"later-%d" % i for i in range(20)])
+    f = Follower(net.a, "--retry-max", "1s")
+    try:
+        wait_until(lambda: outgoing(net.a, "DIRECT=OS:qmC\\q").attempts >= 2, 30, "two failed attempts")
+        o = outgoing(net.a, "DIRECT=OS:qmC\\q")
+        assert "cannot connect" in o.last_error and o.next_retry is not None and o.in_flight == 0
+        with ListenerProc(c, net.key, port) as late:
+            wait_until(lambda: len(browse(c, "q")) == 20, 30, "the messages after the listener came up")
+            rc, _, err = f.stop()
+            assert rc == 0 and "retry in" in err and "cannot connect" in err
+            assert late.stop() == 0
+    finally:
+        f.kill()
+    assert [m.body for m in browse(c, "q")] == [b"later-%d" % i for i in range(20)]
+    o = outgoing(net.a, "DIRECT=OS:qmC\\q")
+    assert (o.messages, o.state, o.last_error, o.next_retry) == (0, "active", None, None)
+
+
+def test_sigterm_while_connecting_stops_without_waiting_for_the_timeout(net):
+    import socket
+
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel does), never answers
+    try:
+        port = silent.getsockname()[1]
+        assert mqcli(net.a, "link", "add", "qmZ", f"127.0.0.1:{port}", "--key-file", net.key).code == 0
+        put(net.a, "DIRECT=OS:qmZ\\q", [b"z"] * 3)
+        d = subprocess.Popen([*mqcli_command(), "--store", str(net.a), "dispatch", "--once", "--timeout", "10m"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            wait_until(lambda: any(h["event"] == "connecting" for h in outgoing(net.a, "DIRECT=OS:qmZ\\q").history),
+                       30, "the dispatcher to be connecting")
+            d.send_signal(signal.SIGTERM)
+            _, err = d.communicate(timeout=60)  # far less than the 10m it would wait for a CHALLENGE
+            assert d.returncode == 0 and b"Traceback" not in err, err
+        finally:
+            if d.poll() is None:
+                d.kill()
+                d.communicate(timeout=30)
+        o = outgoing(net.a, "DIRECT=OS:qmZ\\q")
+        assert (o.messages, o.in_flight) == (3, 0)
+    finally:
+        silent.close()
+
+
+def test_a_receiver_over_its_quota_refuses_the_batch_and_the_sender_retries_later(net):
+    assert mqcli(net.b, "qmgr", "set", "--quota", "1000").code == 0
+    put(net.a, DEST, [b"x" * 600] * 3)
+    r = mqcli(net.a, "dispatch", "--once")
+    assert r.code == 13 and "the peer refused: store:" in r.stderr, r
+    o = outgoing(net.a, DEST)
+    assert (o.state, o.messages, o.in_flight) == ("waiting", 3, 0)  # not locked: a retry may work
+    assert browse(net.b, "q") == []
+    assert mqcli(net.b, "qmgr", "set", "--quota", "0").code == 0
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q")] == [b"x" * 600] * 3
