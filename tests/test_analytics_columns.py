@@ -20,7 +20,8 @@ pa = pytest.importorskip("pyarrow")
 from store import NewMessage, Store  # noqa: E402
 from store.analytics import scan  # noqa: E402
 from store.analytics.columns import (  # noqa: E402
-    MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, arrow_schema, message_batch, record_batch, select,
+    MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, arrow_schema, message_batch, property_column,
+    record_batch, select,
 )
 from store.errors import BadData, InvalidArgument  # noqa: E402
 from store.records import STATES, Message, decode, encode  # noqa: E402
@@ -43,7 +44,7 @@ messages = s.builds(
     expires=s.none() | s.integers(1, 4_000_000_000_000_000),
     correl_id=s.none() | text,
     label=text,
-    props=s.dictionaries(text, text, max_size=3),
+    props=s.dictionaries(s.sampled_from(["a", "mqcli.event"]) | text, text, max_size=3),
     app_specific=s.integers(-(1 << 31), (1 << 31) - 1),  # the record holds a signed 32-bit value
     report=s.booleans(), express=s.booleans(), trace=s.booleans(), dead_letter=s.booleans(),
     report_queue=s.none() | text,
@@ -64,13 +65,15 @@ def test_batches_from_records_equal_batches_from_messages(batch, report_only):
     for m in decoded:
         m.queue = NAMES[m.qid]
     kept = [m for m in decoded if m.report or not report_only]
-    got = record_batch(raws, NAMES, WHERE, MESSAGE_COLUMNS, report_only)
+    columns = MESSAGE_COLUMNS + (property_column("a"), property_column("mqcli.event"))
+    got = record_batch(raws, NAMES, WHERE, columns, report_only)
     if not kept:
         assert got is None
         return
-    want = message_batch(kept, WHERE)
-    assert got.schema == want.schema == arrow_schema()
+    want = message_batch(kept, WHERE, columns)
+    assert got.schema == want.schema == arrow_schema(columns)
     assert got.to_pylist() == want.to_pylist()
+    assert got.column("prop_mqcli_event").to_pylist() == [m.props.get("mqcli.event") for m in kept]
 
 
 def test_a_batch_holds_every_field_of_its_messages():

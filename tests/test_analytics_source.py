@@ -71,6 +71,11 @@ def test_mqstore_options_choose_queues_columns_and_reports(spark, tmp_path):
     reports = reader().option("class", "report").load(str(tmp_path / "qm1")).collect()
     assert [(r["class"], r["label"], bytes(r["body"]), r["delivery"]) for r in reports] == [
         ("report", "a report", b"rep", "express")]
+    props = reader().option("queues", "orders").option("columns", "msg_id").option("properties", "i,none").load(
+        str(tmp_path / "qm1"))
+    assert props.columns == ["msg_id", "prop_i", "prop_none"]
+    got = {r["prop_i"] for r in props.collect() if r["prop_none"] is None}
+    assert got == {str(i) for i in range(100)} | {None}  # the put-unconfirmed message has no props
 
 
 def test_the_queue_table_has_every_queue_with_its_counters(spark, tmp_path):

@@ -1,6 +1,6 @@
 """The data pipeline on PySpark (SPEC §9): stores and trace reports analysed at scale.
 
-- `columns`  the message table's schema (Arrow and Spark) and its Arrow batch builder
+- `columns`  the message table's schema (Arrow and Spark) and its Arrow batch builders
 - `scan`     plans key ranges of stores and reads them read-only, as Arrow record batches
 - `source`   the `mqstore` Spark data source over `scan`
 - `parquet`  `mqcli export --format parquet`: the same schema, written by pyarrow
@@ -8,7 +8,8 @@
 - `labels`   trace report labels and bodies decoded by Spark SQL expressions
 - `health`   per store and queue: depth by state and priority, bytes, ages, in flight, expired
 - `routes`   traced messages' routes rebuilt from their reports; per-link latency, loops
-- `outputs`  `--out` datasets and `--plot` charts
+- `outputs`  rows as plain data, `--out` datasets and `--plot` charts
+- `pipeline` where the messages come from (stores or Parquet), checked before Spark starts
 - `job`      the same analyses as a `spark-submit` job
 
 PySpark and pyarrow are the optional extra `spark` (`pip install 'mqcli[spark]'`): nothing here

@@ -9,6 +9,9 @@ SPEC §4's fields under their JSON names, in the record's own types, plus where 
 - `seq`: the SequentialID at enqueue (the seven low bytes of `lookup_id`), unique in a store.
 - `since`: when the message entered its in-flight state (null when available); `analyze
   health --stuck-after` measures from it.
+- on request, a named property as a STRING column of its own: `prop_<name>` (characters other
+  than letters and digits as `_`; null when the message lacks it). A map column costs Spark
+  far more per row than a string column: `analyze routes` reads its two properties so.
 
 Times are Arrow `timestamp[us, UTC]` (Spark TIMESTAMP); the body is binary, `props` a
 string→string map.
@@ -89,9 +92,19 @@ def known_names(table: tuple[tuple[str, str], ...]) -> list[str]:
     return [name for name, _ in table]
 
 
+PROPERTY_KIND = "prop:"
+
+
+def property_column(prop: str) -> tuple[str, str]:
+    """The column of one property: (`prop_<name>`, its kind)."""
+    return "prop_" + "".join(c if c.isalnum() else "_" for c in prop), PROPERTY_KIND + prop
+
+
 def arrow_type(kind: str) -> pa.DataType:
     import pyarrow as pa
 
+    if kind.startswith(PROPERTY_KIND):
+        return pa.string()
     return {
         "string": pa.string(), "long": pa.int64(), "int": pa.int32(), "bool": pa.bool_(),
         "binary": pa.binary(), "timestamp": pa.timestamp("us", tz="UTC"),
@@ -115,7 +128,8 @@ def spark_schema(columns: Sequence[tuple[str, str]] = MESSAGE_COLUMNS) -> Struct
         "bool": T.BooleanType(), "binary": T.BinaryType(), "timestamp": T.TimestampType(),
         "map": T.MapType(T.StringType(), T.StringType()),
     }
-    return T.StructType([T.StructField(name, kinds[kind]) for name, kind in columns])
+    return T.StructType([T.StructField(name, T.StringType() if kind.startswith(PROPERTY_KIND) else kinds[kind])
+                         for name, kind in columns])
 
 
 @dataclass(frozen=True)
@@ -164,6 +178,9 @@ def message_batch(messages: Sequence[Message], where: StoreIdentity,
             arr = pc.if_else(pa.array(raw("express"), pa.bool_()), "express", "recoverable").cast(typ)
         elif name == "props":
             arr = pa.array([list(p.items()) for p in raw("props")], typ)
+        elif kind.startswith(PROPERTY_KIND):
+            key = kind[len(PROPERTY_KIND):]
+            arr = pa.array([p.get(key) for p in raw("props")], typ)
         else:
             arr = pa.array(raw(name), typ)
         arrays.append(arr)
@@ -300,31 +317,39 @@ def _column(name: str, kind: str, headers: list[tuple[Any, ...]], kept: list[byt
         values = [buf[s[6]:] for buf, s in zip(kept, starts)]
     elif name == "props":
         return _props_array(headers, kept, starts, typ)
+    elif kind.startswith(PROPERTY_KIND):
+        key = kind[len(PROPERTY_KIND):]
+        values = [_props_of(buf[s[5]:s[6]])[2].get(key) for buf, s in zip(kept, starts)]
     else:  # pragma: no cover - every column of MESSAGE_COLUMNS is handled above
         raise InvalidArgument(f"column {name!r} cannot be read from records")
     return pa.array(values, typ)
 
 
-_PROPS_SEEN: dict[bytes, tuple[list[str], list[str]]] = {}  # property block → its keys, values
+_PROPS_SEEN: dict[bytes, tuple[list[str], list[str], dict[str, str]]] = {}  # property block → parsed
+
+
+def _props_of(block: bytes) -> tuple[list[str], list[str], dict[str, str]]:
+    """A property block's keys, values and map. Blocks repeat (every trace report has one of
+    four), so each distinct block is parsed once."""
+    parsed = _PROPS_SEEN.get(block)
+    if parsed is None:
+        if len(_PROPS_SEEN) >= 4096:
+            _PROPS_SEEN.clear()
+        ks, vs = _parse_props(block)
+        parsed = _PROPS_SEEN[block] = (ks, vs, dict(zip(ks, vs)))
+    return parsed
 
 
 def _props_array(headers: list[tuple[Any, ...]], kept: list[bytes], starts: list[tuple[int, ...]],
                  typ: pa.DataType) -> pa.Array:
-    """The props map column from the records' property blocks (records._encode_props). Blocks
-    repeat (every trace report has one of four), so each distinct block is parsed once."""
+    """The props map column from the records' property blocks (records._encode_props)."""
     import pyarrow as pa
 
-    seen = _PROPS_SEEN
     ks: list[str] = []
     vs: list[str] = []
     offsets = [0]
     for buf, s in zip(kept, starts):
-        block = buf[s[5]:s[6]]
-        parsed = seen.get(block)
-        if parsed is None:
-            if len(seen) >= 4096:
-                seen.clear()
-            parsed = seen[block] = _parse_props(block)
+        parsed = _props_of(buf[s[5]:s[6]])
         ks += parsed[0]
         vs += parsed[1]
         offsets.append(len(ks))

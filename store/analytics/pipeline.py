@@ -53,7 +53,10 @@ class Source:
                                         + ("the store" if len(self.stores) == 1 else "any of the stores"))
 
     def messages(self, spark: SparkSession, columns: list[str] | None = None,
-                 reports_only: bool = False) -> DataFrame:
+                 reports_only: bool = False, properties: list[str] | None = None) -> DataFrame:
+        """The message table: `columns` (default all); with `reports_only` only reports (and
+        from stores without the class column, unless asked for); `properties` as columns of
+        their own from stores (a Parquet export has them in its props map)."""
         from pyspark.sql import functions as F
 
         if self.parquet is not None:
@@ -63,12 +66,12 @@ class Source:
             if missing:
                 raise BadData(f"{self.parquet} is not an mqcli Parquet export: it has no column "
                               f"{missing[0]!r} (make one with `mqcli export --format parquet`)")
-            df = df.select(*wanted)
+            where = df
             if self.queues:
-                df = df.where(F.lower("queue").isin([q.casefold() for q in self.queues]))
+                where = where.where(F.lower("queue").isin([q.casefold() for q in self.queues]))
             if reports_only:
-                df = df.where(F.col("class") == "report")
-            return df
+                where = where.where(F.col("class") == "report")
+            return where.select(*wanted)
         reader = spark.read.format("mqstore")
         if self.queues:
             reader = reader.option("queues", ",".join(self.queues))
@@ -76,6 +79,8 @@ class Source:
             reader = reader.option("columns", ",".join(columns))
         if reports_only:
             reader = reader.option("class", "report")
+        if properties:
+            reader = reader.option("properties", ",".join(properties))
         return reader.load(self.stores)
 
     def queue_table(self, spark: SparkSession) -> DataFrame | None:
@@ -114,7 +119,10 @@ class RoutesReport:
 
 
 def run_routes(spark: SparkSession, source: Source) -> RoutesReport:
-    messages = source.messages(spark, list(routes_mod.MESSAGE_COLUMNS_USED), reports_only=True)
+    columns = list(routes_mod.MESSAGE_COLUMNS_USED)
+    if source.parquet is not None:
+        columns.append("props")
+    messages = source.messages(spark, columns, reports_only=True, properties=list(routes_mod.PROPERTIES_USED))
     result = routes_mod.routes(messages)
     links = to_records(result.links)
     summary = result.summary()

@@ -38,9 +38,12 @@ from .labels import with_body_fields, with_label_fields
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-MESSAGE_COLUMNS_USED = ("class", "correl_id", "label", "body", "put_time", "props")
 EVENT_PROP = "mqcli.event"
 DELIVERED_PROP = "mqcli.delivered"
+# what decode_reports reads: the event and delivered properties either as columns of their own
+# (the mqstore option `properties`, cheaper) or from the props map (Parquet exports)
+MESSAGE_COLUMNS_USED = ("correl_id", "label", "body", "put_time")
+PROPERTIES_USED = (EVENT_PROP, DELIVERED_PROP)
 PERCENTILE_ACCURACY = 10_000
 
 
@@ -82,16 +85,27 @@ class Routes:
 
 
 def decode_reports(messages: DataFrame) -> DataFrame:
-    """The report messages with their label and body decoded, and their event."""
+    """The report messages with their label and body decoded, and their event. A `class`
+    column, when there is one, selects the reports (the mqstore source reads only reports when
+    told so, and then the column need not be read)."""
     from pyspark.sql import functions as F
 
-    reports = messages.where(F.col("class") == "report").select(*MESSAGE_COLUMNS_USED)
+    from .columns import property_column
+
+    event_col, delivered_col = (property_column(p)[0] for p in PROPERTIES_USED)
+    if event_col in messages.columns and delivered_col in messages.columns:
+        event, delivered = F.col(event_col), F.col(delivered_col)
+    else:
+        event, delivered = F.col("props").getItem(EVENT_PROP), F.col("props").getItem(DELIVERED_PROP)
+    if "class" in messages.columns:
+        messages = messages.where(F.col("class") == "report")
+    reports = messages.select(*MESSAGE_COLUMNS_USED, event.alias("event"), delivered.alias("delivered_text"))
     reports = with_body_fields(with_label_fields(reports, "label", "label_fields"), "body", "body_fields")
     return reports.select(
         "correl_id", "label_fields", "body_fields",
         F.unix_micros("put_time").alias("t"),
-        F.col("props").getItem(EVENT_PROP).alias("event"),
-        F.coalesce(F.col("props").getItem(DELIVERED_PROP) == "true", F.lit(False)).alias("delivered"),
+        "event",
+        F.coalesce(F.col("delivered_text") == "true", F.lit(False)).alias("delivered"),
     )
 
 

@@ -11,7 +11,7 @@ the `mqstore` source registered, and Spark's own output kept off the terminal.
 - The JVM's stderr (its log4j console output, warnings such as the native-hadoop one, and the
   Python workers' stderr) goes to a log file instead of the terminal: the descriptor is pointed
   at the file while the JVM starts, and the JVM keeps it. `SparkSetup.log_file` names it, and
-  errors mention it.
+  errors mention it; the last KEEP_LOGS logs are kept under `$TMPDIR/mqcli-spark-$UID/`.
 - Python workers run this interpreter (`PYSPARK_PYTHON`, unless set), so they import the same
   `store` package. PySpark's own Python loggers of failed queries are silenced: the failure
   reaches the caller as an exception.
@@ -83,9 +83,16 @@ def _embedded_memory() -> str:
     return f"{max(1, min(8, total // 4 >> 30))}g"
 
 
+KEEP_LOGS = 20
+
+
 def _log_path() -> str:
+    """A new log file; the oldest go once there are more than KEEP_LOGS."""
     folder = Path(tempfile.gettempdir()) / f"mqcli-spark-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
+    old = sorted(folder.glob("spark-*.log"), key=lambda p: p.stat().st_mtime)
+    for stale in old[:max(0, len(old) - KEEP_LOGS + 1)]:
+        stale.unlink(missing_ok=True)
     return str(folder / f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log")
 
 

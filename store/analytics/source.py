@@ -17,6 +17,8 @@ Options (names are case-insensitive, as Spark's are):
 - `columns`: comma-separated columns to build (default all). The reader cannot be told which
   columns a query uses, so a job that needs a few asks for them and saves building the rest.
 - `class`: `report` reads only report messages (trace reports); default every message.
+- `properties`: comma-separated property names, each added as a STRING column `prop_<name>`
+  (see columns.py; much cheaper for Spark than looking into the `props` map).
 - `rowsPerPartition` (default 250,000): a queue's positions and the in-flight table are cut
   into key ranges of about this many entries, one Spark partition each.
 - `batchRows` (default 8192): rows per Arrow record batch.
@@ -37,7 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..errors import InvalidArgument
 from . import scan
-from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, select, spark_schema
+from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, property_column, select, spark_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -98,7 +100,10 @@ class MqStoreDataSource(DataSource):
         table = str(self.options.get("table", "messages")).lower()
         if table not in TABLES:
             raise InvalidArgument(f"option table must be messages or queues, got {table!r}")
-        return table, select(_list_option(self.options, "columns"), TABLES[table])
+        columns = select(_list_option(self.options, "columns"), TABLES[table])
+        if table == "messages":
+            columns += tuple(property_column(p) for p in _list_option(self.options, "properties") or [])
+        return table, columns
 
     def schema(self) -> StructType:
         return spark_schema(self._table()[1])
