@@ -147,7 +147,7 @@ def state_name(q: QueueInfo, state: OutState, link: LinkInfo | None) -> str:
     fn = formatnames.parse(q.name)
     if state.held:
         return ON_HOLD
-    if state.locked or fn.kind == "multicast" or fn.protocol in ("http", "https"):
+    if state.locked or not fn.dispatchable:  # seed 003: multicast and HTTP(S) are never sent
         return LOCKED
     if link is None:
         return WAITING

@@ -512,13 +512,8 @@ class Txn:
     def queue_messages(self, q: QueueInfo) -> Iterator[Message]:
         """Every message of a queue, any state, in queue order."""
         available = self.available(q)
-        held = sorted(self._held_seqs(q.qid))
         pending = next(available, None)
-        for _, seq in held:
-            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
-            if raw is None:
-                raise StoreCorrupt(f"in-flight message seq {seq} has no record")
-            m = decode(raw, q.name)
+        for m in self.in_flight(q):
             while pending is not None and (7 - pending.priority, pending.seq) < (7 - m.priority, m.seq):
                 yield pending
                 pending = next(available, None)
