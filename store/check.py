@@ -1,4 +1,5 @@
-"""The consistency check behind `mqcli check`: records and indexes must agree (SPEC §2)."""
+"""The consistency check behind `mqcli check`: records and indexes must agree (SPEC §2), and
+the store-and-forward tables (links, outq, seen) must hold what their modules read (SPEC §8)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,19 @@ from collections.abc import Callable
 
 import lmdb
 
-from . import keys
+from . import identity, keys, links, outgoing
 from .errors import BadData, InvalidArgument, StoreCorrupt, StoreError, StoreUnavailable
-from .queues import decode_queue
+from .queues import QueueInfo, decode_queue
 from .records import (
-    AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED, TX_LOCKED,
-    Message, decode, validate_fields,
+    AVAILABLE,
+    BROWSE_GET_UNCONFIRMED,
+    GET_UNCONFIRMED,
+    LOCKED_BROWSE,
+    PUT_UNCONFIRMED,
+    TX_LOCKED,
+    Message,
+    decode,
+    validate_fields,
 )
 from .txn import Txn, index_entries
 
@@ -28,6 +36,10 @@ _INDEX_NAMES = {keys.POS: "position", keys.MSGID: "msg_id", keys.UNIQ: "unique_i
                 keys.CORREL: "correl_id", keys.CONFIRM: "confirm id", keys.LOCK: "lock id",
                 keys.LEASE: "lease", keys.EXPIRY: "expiry", keys.TX: "transaction",
                 keys.TX_TIMEOUT: "transaction timeout"}
+_RUN_TAGS = (keys.MSGID, keys.UNIQ)
+# arrival times come from the clock of whichever process received; clocks of the processes
+# sharing a store differ by seconds, so a time a day ahead is a clock set wrong or damage
+_SEEN_FUTURE_US = 86400 * 1_000_000
 
 
 def _state_problem(m: Message) -> str | None:
@@ -73,6 +85,7 @@ def _key_problem(where: str, key: bytes, size: int) -> str | None:
 def _check(t: Txn, report: Callable[[str], None]) -> None:
     dbs = t.dbs
     queues = {}
+    queues_by_key = {}
     for key, raw in t.lt.cursor(db=dbs["queues"]):
         try:
             q = decode_queue(raw)
@@ -80,6 +93,7 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
             report(f"queue {bytes(key)!r}: {exc}")
             continue
         queues[q.qid] = q
+        queues_by_key[bytes(key)] = q
         if t.lt.get(keys.U32.pack(q.qid), db=dbs["qids"]) != bytes(key):
             report(f"queue {q.name!r}: its number {q.qid} is not registered")
 
@@ -100,6 +114,7 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
     counted: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     max_seq = 0
     seen: set[int] = set()
+    identities: dict[int, tuple[bytes, int, int, bytes]] = {}  # seq -> origin, msg_n, put time, location
 
     def records():
         """Every record: the values of the position entries, then the held records."""
@@ -143,8 +158,16 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
         location = keys.location(m.qid, m.priority)
         for entry in index_entries(m):
             want[entry] = b"" if entry[:1] == keys.POS else location
+        identities[seq] = (m.origin, m.msg_n, m.put_time, location)
 
-    have = {bytes(k): bytes(v) for k, v in t.lt.cursor(db=dbs["idx"])}
+    have: dict[bytes, bytes] = {}
+    runs = []
+    for k, v in t.lt.cursor(db=dbs["idx"]):
+        if k[:1] in _RUN_TAGS:
+            runs.append((bytes(k), bytes(v)))
+        else:
+            have[bytes(k)] = bytes(v)
+    _check_runs(runs, identities, report)
     have.update((bytes(k), b"") for k in t.lt.cursor(db=dbs["pos"]).iternext(values=False))
     for entry in sorted(set(want) - set(have))[:10]:
         report(f"{_index_name(entry)} index: the entry of message seq {keys.seq_of(entry)} is missing")
@@ -166,6 +189,88 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
         report(f"store counters say {store_counts[0]} messages / {store_counts[1]} bytes, found {total[0]} / {total[1]}")
     if t.counters.seq < max_seq:
         report(f"SequentialID {t.counters.seq} is behind the newest message ({max_seq})")
+
+    _check_links(t, report)
+    _check_outq(t, queues_by_key, report)
+    _check_seen(t, report)
+
+
+def _check_runs(runs: list[tuple[bytes, bytes]], identities: dict[int, tuple[bytes, int, int, bytes]],
+                report: Callable[[str], None]) -> None:
+    """Every message is in one msg_id run and one unique-id run that give its ids and its
+    location, and every run holds at least one message (store/identity.py)."""
+    covered: dict[bytes, dict[int, tuple[bytes, int, bytes]]] = {tag: {} for tag in _RUN_TAGS}
+    for key, value in runs:
+        name = _index_name(key)
+        try:
+            tag, origin, first, seq, location, count = identity.parse_run(key, value)
+        except struct.error:
+            report(f"{name} index: entry {key.hex()} is malformed")
+            continue
+        if not 1 <= count <= identity.MAX_RUN:
+            report(f"{name} index: entry {key.hex()} claims {count} messages (1..{identity.MAX_RUN})")
+            continue
+        held = 0
+        for k in range(count):
+            if seq + k in covered[tag]:
+                report(f"{name} index: message seq {seq + k} is in two runs")
+            covered[tag][seq + k] = (origin, first + k, location)
+            held += seq + k in identities
+        if not held:
+            report(f"{name} index: entry {key.hex()} points at no matching message")
+    for seq, (origin, n, put_time, location) in identities.items():
+        for tag, ordinal in ((keys.MSGID, n), (keys.UNIQ, put_time)):
+            run = covered[tag].get(seq)
+            if run is None:
+                report(f"{_index_name(tag)} index: the entry of message seq {seq} is missing")
+            elif run != (origin, ordinal, location):
+                report(f"{_index_name(tag)} index: the run holding message seq {seq} gives other ids or a wrong location")
+
+
+def _check_links(t: Txn, report: Callable[[str], None]) -> None:
+    for key, raw in t.lt.cursor(db=t.dbs["links"]):
+        key = bytes(key)
+        try:
+            link = links.decode(bytes(raw))
+            links.validate_name(link.name)  # decode takes any JSON value for a name
+        except (BadData, InvalidArgument) as exc:
+            report(f"links entry {key!r}: {exc}")
+            continue
+        if key != links.key(link.name):
+            report(f"links entry {key!r}: holds link {link.name!r}, whose key is {links.key(link.name)!r}")
+
+
+def _check_outq(t: Txn, queues_by_key: dict[bytes, QueueInfo], report: Callable[[str], None]) -> None:
+    for key, raw in t.lt.cursor(db=t.dbs["outq"]):
+        key = bytes(key)
+        try:
+            outgoing.decode_state(bytes(raw))
+        except BadData as exc:
+            report(f"outq entry {key!r}: {exc}")
+            continue
+        q = queues_by_key.get(key)
+        if q is None:
+            report(f"outq entry {key!r}: its queue does not exist")
+        elif q.outgoing is None:  # what makes a queue outgoing (store/queues.py, SPEC §8)
+            report(f"outq entry {key!r}: queue {q.name!r} is not an outgoing queue")
+
+
+def _check_seen(t: Txn, report: Callable[[str], None]) -> None:
+    db = t.dbs["seen"]
+    for key, raw in t.lt.cursor(db=db):
+        key = bytes(key)
+        try:
+            arrival, arrived = outgoing.decode_seen(key, bytes(raw))
+        except BadData as exc:
+            report(f"seen entry {key.hex()}: {exc}")
+            continue
+        if key != arrival:  # a time-ordered entry: checked with its arrival's entry, one line each
+            continue
+        if arrived > t.now + _SEEN_FUTURE_US:
+            report(f"seen entry {key.hex()}: its arrival time is {(arrived - t.now) // 1_000_000} s in the future")
+        # prune_seen walks the time-ordered entries only: an arrival without one is never forgotten
+        elif t.lt.get(outgoing.seen_time_key(arrival, arrived), db=db) is None:
+            report(f"seen entry {key.hex()}: its time-ordered entry is missing, so it is never forgotten")
 
 
 # ---- checking a store that may be damaged ---------------------------------------------------
@@ -197,7 +302,7 @@ def _check_here(path: str, allow_unsafe_permissions: bool) -> dict[str, object]:
         return {"error": type(exc).__name__, "message": exc.message}
     except lmdb.Error as exc:
         return {"error": "StoreCorrupt", "message": f"the store at {path} is damaged: LMDB: {exc}"}
-    except Exception as exc:  # not a damaged store: a bug, reported as one by the parent
+    except Exception as exc:  # noqa: BLE001  (not a damaged store: a bug, reported as one by the parent)
         return {"error": None, "message": f"{type(exc).__name__}: {exc}"}
 
 
@@ -214,7 +319,7 @@ def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bo
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # or the child would inherit, and write again, what is buffered
     read_end, write_end = os.pipe()
-    said = tempfile.TemporaryFile()  # the child's stderr: what LMDB prints as it aborts
+    said = tempfile.TemporaryFile()  # noqa: SIM115  (the child's stderr: what LMDB prints as it aborts; closed below, after the fork)
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's code
         status = 70

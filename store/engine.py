@@ -580,7 +580,7 @@ class Store(Forwarding):
 
         def delete(t: Txn) -> Message:
             q = t.queue(queue)
-            found = [m for m in t.by_index(keys.msgid_prefix(*f.msg_id_parts))  # type: ignore[misc]
+            found = [m for m in t.by_msg_id(*f.msg_id_parts)  # type: ignore[misc]
                      if m.qid == q.qid and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message with msg_id {msg_id} in queue {q.name!r}")

@@ -16,8 +16,9 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
   message's *location*, ``qid(4) 7-priority(1)``: with the seq at the end of the key it names
   the position entry.
 
-  - ``M origin(16) n(4) seq(8)``: msg_id (a copy keeps its msg_id; the seq keeps entries apart).
-  - ``U origin(16) put_time(8) seq(8)``: the MQe unique id.
+  - ``M origin(16) n(4) seq(8)``: msg_id runs; the value is a location and a count(2): the
+    messages seq … seq+count-1 have msg_ids n … n+count-1 (store/identity.py).
+  - ``U origin(16) put_time(8) seq(8)``: the MQe unique id, in the same runs.
   - ``C qid(4) len(1) correl 7-priority(1) seq(8)``: correlation ids in queue order, every state.
   - ``K qid(4) confirm_id(8) 7-priority(1) seq(8)``: messages pending under a confirm id.
   - ``L qid(4) lock_id(8) 7-priority(1) seq(8)``: messages under a browse lock.
@@ -63,10 +64,11 @@ META_MAX_MESSAGE_SIZE = b"maxmsgsize"  # absent (0): records.DEFAULT_MAX_MESSAGE
 U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")
 QSTATS = struct.Struct(">QQ")
-_POS = struct.Struct(">cIBQ")
-_ID_IN_QUEUE = struct.Struct(">cIQBQ")
-_ORIGIN_N_SEQ = struct.Struct(">c16sIQ")
-_ORIGIN_TIME_SEQ = struct.Struct(">c16sqQ")
+# tag, then the fields of the key functions below, in their order (7-priority where a priority is)
+POS_KEY = struct.Struct(">cIBQ")
+ID_IN_QUEUE_KEY = struct.Struct(">cIQBQ")
+ORIGIN_N_SEQ_KEY = struct.Struct(">c16sIQ")
+ORIGIN_TIME_SEQ_KEY = struct.Struct(">c16sqQ")
 _TIME_SEQ = struct.Struct(">cqQ")
 
 SEQ_SIZE = 8
@@ -95,27 +97,11 @@ def queue_prefix(qid: int) -> bytes:
 
 
 def pos_key(qid: int, priority: int, seq: int) -> bytes:
-    return _POS.pack(POS, qid, 7 - priority, seq)
+    return POS_KEY.pack(POS, qid, 7 - priority, seq)
 
 
 def priority_prefix(qid: int, priority: int) -> bytes:
-    return _POS.pack(POS, qid, 7 - priority, 0)[:6]
-
-
-def msgid_key(origin: bytes, n: int, seq: int) -> bytes:
-    return _ORIGIN_N_SEQ.pack(MSGID, origin, n, seq)
-
-
-def msgid_prefix(origin: bytes, n: int) -> bytes:
-    return _ORIGIN_N_SEQ.pack(MSGID, origin, n, 0)[:21]
-
-
-def uniq_key(origin: bytes, put_time: int, seq: int) -> bytes:
-    return _ORIGIN_TIME_SEQ.pack(UNIQ, origin, put_time, seq)
-
-
-def uniq_prefix(origin: bytes, put_time: int) -> bytes:
-    return _ORIGIN_TIME_SEQ.pack(UNIQ, origin, put_time, 0)[:25]
+    return POS_KEY.pack(POS, qid, 7 - priority, 0)[:6]
 
 
 def correl_prefix(qid: int, correl: bytes) -> bytes:
@@ -128,13 +114,13 @@ def correl_key(qid: int, correl: bytes, priority: int, seq: int) -> bytes:
 
 def id_in_queue_key(tag: bytes, qid: int, ident: int, priority: int, seq: int) -> bytes:
     """Key of the confirm (K) and lock (L) indexes: an id's messages in queue order."""
-    return _ID_IN_QUEUE.pack(tag, qid, ident, 7 - priority, seq)
+    return ID_IN_QUEUE_KEY.pack(tag, qid, ident, 7 - priority, seq)
 
 
 def id_in_queue_prefix(tag: bytes, qid: int, ident: int | None = None) -> bytes:
     if ident is None:
         return tag + U32.pack(qid)
-    return _ID_IN_QUEUE.pack(tag, qid, ident, 0, 0)[:13]
+    return ID_IN_QUEUE_KEY.pack(tag, qid, ident, 0, 0)[:13]
 
 
 def priority_in_id_key(key: bytes) -> int:

@@ -64,14 +64,22 @@ class OutState:
     history: list[dict[str, object]] = field(default_factory=list)
 
 
+def decode_state(raw: bytes) -> OutState:
+    """A value of table `outq` (BadData if it is not one)."""
+    try:
+        return OutState(**json.loads(raw))
+    except (ValueError, TypeError) as exc:
+        raise BadData(f"malformed outgoing state: {exc}") from None
+
+
 def load_state(t: Txn, q: QueueInfo) -> OutState:
     raw = t.lt.get(queue_key(q.name), db=t.dbs["outq"])
     if raw is None:
         return OutState()
     try:
-        return OutState(**json.loads(raw))
-    except (ValueError, TypeError) as exc:
-        raise BadData(f"malformed outgoing state of {q.name!r}: {exc}") from None
+        return decode_state(raw)
+    except BadData as exc:
+        raise BadData(f"outgoing queue {q.name!r}: {exc.message}") from None
 
 
 def save_state(t: Txn, q: QueueInfo, state: OutState) -> None:
@@ -250,10 +258,35 @@ def decode_items(items: list[tuple[str, bytes]]) -> list[tuple[str, formatnames.
 # one retention period of traffic.
 SEEN_RETENTION_US = 7 * 86400 * 1_000_000
 _SEEN_BY_ID, _SEEN_BY_TIME = b"M", b"T"
+_SEEN_ID_SIZE = 1 + 16 + 4
+_SEEN_TIME_SIZE = 1 + keys.U64.size + 16 + 4
 
 
 def seen_key(m: Message) -> bytes:
     return _SEEN_BY_ID + m.origin + keys.U32.pack(m.msg_n)
+
+
+def seen_time_key(key: bytes, arrived: int) -> bytes:
+    """The time-ordered entry that goes with the entry `key` (seen_key) of an arrival."""
+    return _SEEN_BY_TIME + keys.U64.pack(arrived) + key[1:]
+
+
+def decode_seen(key: bytes, value: bytes) -> tuple[bytes, int]:
+    """An entry of table `seen` as (the seen_key of its arrival, the arrival time in µs);
+    BadData if its key or value does not have one of the two layouts above."""
+    tag = key[:1]
+    if tag not in (_SEEN_BY_ID, _SEEN_BY_TIME):
+        raise BadData(f"key starts with {tag!r}, neither {_SEEN_BY_ID!r} nor {_SEEN_BY_TIME!r}")
+    by_id = tag == _SEEN_BY_ID
+    size, value_size = (_SEEN_ID_SIZE, keys.U64.size) if by_id else (_SEEN_TIME_SIZE, 0)
+    if len(key) != size:
+        raise BadData(f"key is {len(key)} bytes, not {size}")
+    if len(value) != value_size:
+        want = "an 8-byte time" if by_id else "empty"
+        raise BadData(f"value is {len(value)} bytes, not {want}")
+    if by_id:
+        return key, keys.U64.unpack(value)[0]
+    return _SEEN_BY_ID + key[1 + keys.U64.size:], keys.U64.unpack_from(key, 1)[0]
 
 
 def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatName, Message]]) -> tuple[int, int]:
@@ -274,7 +307,7 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatN
             continue
         in_batch.add(key)
         seen_entries.append((key, stamp))
-        seen_entries.append((_SEEN_BY_TIME + stamp + key[1:], b""))
+        seen_entries.append((seen_time_key(key, t.now), b""))
         m.hops = min(m.hops + 1, MAX_HOPS)
         m.state = AVAILABLE
         m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None

@@ -2,7 +2,8 @@
 
 Every public operation of `Store` runs as one `Txn`: one LMDB write transaction, committed
 whole or not at all (SPEC §2). All index maintenance lives here, in `_place` / `_unplace`
-and `insert_many` / `remove_many`, so that records and indexes cannot disagree.
+and `insert_many` / `remove_many` (the msg_id and unique-id runs through store/identity.py), so
+that records and indexes cannot disagree.
 
 Where a record lives depends on its state (see keys.py): an available message's record is the
 value of its position entry, so the next message is one cursor step that yields the record
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import lmdb
 
-from . import keys
+from . import identity, keys
 from .errors import (
     AlreadyReceived, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable, QueueQuotaExceeded,
     MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled, UnknownConfirmId, UnknownLockId,
@@ -308,6 +309,7 @@ class Txn:
             for key in state:
                 append((key, location))
             size += len(m.body)
+        entries += identity.run_entries(q.qid, messages)
         self.lt.cursor(db=self.pos_db).putmulti(positions)
         self.lt.cursor(db=self.idx_db).putmulti(entries)
         if held:
@@ -334,6 +336,7 @@ class Txn:
             counted[0] -= 1
             counted[1] -= len(m.body)
             durable = durable or not m.express
+        identity.release(lt, self.dbs, messages)
         for qid, (count, size) in by_queue.items():
             self._count(qid, count, size, durable)
 
@@ -581,6 +584,13 @@ class Txn:
             if m is not None:
                 yield m
 
+    def by_msg_id(self, origin: bytes, n: int) -> Iterator[Message]:
+        """Every message with the msg_id `origin\\n` (a copy keeps its msg_id), in seq order."""
+        for seq, location in identity.members(self.lt.cursor(db=self.idx_db), keys.MSGID, origin, n):
+            m = self.load(seq, location)
+            if m is not None and m.msg_n == n and m.origin == origin:
+                yield m
+
     def by_lookup_id(self, q: QueueInfo, lookup_id: int) -> Iterator[Message]:
         """The lookup id's low seven bytes are the seq (seed 000); the message is either held
         or at one of the queue's eight priorities."""
@@ -618,7 +628,7 @@ class Txn:
             yield from eligible
             return
         if f.msg_id is not None or f.lookup_id is not None:
-            source = (self.by_index(keys.msgid_prefix(*f.msg_id_parts)) if f.msg_id is not None
+            source = (self.by_msg_id(*f.msg_id_parts) if f.msg_id is not None
                       else self.by_lookup_id(q, f.lookup_id))  # type: ignore[arg-type]
             found = [m for m in source if m.qid == q.qid and f.matches(m) and not m.hidden]
             if not found:
@@ -662,6 +672,7 @@ class Txn:
             if not cur.delete():  # deletes the position and steps to the next entry
                 break
         if taken:
+            identity.release(lt, self.dbs, taken)
             self._count(q.qid, -len(taken), -size, durable)
             self.journal(q, taken)
         return taken
@@ -680,10 +691,15 @@ def index_entries(m: Message) -> list[bytes]:
     return identity_entries(m) + state_entries(m)
 
 
+# the key layouts of store/keys.py, packed here without a call per key (the put/get hot path)
+_pack_pos, _pack_id_in_queue = keys.POS_KEY.pack, keys.ID_IN_QUEUE_KEY.pack
+
+
 def identity_entries(m: Message) -> list[bytes]:
-    """The index keys a message has in every state."""
+    """The index keys a message has of its own in every state (its msg_id and unique id are
+    in runs shared with the messages put with it: store/identity.py)."""
     seq = m.seq
-    out = [keys.msgid_key(m.origin, m.msg_n, seq), keys.uniq_key(m.origin, m.put_time, seq)]
+    out = []
     if m.correl_id is not None:
         out.append(keys.correl_key(m.qid, m.correl_id.encode(), m.priority, seq))
     if m.expires is not None:
@@ -693,17 +709,17 @@ def identity_entries(m: Message) -> list[bytes]:
 
 def state_entries(m: Message) -> list[bytes]:
     """The index keys that depend on the message's state."""
+    if m.state == AVAILABLE:  # an available message holds no in-flight ids (`Txn.transition`)
+        return [_pack_pos(keys.POS, m.qid, 7 - m.priority, m.seq)]
     out = []
-    if m.state == AVAILABLE:
-        out.append(keys.pos_key(m.qid, m.priority, m.seq))
     if m.confirm_id:
-        out.append(keys.id_in_queue_key(keys.CONFIRM, m.qid, m.confirm_id, m.priority, m.seq))
+        out.append(_pack_id_in_queue(keys.CONFIRM, m.qid, m.confirm_id, 7 - m.priority, m.seq))
     if m.lock_id:
-        out.append(keys.id_in_queue_key(keys.LOCK, m.qid, m.lock_id, m.priority, m.seq))
+        out.append(_pack_id_in_queue(keys.LOCK, m.qid, m.lock_id, 7 - m.priority, m.seq))
     if m.lease_expires:
         out.append(keys.deadline_key(keys.LEASE, m.lease_expires, m.seq))
     if m.tx:
-        out.append(keys.id_in_queue_key(keys.TX, m.qid, m.tx, m.priority, m.seq))
+        out.append(_pack_id_in_queue(keys.TX, m.qid, m.tx, 7 - m.priority, m.seq))
     return out
 
 

@@ -1,0 +1,149 @@
+"""The msg_id and unique-id indexes, kept as *runs* (SPEC §4; issue 2's secondary indexes).
+
+A batch of messages put together gets msg_id numbers, put times and seqs that all step by one
+(`Txn.allocate_ids`, seed 000's SequentialID), so one index entry can stand for many messages:
+
+- ``M origin(16) n(4) seq(8)`` → ``qid(4) 7-priority(1) count(2)``: the messages seq … seq+count-1
+  have the msg_ids ``origin\\n`` … ``origin\\n+count-1``;
+- ``U origin(16) put_time(8) seq(8)`` → the same value: their unique ids are ``origin:put_time`` …
+
+A run is at most `MAX_RUN` messages of one queue and one priority; the M and U entries of a run
+always cover the same messages. A message put alone, imported, copied or dead-lettered is a run of
+one (a copy keeps its msg_id; its own seq keeps the entries apart). An entry of a store written
+before runs has a five-byte value: a run of one.
+
+A run outlives the removal of its messages until the last one goes: `release` deletes the runs a
+commit left empty, looking each up once per run, not once per message. Lookups check that the
+message they find still carries the id they looked for.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+import lmdb
+
+from . import keys
+from .records import Message
+
+MAX_RUN = 256  # also bounds how far a lookup walks back from the id it looks for
+_RUN_VALUE = struct.Struct(">IBH")  # qid, 7-priority, count
+_LOCATION_SIZE = 5
+_ORDINAL = {keys.MSGID: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ: keys.ORIGIN_TIME_SEQ_KEY}
+_LAST_SEQ = (1 << 64) - 1
+
+
+def run_count(value: bytes) -> int:
+    """The number of messages a run entry stands for (an entry of an older store: one)."""
+    return 1 if len(value) == _LOCATION_SIZE else _RUN_VALUE.unpack(value)[2]
+
+
+def parse_run(key: bytes, value: bytes) -> tuple[bytes, bytes, int, int, bytes, int]:
+    """(tag, origin, first ordinal, first seq, location, count) of an M or U entry."""
+    tag, origin, ordinal, seq = _ORDINAL[key[:1]].unpack(key)
+    return tag, origin, ordinal, seq, bytes(value[:_LOCATION_SIZE]), run_count(value)
+
+
+def run_entries(qid: int, messages: Iterable[Message]) -> list[tuple[bytes, bytes]]:
+    """The M and U entries of messages of one queue being stored, in runs."""
+    out: list[tuple[bytes, bytes]] = []
+    count = 0
+    first = None
+    seq = n = put_time = priority = 0
+    origin = b""
+    for m in messages:
+        if (count < MAX_RUN and m.seq == seq + count and m.msg_n == n + count
+                and m.put_time == put_time + count and m.priority == priority and m.origin == origin):
+            count += 1
+            continue
+        if first is not None:
+            _emit(out, qid, first, count)
+        first, count = m, 1
+        seq, n, put_time, priority, origin = m.seq, m.msg_n, m.put_time, m.priority, m.origin
+    if first is not None:
+        _emit(out, qid, first, count)
+    return out
+
+
+def _emit(out: list[tuple[bytes, bytes]], qid: int, first: Message, count: int) -> None:
+    value = _RUN_VALUE.pack(qid, 7 - first.priority, count)
+    out.append((keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, first.origin, first.msg_n, first.seq), value))
+    out.append((keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ, first.origin, first.put_time, first.seq), value))
+
+
+def members(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int) -> list[tuple[int, bytes]]:
+    """(seq, location) of every message the runs say has this msg_id number (M) or put time
+    (U), seq ascending: walk back from the id over the runs that may cover it."""
+    layout = _ORDINAL[tag]
+    prefix = tag + origin
+    ok = cur.prev() if cur.set_range(layout.pack(tag, origin, ordinal, _LAST_SEQ)) else cur.last()
+    found = []
+    while ok:
+        key, value = cur.item()
+        if not key.startswith(prefix):
+            break
+        _, _, first, seq = layout.unpack(key)
+        if first <= ordinal - MAX_RUN:
+            break
+        if ordinal - first < run_count(value):
+            found.append((seq + ordinal - first, bytes(value[:_LOCATION_SIZE])))
+        ok = cur.prev()
+    found.sort()
+    return found
+
+
+def _run_of(cur: lmdb.Cursor, m: Message) -> tuple[bytes, int, int, bytes] | None:
+    """(M key, first seq, count, location) of the run holding `m`, or None (a damaged store)."""
+    prefix = keys.MSGID + m.origin
+    probe = keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, m.origin, m.msg_n, m.seq)
+    if cur.set_range(probe):
+        ok = cur.key() == probe or cur.prev()
+    else:
+        ok = cur.last()
+    while ok:
+        key, value = cur.item()
+        if not key.startswith(prefix):
+            return None
+        _, _, n, seq = keys.ORIGIN_N_SEQ_KEY.unpack(key)
+        if n <= m.msg_n - MAX_RUN:
+            return None
+        count = run_count(value)
+        if m.seq - seq == m.msg_n - n and 0 <= m.seq - seq < count:
+            return bytes(key), seq, count, bytes(value[:_LOCATION_SIZE])
+        ok = cur.prev()
+    return None
+
+
+def release(lt: lmdb.Transaction, dbs: dict, messages: Iterable[Message]) -> None:
+    """Delete the runs of removed `messages` that no message is left in (call it after their
+    records are gone)."""
+    idx = dbs["idx"]
+    cur = lt.cursor(db=idx)
+    touched: dict[bytes, tuple[int, int, bytes, Message]] = {}
+    seq = count = 0
+    for m in messages:
+        if seq <= m.seq < seq + count:  # in the run found last: a seq names one message
+            continue
+        run = _run_of(cur, m)
+        if run is None:
+            continue
+        key, seq, count, location = run
+        touched[key] = (seq, count, location, m)
+    if not touched:
+        return
+    pos, held = lt.cursor(db=dbs["pos"]), lt.cursor(db=dbs["msg"])
+    for key, (seq, count, location, m) in touched.items():
+        if _any_left(pos, keys.POS + location, seq, count) or _any_left(held, b"", seq, count):
+            continue
+        lt.delete(key, db=idx)
+        put_time = m.put_time - (m.seq - seq)
+        lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ, m.origin, put_time, seq), db=idx)
+
+
+def _any_left(cur: lmdb.Cursor, prefix: bytes, seq: int, count: int) -> bool:
+    """Whether a key `prefix seq(8)` with seq in [seq, seq+count) exists."""
+    if not cur.set_range(prefix + keys.seq_key(seq)):
+        return False
+    key = cur.key()
+    return len(key) == len(prefix) + keys.SEQ_SIZE and key.startswith(prefix) and keys.seq_of(key) < seq + count
