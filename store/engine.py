@@ -322,9 +322,9 @@ class Store(Forwarding):
             if q.system:
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
             doomed = list(t.queue_messages(q))
-            for m in doomed:
-                t.remove(m)
+            t.remove_many(doomed)
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
+            t.lt.delete(queue_key(q.name), db=self._dbs["outq"])  # an outgoing queue's dispatch state
             t.lt.delete(U32.pack(q.qid), db=self._dbs["qids"])
             t.lt.delete(keys.qstats_key(q.qid), db=self._dbs["meta"])
             t.qstats(q.qid)  # keep flush from writing the counters back

@@ -35,8 +35,10 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
 - ``queues`` casefolded name → queue record (JSON); ``qids`` ``qid(4)`` → casefolded name.
 - ``links`` casefolded link name → link record (JSON, store/links.py).
 - ``outq``  casefolded outgoing queue name → its dispatch state (JSON, store/outgoing.py).
-- ``seen``  ``origin(16) n(4)`` → arrival time(8): msg_ids this queue manager has received over
-  a link, so a message resent after a lost ack is stored once (SPEC §8).
+- ``seen``  msg_ids this queue manager has received over a link, so a message resent after a
+  lost ack is stored once (SPEC §8), in two entries per arrival (store/outgoing.py):
+  ``M origin(16) n(4)`` → arrival time(8), and ``T time(8) origin(16) n(4)`` → ``b""`` in time
+  order, for forgetting them after a retention period.
 """
 
 from __future__ import annotations

@@ -372,11 +372,12 @@ def test_check_reports_damage_to_the_forwarding_tables_and_exits_11(forwarding, 
                                         f"{len(problems)} problem(s) found [MQ_ERROR_STORE_CORRUPT]")
 
 
-@pytest.mark.xfail(strict=True, reason="Store.delete_queue (store/engine.py) leaves the deleted "
-                                       "outgoing queue's dispatch state in outq")
 def test_deleting_an_outgoing_queue_leaves_a_store_that_checks(forwarding):
     forwarding.ok("queue", "delete", TO_QM2, "--yes")
     assert forwarding.json("check") == {"ok": True, "problems": []}
+    with Store.open(forwarding.store) as st:  # a new outgoing queue of that name starts afresh
+        st.put(TO_QM2, b"again")
+        assert st._read(lambda t: outgoing.load_state(t, t.queue(TO_QM2))) == outgoing.OutState()
 
 
 def test_backup_copies_the_store_and_the_copy_checks(cli, tmp_path):
