@@ -665,8 +665,8 @@ class Store(Forwarding):
             names = [queue] if queue is not None else t.queue_names()
             done = 0
             for name in names:
-                for m in list(t.queue_messages(t.queue(name))):
-                    if m.state in (AVAILABLE, TX_LOCKED):
+                for m in t.in_flight(t.queue(name)):  # held records only, not the whole queue
+                    if m.state == TX_LOCKED:
                         continue
                     if limit_us is not None and t.now - (m.since or t.now) < limit_us:
                         continue
@@ -780,7 +780,7 @@ class Store(Forwarding):
     def inflight(self, queue: str | None = None) -> list[Message]:
         def read(t: Txn) -> list[Message]:
             names = [queue] if queue is not None else t.queue_names()
-            return [m for n in names for m in t.queue_messages(t.queue(n)) if m.state != AVAILABLE]
+            return [m for n in names for m in t.in_flight(t.queue(n))]
         return self._read(read)
 
     def check(self) -> list[str]:
