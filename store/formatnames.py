@@ -32,6 +32,13 @@ to ASCII ones (dotless i → I), and 'PUBLıC=' must not pass for 'PUBLIC='.
 Recognised and refused: DIRECT=IPX (no SPX/IPX transport here), DL= and CONNECTOR= (no
 directory service). MULTICAST= parses but is never dispatched (seed 003), nor are HTTP(S)
 direct names; see `FormatName.dispatchable`.
+
+`check_syntax` is the other door, for text that only has to *be* a format name: the `queue` of
+a trace report body (seed 001, whose `queue-format` is MS-MQMQ 2.1's ABNF) names a destination
+that may be on any MSMQ queue manager, so it is held to MS-MQMQ's syntax, not to what this store
+can resolve. It says where a name goes wrong: the 1-based column of the first character at which
+no format name can continue. The two doors differ only where the store is narrower (or, for
+HTTP, wider) than MS-MQMQ's ABNF; `check_syntax`'s comment lists where.
 """
 
 from __future__ import annotations
@@ -39,8 +46,9 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
 from .errors import BadData
 from .queues import DEAD_LETTER, DEAD_LETTER_TX, MAX_NAME
@@ -55,7 +63,8 @@ MAX_MACHINE = 256
 #: journal (;JOURNAL) has no queue in the store.
 SYSTEM_QUEUES_BY_SUFFIX: dict[str, str] = {"deadletter": DEAD_LETTER, "deadxact": DEAD_LETTER_TX}
 
-_GUID = re.compile(r"[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}")
+_GUID_GROUPS = (8, 4, 4, 4, 12)  # hex digits in each '-'-separated group of a GUID
+_GUID = re.compile("-".join(f"[0-9A-Fa-f]{{{n}}}" for n in _GUID_GROUPS))
 _HEX = re.compile(r"[0-9A-Fa-f]{1,8}")
 _PORT = re.compile(r"0|[1-9][0-9]{0,4}")
 _MACHINE = re.compile(r"[A-Za-z0-9._-]+")
@@ -63,6 +72,7 @@ _QUEUE_PUNCTUATION = frozenset("._-/")
 _SUFFIXES: dict[str | None, Suffix] = {
     "JOURNAL": "journal", "DEADLETTER": "deadletter", "DEADXACT": "deadxact"}
 _MACHINE_SUFFIXES = ("journal", "deadletter", "deadxact")
+_MACHINE_QUEUES = tuple(word.upper() for word in _MACHINE_SUFFIXES)  # JOURNAL, DEADLETTER, DEADXACT
 _PROTOCOLS: dict[str | None, Protocol] = {
     "OS": "os", "TCP": "tcp", "HTTP": "http", "HTTPS": "https"}
 
@@ -341,6 +351,243 @@ class _Parser:
         if not _PORT.fullmatch(text) or int(text) > 65535:
             raise self.fail(f"the port {_show(text)} is not a number 0 to 65535")
         return int(text)
+
+
+# ---- MS-MQMQ 2.1 syntax, column by column -----------------------------------------------------
+#
+#   queue-format  = PublicName / PrivateName / DirectName / MachineName / MulticastName
+#   PublicName    = "PUBLIC=" Guid [";JOURNAL"]
+#   PrivateName   = "PRIVATE=" Guid "\" 1*8HEXDIG [";JOURNAL"]
+#   DirectName    = "DIRECT=" Protocol ":" Address ("\PRIVATE$\" QueueName [";JOURNAL"]
+#                   / "\SYSTEM$;" ("JOURNAL" / "DEADLETTER" / "DEADXACT")
+#                   / "\" QueueName [";JOURNAL"])
+#   MachineName   = "MACHINE=" Guid ";" ("JOURNAL" / "DEADLETTER" / "DEADXACT")
+#   MulticastName = "MULTICAST=" IPv4 ":" Port     ; 224.0.0.0 - 239.255.255.255
+#
+# Address: OS a computer name (1*256 VCHAR but "\"), TCP an IPv4 address, HTTP/HTTPS
+# "//" host [":" Port] "/MSMQ", IPX 8HEXDIG ":" 12HEXDIG. QueueName is MS-MQMQ 2.1.1's
+# (1*124 of %x21 / %x23-2A / %x2D-3A / %x3C-5B / %x5D-7F), without MSMQ 4.0's subqueues
+# (";JOURNAL" would be ambiguous) and with letters beyond ASCII too, because store queue
+# names may hold them (SPEC §3 "letters", store/queues.py). Keywords are ABNF strings:
+# case-insensitive, ASCII letters only (RFC 5234 §2.3).
+#
+# Where `parse` decides otherwise, a report body keeps to this grammar, because seed 001
+# (shared/seeds/msmq-trace-report-message.txt, TraceMessage.Body: "queue = queue-format",
+# "The ABNF rule queue-format is as specified in [MS-MQMQ] section 2.1") says so; `parse`'s
+# narrower rules are SPEC §3's, for names this store must resolve. Accepted here, refused by
+# `parse`:
+#   - DIRECT=IPX:<network>:<host>\...            (parse: IPX recognised, not supported)
+#   - queue names with MS-MQMQ punctuation beyond . _ - /, e.g. DIRECT=OS:qm2\a</b>c
+#   - computer names and HTTP hosts of any VCHAR, e.g. DIRECT=OS:a$b\q (parse: A-Z a-z 0-9 . _ -)
+#   - IPv4 octets and ports with leading zeros: DIRECT=TCP:010.0.0.1\q, MULTICAST=224.0.0.1:080
+#   - a queue named PRIVATE$ or SYSTEM$ (or PRIVATE$/q after HTTP): DIRECT=OS:.\PRIVATE$,
+#     DIRECT=OS:.\SYSTEM$, DIRECT=HTTP://h/MSMQ\PRIVATE$/q (parse: a private queue 'q')
+# Accepted by `parse`, refused here:
+#   - plain queue names (q, q;journal): a local name, not a format name
+#   - HTTP(S) names with '/' after "/MSMQ" or '\' before it, MSMQ 3.0's URL form, e.g.
+#     DIRECT=HTTP://h/msmq/q, the form `parse` prints (MS-MQMQ's ABNF has "/MSMQ" "\")
+
+#: The ABNF strings of the forms, protocols and machine queues, in the order they are tried
+#: (HTTPS before HTTP: the longer literal must be tried first).
+_FORMS = ("PUBLIC=", "PRIVATE=", "DIRECT=", "MACHINE=", "MULTICAST=")
+_SYNTAX_PROTOCOLS = ("TCP", "OS", "HTTPS", "HTTP", "IPX")
+_HEXDIGS = frozenset("0123456789abcdefABCDEF")
+_DIGITS = frozenset("0123456789")
+
+
+class FormatNameSyntaxError(BadData):
+    """Text that is not a format name by MS-MQMQ 2.1's ABNF. `column` is 1-based in the text
+    given to `check_syntax` (one past the end of the name when it stops short); `detail` says
+    what was expected there and what was found."""
+
+    def __init__(self, text: str, column: int, detail: str) -> None:
+        super().__init__(f"format name {_show(text)}: column {column}: {detail}")
+        self.column = column
+        self.detail = detail
+
+
+def check_syntax(text: str, start: int = 0, stop: int | None = None) -> str:
+    """Check that text[start:stop] is one format name by MS-MQMQ 2.1's ABNF and return it.
+
+    Raises FormatNameSyntaxError at the first character, counted in the whole of `text`, at
+    which no format name can continue. A name that stops short is reported at `stop`; what the
+    error says it found there is the character of `text` at that place (or end of input), so a
+    caller that confines the name to part of a longer text gets errors in that text's terms.
+    Plain queue names are not format names here; `parse` is for names the store resolves.
+    """
+    if not isinstance(text, str):
+        raise BadData(f"format name must be text, got {type(text).__name__}")
+    return _Scanner(text, start, len(text) if stop is None else min(stop, len(text))).queue_format()
+
+
+def is_format_name_char(c: str) -> bool:
+    """Whether c may appear somewhere in a format name: %x21-7F, or a letter or digit beyond
+    ASCII (store queue names may hold them). SP, controls and other text end a name."""
+    return "\x21" <= c <= "\x7f" or (c >= "\x80" and c.isalnum())
+
+
+def _queue_name_char(c: str) -> bool:
+    # MS-MQMQ 2.1.1 QueueName: no SP, '"', '+', ',', ';' or '\'
+    return is_format_name_char(c) and c not in '"+,;\\'
+
+
+def _computer_name_char(c: str) -> bool:
+    return c not in "\\\x7f" and is_format_name_char(c)
+
+
+def _host_char(c: str) -> bool:
+    return c not in "\\/:" and is_format_name_char(c)
+
+
+def _abnf_equal(ch: str, want: str) -> bool:
+    """ABNF string matching: case-insensitive, for ASCII letters only (RFC 5234 §2.3)."""
+    return ch == want or (want.isalpha() and ch == want.swapcase())
+
+
+class _Scanner:
+    """Recursive descent over text[pos:limit]; `pos` is 0-based, errors are 1-based columns."""
+
+    def __init__(self, text: str, start: int, stop: int) -> None:
+        self.text = text
+        self.pos = start
+        self.limit = stop
+
+    # ---- primitives --------------------------------------------------------------------
+
+    def fail(self, detail: str, pos: int | None = None) -> NoReturn:
+        raise FormatNameSyntaxError(self.text, (self.pos if pos is None else pos) + 1, detail)
+
+    def found(self, pos: int | None = None) -> str:
+        pos = self.pos if pos is None else pos
+        return "end of input" if pos >= len(self.text) else repr(self.text[pos])
+
+    def peek(self, n: int = 0) -> str:
+        pos = self.pos + n
+        return self.text[pos] if pos < self.limit else ""
+
+    def lookahead(self, literal: str) -> bool:
+        """Whether `literal` (case-insensitively) comes next; nothing is consumed."""
+        return all(_abnf_equal(self.peek(i), c) for i, c in enumerate(literal))
+
+    def literal(self, literal: str, name: str | None = None) -> None:
+        for i, c in enumerate(literal):
+            if not _abnf_equal(self.peek(i), c):
+                self.fail(f"expected {name or repr(literal)}, found {self.found(self.pos + i)}",
+                          self.pos + i)
+        self.pos += len(literal)
+
+    def choice(self, options: tuple[str, ...], what: str) -> int:
+        """One of several literals; on failure the column is the first character that none
+        of them can continue (the longest match wins)."""
+        best = 0
+        for index, option in enumerate(options):
+            n = 0
+            while n < len(option) and _abnf_equal(self.peek(n), option[n]):
+                n += 1
+            if n == len(option):
+                self.pos += n
+                return index
+            best = max(best, n)
+        choices = ", ".join(options[:-1]) + " or " + options[-1]
+        self.fail(f"expected {what} ({choices}), found {self.found(self.pos + best)}",
+                  self.pos + best)
+
+    def run(self, allowed: Callable[[str], bool], least: int, most: int, what: str) -> str:
+        """least to most characters that `allowed` takes, as many as there are."""
+        start = self.pos
+        while self.peek() and self.pos - start < most and allowed(self.peek()):
+            self.pos += 1
+        if self.pos - start < least:
+            self.fail(f"expected {what}, found {self.found()}")
+        return self.text[start:self.pos]
+
+    def end(self, detail: str) -> None:
+        if self.pos != self.limit:
+            self.fail(f"{detail}, found {self.found()}")
+
+    # ---- the rules ---------------------------------------------------------------------
+
+    def queue_format(self) -> str:
+        start = self.pos
+        form = self.choice(_FORMS, "a format name")
+        if form == 0:  # PUBLIC=
+            self.guid()
+            self.journal()
+        elif form == 1:  # PRIVATE=
+            self.guid()
+            self.literal("\\", "'\\'")
+            self.run(_HEXDIGS.__contains__, 1, 8, "1*8HEXDIG (the queue number)")
+            self.journal()
+        elif form == 2:  # DIRECT=
+            self.direct()
+        elif form == 3:  # MACHINE=
+            self.guid()
+            self.literal(";", "';'")
+            self.choice(_MACHINE_QUEUES, "a machine queue")
+        else:  # MULTICAST=
+            self.ipv4(multicast=True)
+            self.literal(":", "':'")
+            self.port()
+        self.end("expected the end of the format name")
+        return self.text[start:self.limit]
+
+    def guid(self) -> None:
+        for group, count in enumerate(_GUID_GROUPS):
+            if group:
+                self.literal("-", "'-'")
+            for i in range(count):
+                if self.peek(i) not in _HEXDIGS:
+                    self.fail(f"expected {count}HEXDIG ({i} of them so far), found "
+                              f"{self.found(self.pos + i)}", self.pos + i)
+            self.pos += count
+
+    def journal(self) -> None:
+        if self.peek() == ";":
+            self.literal(";JOURNAL")
+
+    def direct(self) -> None:
+        protocol = _SYNTAX_PROTOCOLS[self.choice(_SYNTAX_PROTOCOLS, "a protocol")]
+        self.literal(":", "':'")
+        if protocol == "TCP":
+            self.ipv4(multicast=False)
+        elif protocol == "OS":
+            self.run(_computer_name_char, 1, MAX_MACHINE, "a computer name")
+        elif protocol == "IPX":
+            self.run(_HEXDIGS.__contains__, 8, 8, "8HEXDIG (the IPX network)")
+            self.literal(":", "':'")
+            self.run(_HEXDIGS.__contains__, 12, 12, "12HEXDIG (the IPX host)")
+        else:  # HTTP, HTTPS
+            self.literal("//", "'//'")
+            self.run(_host_char, 1, MAX_MACHINE, "a host")
+            if self.peek() == ":":
+                self.pos += 1
+                self.port()
+            self.literal("/MSMQ")
+        self.literal("\\", "'\\'")
+        if self.lookahead("PRIVATE$\\"):
+            self.pos += 9
+        elif self.lookahead("SYSTEM$;"):
+            self.pos += 8
+            self.choice(_MACHINE_QUEUES, "a machine queue")
+            return
+        self.run(_queue_name_char, 1, MAX_NAME, "a queue name")
+        self.journal()
+
+    def ipv4(self, *, multicast: bool) -> None:
+        for i in range(4):
+            if i:
+                self.literal(".", "'.'")
+            start = self.pos
+            octet = int(self.run(_DIGITS.__contains__, 1, 3, "1*3DIGIT"))
+            if octet > 255 or (multicast and i == 0 and not 224 <= octet <= 239):
+                self.fail(f"{octet} is out of range "
+                          + ("(224-239: a class D multicast address)" if multicast and i == 0
+                             else "(0-255)"), start)
+
+    def port(self) -> None:
+        start = self.pos
+        if int(self.run(_DIGITS.__contains__, 1, 5, "a port (1*5DIGIT)")) > 65535:
+            self.fail(f"port {self.text[start:self.pos]} is out of range (0-65535)", start)
 
 
 def _keyword(text: str) -> str | None:

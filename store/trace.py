@@ -18,7 +18,7 @@ The seed's ABNF, which this module follows rule by rule:
 
     Report     = "<MESSAGE ID>" id "</MESSAGE ID>" CR LF "<TARGET QUEUE>" queue "</TARGET QUEUE>" CR LF
     id         = 8HEXDIG
-    queue      = queue-format            ; MS-MQMQ section 2.1
+    queue      = queue-format            ; MS-MQMQ section 2.1: store.formatnames.check_syntax
 
 How the seed is read where it leaves room (each reading is also noted where it is applied):
 
@@ -35,6 +35,10 @@ How the seed is read where it leaves room (each reading is also noted where it i
 - Errors name the innermost rule *of the seed* that failed (`qm-id`, not the core rule
   HEXDIG). `computer` and `queue` are bare aliases, so their failures are named by the rule
   they alias: `GUID` and `queue-format`.
+- `queue-format` is MS-MQMQ 2.1's syntax, which store/formatnames.py holds for the whole
+  project (`check_syntax`; its comment says where `formatnames.parse`, the names this store
+  resolves, is narrower or wider). A body names a destination on any queue manager, so it is
+  held to the syntax, not to what this store can resolve.
 
 Error columns are 1-based. For a syntax error the column is that of the first character at
 which no valid label (or body) can continue, left to right (one past the end if the text stops
@@ -51,12 +55,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, NoReturn
 
 from .errors import BadData, InvalidArgument
+from .formatnames import FormatNameSyntaxError, check_syntax, is_format_name_char
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
@@ -140,8 +144,8 @@ def encode_body(message_id: int, queue: str) -> str:
     if not isinstance(queue, str):
         raise InvalidArgument(f"queue must be a format name, got {queue!r}")
     try:
-        _Parser(queue, "queue").queue_format(len(queue))
-    except TraceFormatError as exc:
+        check_syntax(queue)
+    except FormatNameSyntaxError as exc:
         raise InvalidArgument(f"queue {queue!r} is not a format name (MS-MQMQ 2.1): "
                               f"column {exc.column}: {exc.detail}") from None
     return f"<MESSAGE ID>{message_id:08X}</MESSAGE ID>\r\n<TARGET QUEUE>{queue}</TARGET QUEUE>\r\n"
@@ -168,7 +172,7 @@ def _guid_text(computer: str | uuid.UUID) -> str:
 def _utc(time: datetime) -> datetime:
     if not isinstance(time, datetime) or time.tzinfo is None or time.utcoffset() is None:
         raise InvalidArgument(f"time must be a timezone-aware datetime (labels are UTC), got {time!r}")
-    utc = time.astimezone(timezone.utc)
+    utc = time.astimezone(UTC)
     if not MIN_YEAR <= utc.year <= MAX_YEAR:
         raise InvalidArgument(f"time must be in {MIN_YEAR}..{MAX_YEAR} (the label has a two-digit "
                               f"year), got {utc.isoformat()}")
@@ -228,7 +232,7 @@ def _time_date(hh: str, mm: str, ss: str | None, am: str | None, day: str, month
     if not (1 <= hour <= 12 and minute <= 59 and second <= 59):
         return None
     try:
-        date = datetime(year, month_n, day_n, hour % 12 + (0 if am else 12), minute, second, tzinfo=timezone.utc)
+        date = datetime(year, month_n, day_n, hour % 12 + (0 if am else 12), minute, second, tzinfo=UTC)
     except ValueError:  # no such day in that month
         return None
     return (date, ss is not None) if date.weekday() == _DAY_NUMBER[day.lower()] else None
@@ -264,7 +268,7 @@ class _Parser:
         self.text = text
         self.kind = kind
         self.pos = 0
-        self.limit = len(text)  # a rule may be confined to part of the text (queue-format)
+        self.limit = len(text)
 
     # ---- primitives --------------------------------------------------------------------
 
@@ -278,10 +282,6 @@ class _Parser:
     def peek(self, n: int = 0) -> str:
         pos = self.pos + n
         return self.text[pos] if pos < self.limit else ""
-
-    def lookahead(self, literal: str) -> bool:
-        """Whether `literal` (case-insensitively) comes next; nothing is consumed."""
-        return all(_ci(self.peek(i), c) for i, c in enumerate(literal))
 
     def literal(self, literal: str, rule: str, name: str | None = None) -> None:
         for i, c in enumerate(literal):
@@ -361,7 +361,7 @@ class _Parser:
         year, month, day = self.date()
         # seed: hour is a 12-hour clock (followed by AM/PM): 12 AM is 00h, 12 PM is 12h
         hour24 = hour % 12 + (12 if pm else 0)
-        return datetime(year, month, day, hour24, minute, second or 0, tzinfo=timezone.utc), second is not None
+        return datetime(year, month, day, hour24, minute, second or 0, tzinfo=UTC), second is not None
 
     def hour(self) -> tuple[int, int, int | None]:
         start = self.pos
@@ -416,132 +416,18 @@ class _Parser:
         self.literal("</MESSAGE ID>", "Report")
         self.literal("\r\n", "Report", "CR LF")
         self.literal("<TARGET QUEUE>", "Report")
-        start = self.pos
         # A format name holds no SP, so the queue ends at the first "</TARGET QUEUE>", or
         # else where a character that no format name holds stops it.
-        stop = start
-        while (stop < len(self.text) and _format_char(self.text[stop])
+        stop = self.pos
+        while (stop < len(self.text) and is_format_name_char(self.text[stop])
                and not _starts(self.text, stop, "</TARGET QUEUE>")):
             stop += 1
-        queue = self.queue_format(stop)  # queue = queue-format: reported as queue-format
+        try:
+            queue = check_syntax(self.text, self.pos, stop)
+        except FormatNameSyntaxError as exc:  # queue = queue-format: reported as queue-format
+            raise TraceFormatError(self.kind, exc.column, "queue-format", exc.detail) from None
+        self.pos = stop
         self.literal("</TARGET QUEUE>", "Report")
         self.literal("\r\n", "Report", "CR LF")
         self.end("Report", "expected end of body after CR LF")
         return ReportBody(message_id, queue)
-
-    # ---- queue-format (MS-MQMQ 2.1), the forms SPEC §3 lists ---------------------------
-    #
-    #   queue-format  = PublicName / PrivateName / DirectName / MachineName / MulticastName
-    #   PublicName    = "PUBLIC=" Guid [";JOURNAL"]
-    #   PrivateName   = "PRIVATE=" Guid "\" 1*8HEXDIG [";JOURNAL"]
-    #   DirectName    = "DIRECT=" Protocol ":" Address ("\PRIVATE$\" QueueName [";JOURNAL"]
-    #                   / "\SYSTEM$;" ("JOURNAL" / "DEADLETTER" / "DEADXACT")
-    #                   / "\" QueueName [";JOURNAL"])
-    #   MachineName   = "MACHINE=" Guid ";" ("JOURNAL" / "DEADLETTER" / "DEADXACT")
-    #   MulticastName = "MULTICAST=" IPv4 ":" Port     ; 224.0.0.0 - 239.255.255.255
-    #
-    # Address: OS a computer name (1*256 VCHAR but "\"), TCP an IPv4 address, HTTP/HTTPS
-    # "//" host [":" Port] "/MSMQ", IPX 8HEXDIG ":" 12HEXDIG. QueueName is MS-MQMQ 2.1.1's
-    # (1*124 of %x21 / %x23-2A / %x2D-3A / %x3C-5B / %x5D-7F), without MSMQ 4.0's subqueues
-    # (";JOURNAL" would be ambiguous) and with letters beyond ASCII too, because store queue
-    # names may hold them (SPEC §3 "letters", store/queues.py).
-
-    def queue_format(self, stop: int) -> str:
-        start = self.pos
-        self.limit = stop
-        try:
-            form = self.choice(("PUBLIC=", "PRIVATE=", "DIRECT=", "MACHINE=", "MULTICAST="),
-                               "queue-format", "a format name")
-            if form == 0:
-                self.fn_guid()
-                self.fn_journal()
-            elif form == 1:
-                self.fn_guid()
-                self.literal("\\", "queue-format", "'\\'")
-                self.fn_run(_HEX, 1, 8, "1*8HEXDIG (the queue number)")
-                self.fn_journal()
-            elif form == 2:
-                self.fn_direct()
-            elif form == 3:
-                self.fn_guid()
-                self.literal(";", "queue-format", "';'")
-                self.choice(("JOURNAL", "DEADLETTER", "DEADXACT"), "queue-format", "a machine queue")
-            else:
-                self.fn_ipv4(multicast=True)
-                self.literal(":", "queue-format", "':'")
-                self.fn_port()
-            self.end("queue-format", "expected the end of the format name")
-        finally:
-            self.limit = len(self.text)
-        return self.text[start:stop]
-
-    def fn_guid(self) -> None:
-        self.guid("queue-format")
-
-    def fn_journal(self) -> None:
-        if self.peek() == ";":
-            self.literal(";JOURNAL", "queue-format")
-
-    def fn_run(self, alphabet: frozenset[str] | None, least: int, most: int, what: str,
-               allowed: Callable[[str], bool] | None = None) -> str:
-        start = self.pos
-        ok = allowed or (lambda c: c in (alphabet or ()))
-        while self.peek() and self.pos - start < most and ok(self.peek()):
-            self.pos += 1
-        if self.pos - start < least:
-            self.fail("queue-format", f"expected {what}, found {self.found()}")
-        return self.text[start:self.pos]
-
-    def fn_direct(self) -> None:
-        protocol = self.choice(("TCP", "OS", "HTTPS", "HTTP", "IPX"), "queue-format", "a protocol")
-        self.literal(":", "queue-format", "':'")
-        if protocol == 0:
-            self.fn_ipv4(multicast=False)
-        elif protocol == 1:
-            self.fn_run(None, 1, 256, "a computer name", lambda c: c not in "\\\x7f" and _format_char(c))
-        elif protocol in (2, 3):
-            self.literal("//", "queue-format", "'//'")
-            self.fn_run(None, 1, 256, "a host", lambda c: c not in "\\/:" and _format_char(c))
-            if self.peek() == ":":
-                self.pos += 1
-                self.fn_port()
-            self.literal("/MSMQ", "queue-format")
-        else:
-            self.fn_run(_HEX, 8, 8, "8HEXDIG (the IPX network)")
-            self.literal(":", "queue-format", "':'")
-            self.fn_run(_HEX, 12, 12, "12HEXDIG (the IPX host)")
-        self.literal("\\", "queue-format", "'\\'")
-        if self.lookahead("PRIVATE$\\"):
-            self.pos += 9
-        elif self.lookahead("SYSTEM$;"):
-            self.pos += 8
-            self.choice(("JOURNAL", "DEADLETTER", "DEADXACT"), "queue-format", "a machine queue")
-            return
-        self.fn_run(None, 1, 124, "a queue name", _queue_name_char)
-        self.fn_journal()
-
-    def fn_ipv4(self, *, multicast: bool) -> None:
-        for i in range(4):
-            if i:
-                self.literal(".", "queue-format", "'.'")
-            start = self.pos
-            octet = int(self.fn_run(_DIGITS, 1, 3, "1*3DIGIT"))
-            if octet > 255 or (multicast and i == 0 and not 224 <= octet <= 239):
-                self.fail("queue-format", f"{octet} is out of range "
-                          + ("(224-239: a class D multicast address)" if multicast and i == 0 else "(0-255)"), start)
-
-    def fn_port(self) -> None:
-        start = self.pos
-        if int(self.fn_run(_DIGITS, 1, 5, "a port (1*5DIGIT)")) > 65535:
-            self.fail("queue-format", f"port {self.text[start:self.pos]} is out of range (0-65535)", start)
-
-
-def _format_char(c: str) -> bool:
-    """A character that may appear somewhere in a format name: %x21-7F, or a letter or digit
-    beyond ASCII (store queue names may hold them)."""
-    return "\x21" <= c <= "\x7f" or (c >= "\x80" and c.isalnum())
-
-
-def _queue_name_char(c: str) -> bool:
-    # MS-MQMQ 2.1.1 QueueName: no SP, '"', '+', ',', ';' or '\'
-    return _format_char(c) and c not in '"+,;\\'

@@ -273,3 +273,40 @@ def test_the_label_fast_path_agrees_with_the_parser_on_every_vector(vector):
                 s.builds(lambda label, nul: label.encode(nul=nul), labels(), s.booleans())))
 def test_the_label_fast_path_agrees_with_the_parser(text):
     assert _fast_label(text) == _parser_label(text)
+
+
+# ---- a bad format name in a body: the column of its first bad character -----------------------
+
+QUEUE_COLUMN = SPEC_BODY.index("DIRECT=OS:qm2") + 1  # 50: where the body's format name begins
+GUID_ = "6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
+
+
+@pytest.mark.parametrize(("queue", "at", "detail"), [
+    # `at` is the 1-based column inside the format name; the body's column is offset by its start
+    (f"PUBLIC={GUID_[:-1]}g", 43, "expected 12HEXDIG (11 of them so far), found 'g'"),
+    (f"PRIVATE={GUID_}\\123456789", 54, "expected the end of the format name, found '9'"),
+    ("DIRECT=OS:qm2\\or;ders", 18, "expected ';JOURNAL', found 'd'"),
+    ("DIRECT=TCP:10.0.300.1\\q", 17, "300 is out of range (0-255)"),
+    ("MULTICAST=240.0.0.1:80", 11, "240 is out of range (224-239: a class D multicast address)"),
+    ("DIRECT=HTTP://h/msmq/q", 21, "expected '\\', found '/'"),  # MS-MQMQ 2.1.2: "/MSMQ" "\"
+    ("DIRECT=HTTPS://h:65536/MSMQ\\q", 18, "port 65536 is out of range (0-65535)"),
+    ("DIRECT=IPX:0000000G:00a0c9123456\\q", 19, "expected 8HEXDIG (the IPX network), found 'G'"),
+    ("DIRECT=OS:.\\SYSTEM$;POISON", 21,
+     "expected a machine queue (JOURNAL, DEADLETTER or DEADXACT), found 'P'"),
+    ("DIRECT=FTP:h\\q", 8, "expected a protocol (TCP, OS, HTTPS, HTTP or IPX), found 'F'"),
+    ("q;journal", 1, "expected a format name (PUBLIC=, PRIVATE=, DIRECT=, MACHINE= or MULTICAST=), "
+                     "found 'q'"),
+    ("DIRECT=OS:qm2\\" + "q" * 125, 139, "expected the end of the format name, found 'q'"),
+    # the name stops short at "</TARGET QUEUE>": the error says what the body holds there
+    ("DIRECT=OS:qm2\\", 15, "expected a queue name, found '<'"),
+])
+def test_a_bad_format_name_in_a_body_fails_at_its_column(queue, at, detail):
+    body = SPEC_BODY.replace("DIRECT=OS:qm2\\orders", queue)
+    with pytest.raises(TraceFormatError) as caught:
+        decode_body(body)
+    assert (caught.value.column, caught.value.rule, caught.value.detail) == (
+        QUEUE_COLUMN - 1 + at, "queue-format", detail)
+    assert caught.value.message == (f"bad trace body: column {QUEUE_COLUMN - 1 + at}, "
+                                    f"rule queue-format: {detail}")
+    with pytest.raises(InvalidArgument, match=f"is not a format name \\(MS-MQMQ 2.1\\): column {at}: "):
+        encode_body(42, queue)
