@@ -43,9 +43,9 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'put'
             printf '%s\n' '-f' '--file' '-p' '--priority' '--correl-id' '--label' '--prop' '--app-specific' '--ttl' '--report-queue' '--confirm-id' '--lease' '--tx' '-n' '--count' '--jsonl' '--lines' '--store' '-o' '--output'
         case 'get'
-            printf '%s\n' '-w' '--wait' '--msg-id' '--correl-id' '--lookup-id' '--priority' '-n' '--count' '--confirm-id' '--lock-id' '--lease' '--tx' '--delimiter' '--store' '-o' '--output'
+            printf '%s\n' '-w' '--wait' '--msg-id' '--unique-id' '--correl-id' '--lookup-id' '--priority' '-n' '--count' '--confirm-id' '--lock-id' '--lease' '--tx' '--delimiter' '--store' '-o' '--output'
         case 'browse'
-            printf '%s\n' '--msg-id' '--correl-id' '--lookup-id' '--priority' '-n' '--limit' '--state' '--lock-id' '--lease' '--delimiter' '--store' '-o' '--output'
+            printf '%s\n' '--msg-id' '--unique-id' '--correl-id' '--lookup-id' '--priority' '-n' '--limit' '--state' '--lock-id' '--lease' '--delimiter' '--store' '-o' '--output'
         case 'unlock'
             printf '%s\n' '--lock-id' '--store' '-o' '--output'
         case 'confirm'
@@ -55,7 +55,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'delete'
             printf '%s\n' '--msg-id' '--lock-id' '--store' '-o' '--output'
         case 'move'
-            printf '%s\n' '--msg-id' '--correl-id' '--lookup-id' '--priority' '-n' '--count' '--tx' '--store' '-o' '--output'
+            printf '%s\n' '--msg-id' '--unique-id' '--correl-id' '--lookup-id' '--priority' '-n' '--count' '--tx' '--store' '-o' '--output'
         case 'inflight'
             printf '%s\n' '--store' '-o' '--output'
         case 'export'
@@ -274,6 +274,7 @@ complete -c mqcli -n '__mqcli_at \'put\'' -s h -l help -d 'Show this message and
 # mqcli get
 complete -c mqcli -n '__mqcli_at \'get\'' -s w -l wait -x -d 'How long to wait for a message: 0, 250ms, 30s, 5m, 2h, forever.'
 complete -c mqcli -n '__mqcli_at \'get\'' -l msg-id -x -d 'Only the message with this msg_id.'
+complete -c mqcli -n '__mqcli_at \'get\'' -l unique-id -x -d 'Only the message with this MQe unique id (<guid>:<put time µs>).'
 complete -c mqcli -n '__mqcli_at \'get\'' -l correl-id -x -d 'Only messages with this correlation id.'
 complete -c mqcli -n '__mqcli_at \'get\'' -l lookup-id -x -d 'Only the message with this lookup id (decimal or 0x hex).'
 complete -c mqcli -n '__mqcli_at \'get\'' -l priority -x -d 'Only messages of this priority (0-7).'
@@ -291,6 +292,7 @@ complete -c mqcli -n '__mqcli_at \'get\'' -s h -l help -d 'Show this message and
 
 # mqcli browse
 complete -c mqcli -n '__mqcli_at \'browse\'' -l msg-id -x -d 'Only the message with this msg_id.'
+complete -c mqcli -n '__mqcli_at \'browse\'' -l unique-id -x -d 'Only the message with this MQe unique id (<guid>:<put time µs>).'
 complete -c mqcli -n '__mqcli_at \'browse\'' -l correl-id -x -d 'Only messages with this correlation id.'
 complete -c mqcli -n '__mqcli_at \'browse\'' -l lookup-id -x -d 'Only the message with this lookup id (decimal or 0x hex).'
 complete -c mqcli -n '__mqcli_at \'browse\'' -l priority -x -d 'Only messages of this priority (0-7).'
@@ -340,6 +342,7 @@ complete -c mqcli -n '__mqcli_at \'delete\'' -s h -l help -d 'Show this message 
 # mqcli move
 complete -c mqcli -n '__mqcli_at \'move\'' -l copy -d 'Copy instead of moving (ids are kept).'
 complete -c mqcli -n '__mqcli_at \'move\'' -l msg-id -x -d 'Only the message with this msg_id.'
+complete -c mqcli -n '__mqcli_at \'move\'' -l unique-id -x -d 'Only the message with this MQe unique id (<guid>:<put time µs>).'
 complete -c mqcli -n '__mqcli_at \'move\'' -l correl-id -x -d 'Only messages with this correlation id.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l lookup-id -x -d 'Only the message with this lookup id (decimal or 0x hex).'
 complete -c mqcli -n '__mqcli_at \'move\'' -l priority -x -d 'Only messages of this priority (0-7).'

@@ -410,16 +410,16 @@ class Store(Forwarding):
     # ---- get ---------------------------------------------------------------------------
 
     def get(self, queue: str, *, wait: float | None = FOREVER, msg_id: str | None = None,
-            correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
+            unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
             confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
             deliver: Callable[[list[Message]], None] | None = None, tx: int | None = None) -> Message:
         """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
-        return self.get_many(queue, 1, wait=wait, msg_id=msg_id, correl_id=correl_id,
+        return self.get_many(queue, 1, wait=wait, msg_id=msg_id, unique_id=unique_id, correl_id=correl_id,
                              lookup_id=lookup_id, priority=priority, confirm_id=confirm_id,
                              lock_id=lock_id, lease=lease, deliver=deliver, tx=tx)[0]
 
     def get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
-                 correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
+                 unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
                  confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
                  deliver: Callable[[list[Message]], None] | None = None,
                  tx: int | None = None) -> list[Message]:
@@ -435,10 +435,10 @@ class Store(Forwarding):
         _check_id(confirm_id, "confirm id")
         _check_id(lock_id, "lock id")
         lease_us = _seconds(lease, "lease")
-        f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
         waits = wait is None or wait > 0
-        plain = msg_id is None and correl_id is None and lookup_id is None and lock_id is None
-        if msg_id is not None or lookup_id is not None or lock_id is not None:
+        plain = not f.exact and correl_id is None and lock_id is None
+        if f.exact or lock_id is not None:
             waits = False  # an exact id either names a message now or does not (seed 002)
 
         def take(t: Txn) -> tuple[int, list[Message]]:
@@ -488,11 +488,12 @@ class Store(Forwarding):
 
     # ---- browse ------------------------------------------------------------------------
 
-    def browse(self, queue: str, *, msg_id: str | None = None, correl_id: str | None = None,
+    def browse(self, queue: str, *, msg_id: str | None = None, unique_id: str | None = None,
+               correl_id: str | None = None,
                lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
                states: str | Iterable[str] | None = None) -> list[Message]:
         """Messages in queue order without taking them; default only available ones."""
-        f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
         wanted = _states(states)
 
         def read(t: Txn) -> list[Message]:
@@ -508,13 +509,14 @@ class Store(Forwarding):
             return _first(source, limit)
         return self._read(read)
 
-    def browse_lock(self, queue: str, *, msg_id: str | None = None, correl_id: str | None = None,
+    def browse_lock(self, queue: str, *, msg_id: str | None = None, unique_id: str | None = None,
+                    correl_id: str | None = None,
                     lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
                     lock_id: int | None = None, lease: float | None = None) -> tuple[int, list[Message]]:
         """Browse with lock (MQe browseWithLock): each match becomes locked-browse(lock_id)."""
         _check_id(lock_id, "lock id")
         lease_us = _seconds(lease, "lease")
-        f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
         lock = lock_id or secrets.randbits(62) + 1
 
         def lock_them(t: Txn) -> list[Message]:
@@ -597,8 +599,8 @@ class Store(Forwarding):
     # ---- operators: move, bulk undo, stats, export, backup ------------------------------
 
     def move(self, source: str, target: str, *, count: int | None = None, copy: bool = False,
-             msg_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
-             priority: int | None = None, batch: int = 1000, tx: int | None = None) -> Iterator[list[Message]]:
+             msg_id: str | None = None, unique_id: str | None = None, correl_id: str | None = None,
+             lookup_id: int | None = None, priority: int | None = None, batch: int = 1000, tx: int | None = None) -> Iterator[list[Message]]:
         """Move (or copy) available messages in queue order, one commit per batch.
 
         Yields each batch after its commit, so a caller can show progress; a batch is atomic.
@@ -609,7 +611,7 @@ class Store(Forwarding):
         """
         if queue_key(source) == queue_key(target):
             raise InvalidArgument("source and target are the same queue")
-        f = Filter(msg_id=msg_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
         left = count
         after: tuple[int, int] | None = None  # copy: the last position copied (it stays put)
 
@@ -653,7 +655,7 @@ class Store(Forwarding):
             if left is not None:
                 left -= len(moved)
             yield moved
-            if f.msg_id is not None or f.lookup_id is not None:
+            if f.exact:
                 return
 
     def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> int:

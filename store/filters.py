@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InvalidArgument
-from .records import MAX_PRIORITY, Message, parse_msg_id
+from .records import MAX_PRIORITY, Message, parse_msg_id, parse_unique_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,18 +14,29 @@ class Filter:
     correl_id: str | None = None
     lookup_id: int | None = None
     priority: int | None = None
+    unique_id: str | None = None
     msg_id_parts: tuple[bytes, int] | None = field(default=None, compare=False)
+    unique_id_parts: tuple[bytes, int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.msg_id is not None:
             object.__setattr__(self, "msg_id_parts", parse_msg_id(self.msg_id))
+        if self.unique_id is not None:
+            object.__setattr__(self, "unique_id_parts", parse_unique_id(self.unique_id))
         if self.priority is not None and not 0 <= self.priority <= MAX_PRIORITY:
             raise InvalidArgument(f"priority must be 0..7, got {self.priority}")
         if self.lookup_id is not None and not 0 <= self.lookup_id < 1 << 64:
             raise InvalidArgument(f"lookup id must be a 64-bit unsigned integer, got {self.lookup_id}")
 
+    @property
+    def exact(self) -> bool:
+        """Whether it names one message (seed 002: such a get does not wait for one to come)."""
+        return self.msg_id is not None or self.unique_id is not None or self.lookup_id is not None
+
     def matches(self, m: Message) -> bool:
         if self.msg_id_parts is not None and (m.origin, m.msg_n) != self.msg_id_parts:
+            return False
+        if self.unique_id_parts is not None and (m.origin, m.put_time) != self.unique_id_parts:
             return False
         return ((self.correl_id is None or m.correl_id == self.correl_id)
                 and (self.lookup_id is None or m.lookup_id == self.lookup_id)
@@ -33,6 +44,6 @@ class Filter:
 
     def describe(self) -> str:
         parts = [f"{name} {value}" for name, value in (
-            ("msg_id", self.msg_id), ("lookup_id", self.lookup_id),
+            ("msg_id", self.msg_id), ("unique_id", self.unique_id), ("lookup_id", self.lookup_id),
             ("correl_id", self.correl_id), ("priority", self.priority)) if value is not None]
         return "with " + " and ".join(parts) if parts else ""

@@ -591,6 +591,13 @@ class Txn:
             if m is not None and m.msg_n == n and m.origin == origin:
                 yield m
 
+    def by_unique_id(self, origin: bytes, put_time: int) -> Iterator[Message]:
+        """Every message with the MQe unique id `origin:put_time` (copies keep it), in seq order."""
+        for seq, location in identity.members(self.lt.cursor(db=self.idx_db), keys.UNIQ, origin, put_time):
+            m = self.load(seq, location)
+            if m is not None and m.put_time == put_time and m.origin == origin:
+                yield m
+
     def by_lookup_id(self, q: QueueInfo, lookup_id: int) -> Iterator[Message]:
         """The lookup id's low seven bytes are the seq (seed 000); the message is either held
         or at one of the queue's eight priorities."""
@@ -617,7 +624,7 @@ class Txn:
     def candidates(self, q: QueueInfo, f: Filter, lock_id: int | None = None) -> Iterator[Message]:
         """Messages a get or browse may take, in queue order, using the most selective index.
 
-        With an exact id (msg_id, lookup_id) a message that exists but is held raises
+        With an exact id (msg_id, unique_id, lookup_id) a message that exists but is held raises
         AlreadyReceived, and one that does not exist raises MessageNotFound (seed 002).
         """
         if lock_id is not None:
@@ -627,9 +634,13 @@ class Txn:
                 raise AlreadyReceived(f"the messages under lock id {lock_id} are already got, pending confirm")
             yield from eligible
             return
-        if f.msg_id is not None or f.lookup_id is not None:
-            source = (self.by_msg_id(*f.msg_id_parts) if f.msg_id is not None
-                      else self.by_lookup_id(q, f.lookup_id))  # type: ignore[arg-type]
+        if f.exact:
+            if f.msg_id_parts is not None:
+                source = self.by_msg_id(*f.msg_id_parts)
+            elif f.unique_id_parts is not None:
+                source = self.by_unique_id(*f.unique_id_parts)
+            else:
+                source = self.by_lookup_id(q, f.lookup_id)  # type: ignore[arg-type]
             found = [m for m in source if m.qid == q.qid and f.matches(m) and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message {f.describe()} in queue {q.name!r}")

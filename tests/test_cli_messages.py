@@ -175,6 +175,23 @@ def test_get_filters(cli):
     assert a["correl_id"] == d["correl_id"] == "x"
 
 
+def test_get_browse_and_move_by_unique_id(cli):
+    cli.ok("queue", "create", "q2")
+    a, b, c = (cli.put("q", body) for body in "abc")
+    assert b["unique_id"] != a["unique_id"]
+    assert [m["body"] for m in cli.json("browse", "q", "--unique-id", b["unique_id"])] == ["b"]
+    assert cli.json("move", "q", "q2", "--copy", "--unique-id", c["unique_id"]) == {
+        "source": "q", "target": "q2", "copied": 1}
+    assert cli.json("get", "q2", "--unique-id", c["unique_id"])["body"] == "c"  # a copy keeps it
+    got = cli.json("get", "q", "--unique-id", b["unique_id"], "--count", "5")  # one id, one message
+    assert [(m["body"], m["unique_id"]) for m in got] == [("b", b["unique_id"])]
+    r = cli.fails(4, "get", "q", "--unique-id", b["unique_id"])
+    assert cli.error_line(r) == (f"mqcli: error: no message with unique_id {b['unique_id']} in queue 'q' "
+                                 "[MQ_ERROR_MESSAGE_NOT_FOUND]")
+    assert "[MQ_ERROR_BAD_DATA]" in cli.fails(12, "get", "q", "--unique-id", "not-an-id").stderr
+    assert [m["body"] for m in cli.jsonl("get", "q", "--all")] == ["a", "c"]
+
+
 def test_get_with_unknown_ids_exits_4(cli):
     guid = cli.guid()
     cli.put("q", "x")

@@ -92,6 +92,22 @@ def test_a_lookup_walks_back_past_the_run_of_a_copy(st):
     assert st.get("q", wait=0, msg_id=put[19].msg_id).body == b"19"
 
 
+def test_gets_by_unique_id_use_the_runs(st):
+    st.create_queue("other")
+    put = st.put_many("q", [NewMessage(b"%d" % i) for i in range(300)])
+    list(st.move("q", "other", unique_id=put[7].unique_id, copy=True))
+    assert [m.body for m in st.browse("q", unique_id=put[299].unique_id)] == [b"299"]
+    assert st.get("other", wait=0, unique_id=put[7].unique_id).body == b"7"
+    assert st.get("q", wait=0, unique_id=put[7].unique_id).body == b"7"
+    with pytest.raises(errors.MessageNotFound):
+        st.get("q", wait=5, unique_id=put[7].unique_id)  # an exact id does not wait
+    lock, locked = st.browse_lock("q", unique_id=put[8].unique_id)
+    assert [m.body for m in locked] == [b"8"]
+    with pytest.raises(errors.AlreadyReceived):
+        st.get("q", wait=0, unique_id=put[8].unique_id)
+    st.unlock("q", lock)
+
+
 def test_entries_of_a_store_from_before_runs_still_work(st):
     """A five-byte value (a location) is a run of one, as older stores wrote every entry."""
     put = st.put_many("q", [NewMessage(b"%d" % i) for i in range(4)])

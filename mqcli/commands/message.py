@@ -22,6 +22,7 @@ BATCH = 1000
 
 QueueArg = Annotated[str, typer.Argument(help="Queue name or format name.", show_default=False)]
 MsgIdOpt = Annotated[Optional[str], typer.Option("--msg-id", help="Only the message with this msg_id.")]
+UniqueOpt = Annotated[Optional[str], typer.Option("--unique-id", help="Only the message with this MQe unique id (<guid>:<put time µs>).")]
 CorrelOpt = Annotated[Optional[str], typer.Option("--correl-id", help="Only messages with this correlation id.")]
 LookupOpt = Annotated[Optional[str], typer.Option("--lookup-id", help="Only the message with this lookup id (decimal or 0x hex).")]
 PriorityOpt = Annotated[Optional[int], typer.Option("--priority", min=0, max=7, help="Only messages of this priority (0-7).")]
@@ -221,8 +222,8 @@ def get(
     ctx: typer.Context,
     queue: QueueArg,
     wait: Annotated[str, typer.Option("--wait", "-w", help="How long to wait for a message: 0, 250ms, 30s, 5m, 2h, forever.")] = "0",
-    msg_id: MsgIdOpt = None, correl_id: CorrelOpt = None, lookup_id: LookupOpt = None,
-    priority: PriorityOpt = None,
+    msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
+    lookup_id: LookupOpt = None, priority: PriorityOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="Get up to N messages.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Get every available message.")] = False,
     confirm_id: ConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
@@ -247,8 +248,8 @@ def get(
         raise UsageError("give --count or --all, not both")
     seconds = parse_duration(wait, what="wait")
     s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
-    filters = dict(msg_id=msg_id, correl_id=correl_id, lookup_id=_lookup(lookup_id), priority=priority,
-                   confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
+    filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
+                   priority=priority, confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
             st.get(queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
@@ -266,15 +267,15 @@ def get(
                 bar.advance(len(got))
                 if left is not None:
                     left -= len(got)
-                if msg_id is not None or lookup_id is not None:
-                    break
+                if msg_id is not None or unique_id is not None or lookup_id is not None:
+                    break  # an exact id names one message
 
 
 def browse(
     ctx: typer.Context,
     queue: QueueArg,
-    msg_id: MsgIdOpt = None, correl_id: CorrelOpt = None, lookup_id: LookupOpt = None,
-    priority: PriorityOpt = None,
+    msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
+    lookup_id: LookupOpt = None, priority: PriorityOpt = None,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="At most N messages.")] = None,
     state: Annotated[Optional[list[str]], typer.Option("--state", metavar="put-unconfirmed|available|locked-browse|get-unconfirmed|browse-get-unconfirmed|tx-locked|all", help="Show messages in this state (repeatable). Default: available.")] = None,
     lock: Annotated[bool, typer.Option("--lock", help="Browse with lock: lock each match and print the lock id.")] = False,
@@ -291,7 +292,8 @@ def browse(
       L=$(mqcli browse orders --lock --limit 5 --lease 1m) && mqcli get orders --lock-id "$L"
     """
     s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
-    filters = dict(msg_id=msg_id, correl_id=correl_id, lookup_id=_lookup(lookup_id), priority=priority)
+    filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
+                   priority=priority)
     if not lock and (lock_id is not None or lease is not None):
         raise UsageError("--lock-id and --lease go with --lock")
     with s.open() as st:
@@ -401,8 +403,8 @@ def move(
     ctx: typer.Context, source: QueueArg,
     target: Annotated[str, typer.Argument(help="Target queue.", show_default=False)],
     copy: Annotated[bool, typer.Option("--copy", help="Copy instead of moving (ids are kept).")] = False,
-    msg_id: MsgIdOpt = None, correl_id: CorrelOpt = None, lookup_id: LookupOpt = None,
-    priority: PriorityOpt = None,
+    msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
+    lookup_id: LookupOpt = None, priority: PriorityOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="At most N messages.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would move, change nothing.")] = False,
     tx: TxOpt = None,
@@ -419,7 +421,8 @@ def move(
       mqcli move inbox work --count 10 --tx "$T"
     """
     s = session(ctx, store, output, quiet)
-    filters = dict(msg_id=msg_id, correl_id=correl_id, lookup_id=_lookup(lookup_id), priority=priority)
+    filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
+                   priority=priority)
     with s.open() as st:
         if dry_run:
             st.queue_info(target)
