@@ -292,21 +292,20 @@ class Txn:
         held, positions, entries = [], [], []
         append = entries.append
         size = 0
+        qid = q.qid
         locations: dict[int, bytes] = {}
         for m in messages:
             record = encode(m)
             location = locations.get(m.priority)
             if location is None:
-                location = locations[m.priority] = keys.location(q.qid, m.priority)
-            state = state_entries(m)
-            if m.state == AVAILABLE:
-                positions.append((state[0], record))  # the position entry holds the record
-                del state[0]
+                location = locations[m.priority] = keys.location(qid, m.priority)
+            if m.state == AVAILABLE:  # its only state entry is its position, which holds the record
+                positions.append((_pack_pos(keys.POS, qid, 7 - m.priority, m.seq), record))
             else:
                 held.append((keys.seq_key(m.seq), record))
+                for key in state_entries(m):
+                    append((key, location))
             for key in identity_entries(m):
-                append((key, location))
-            for key in state:
                 append((key, location))
             size += len(m.body)
         entries += identity.run_entries(q.qid, messages)
