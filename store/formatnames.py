@@ -46,10 +46,10 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, NoReturn
+from typing import Literal
 
+from .abnf import Scanner
 from .errors import BadData
 from .queues import DEAD_LETTER, DEAD_LETTER_TX, MAX_NAME
 
@@ -417,7 +417,7 @@ def check_syntax(text: str, start: int = 0, stop: int | None = None) -> str:
     """
     if not isinstance(text, str):
         raise BadData(f"format name must be text, got {type(text).__name__}")
-    return _Scanner(text, start, len(text) if stop is None else min(stop, len(text))).queue_format()
+    return _QueueFormat(text, start, len(text) if stop is None else min(stop, len(text))).queue_format()
 
 
 def is_format_name_char(c: str) -> bool:
@@ -439,71 +439,11 @@ def _host_char(c: str) -> bool:
     return c not in "\\/:" and is_format_name_char(c)
 
 
-def _abnf_equal(ch: str, want: str) -> bool:
-    """ABNF string matching: case-insensitive, for ASCII letters only (RFC 5234 §2.3)."""
-    return ch == want or (want.isalpha() and ch == want.swapcase())
+class _QueueFormat(Scanner):
+    """MS-MQMQ 2.1's `queue-format`, one method per rule; see `check_syntax`."""
 
-
-class _Scanner:
-    """Recursive descent over text[pos:limit]; `pos` is 0-based, errors are 1-based columns."""
-
-    def __init__(self, text: str, start: int, stop: int) -> None:
-        self.text = text
-        self.pos = start
-        self.limit = stop
-
-    # ---- primitives --------------------------------------------------------------------
-
-    def fail(self, detail: str, pos: int | None = None) -> NoReturn:
-        raise FormatNameSyntaxError(self.text, (self.pos if pos is None else pos) + 1, detail)
-
-    def found(self, pos: int | None = None) -> str:
-        pos = self.pos if pos is None else pos
-        return "end of input" if pos >= len(self.text) else repr(self.text[pos])
-
-    def peek(self, n: int = 0) -> str:
-        pos = self.pos + n
-        return self.text[pos] if pos < self.limit else ""
-
-    def lookahead(self, literal: str) -> bool:
-        """Whether `literal` (case-insensitively) comes next; nothing is consumed."""
-        return all(_abnf_equal(self.peek(i), c) for i, c in enumerate(literal))
-
-    def literal(self, literal: str, name: str | None = None) -> None:
-        for i, c in enumerate(literal):
-            if not _abnf_equal(self.peek(i), c):
-                self.fail(f"expected {name or repr(literal)}, found {self.found(self.pos + i)}",
-                          self.pos + i)
-        self.pos += len(literal)
-
-    def choice(self, options: tuple[str, ...], what: str) -> int:
-        """One of several literals; on failure the column is the first character that none
-        of them can continue (the longest match wins)."""
-        best = 0
-        for index, option in enumerate(options):
-            n = 0
-            while n < len(option) and _abnf_equal(self.peek(n), option[n]):
-                n += 1
-            if n == len(option):
-                self.pos += n
-                return index
-            best = max(best, n)
-        choices = ", ".join(options[:-1]) + " or " + options[-1]
-        self.fail(f"expected {what} ({choices}), found {self.found(self.pos + best)}",
-                  self.pos + best)
-
-    def run(self, allowed: Callable[[str], bool], least: int, most: int, what: str) -> str:
-        """least to most characters that `allowed` takes, as many as there are."""
-        start = self.pos
-        while self.peek() and self.pos - start < most and allowed(self.peek()):
-            self.pos += 1
-        if self.pos - start < least:
-            self.fail(f"expected {what}, found {self.found()}")
-        return self.text[start:self.pos]
-
-    def end(self, detail: str) -> None:
-        if self.pos != self.limit:
-            self.fail(f"{detail}, found {self.found()}")
+    def error(self, column: int, detail: str, rule: str | None) -> FormatNameSyntaxError:
+        return FormatNameSyntaxError(self.text, column, detail)
 
     # ---- the rules ---------------------------------------------------------------------
 
@@ -535,11 +475,7 @@ class _Scanner:
         for group, count in enumerate(_GUID_GROUPS):
             if group:
                 self.literal("-", "'-'")
-            for i in range(count):
-                if self.peek(i) not in _HEXDIGS:
-                    self.fail(f"expected {count}HEXDIG ({i} of them so far), found "
-                              f"{self.found(self.pos + i)}", self.pos + i)
-            self.pos += count
+            self.run(_HEXDIGS.__contains__, count, count, "HEXDIG", counted=True)
 
     def journal(self) -> None:
         if self.peek() == ";":

@@ -57,8 +57,9 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
+from .abnf import Scanner, abnf_equal
 from .errors import BadData, InvalidArgument
 from .formatnames import FormatNameSyntaxError, check_syntax, is_format_name_char
 
@@ -248,116 +249,61 @@ def decode_body(text: str) -> ReportBody:
     return _Parser(text, "body").report()
 
 
-def _ci(ch: str, want: str) -> bool:
-    """ABNF string matching: case-insensitive, for ASCII letters only (RFC 5234 §2.3)."""
-    return ch == want or (want.isalpha() and ch == want.swapcase())
-
-
 def _starts(text: str, pos: int, literal: str) -> bool:
-    return len(text) - pos >= len(literal) and all(_ci(text[pos + i], c) for i, c in enumerate(literal))
+    return len(text) - pos >= len(literal) and all(abnf_equal(text[pos + i], c) for i, c in enumerate(literal))
 
 
-def _english(options: tuple[str, ...]) -> str:
-    return ", ".join(options[:-1]) + " or " + options[-1]
-
-
-class _Parser:
-    """Recursive descent over one text; `pos` is 0-based, errors are 1-based columns."""
+class _Parser(Scanner):
+    """The seed's `label` and `Report`, one method per rule; errors name the seed's rule."""
 
     def __init__(self, text: str, kind: str) -> None:
-        self.text = text
+        super().__init__(text)
         self.kind = kind
-        self.pos = 0
-        self.limit = len(text)
 
-    # ---- primitives --------------------------------------------------------------------
-
-    def fail(self, rule: str, detail: str, pos: int | None = None) -> NoReturn:
-        raise TraceFormatError(self.kind, (self.pos if pos is None else pos) + 1, rule, detail)
-
-    def found(self, pos: int | None = None) -> str:
-        pos = self.pos if pos is None else pos
-        return "end of input" if pos >= len(self.text) else repr(self.text[pos])
-
-    def peek(self, n: int = 0) -> str:
-        pos = self.pos + n
-        return self.text[pos] if pos < self.limit else ""
-
-    def literal(self, literal: str, rule: str, name: str | None = None) -> None:
-        for i, c in enumerate(literal):
-            if not _ci(self.peek(i), c):
-                self.fail(rule, f"expected {name or repr(literal)}, found {self.found(self.pos + i)}",
-                          self.pos + i)
-        self.pos += len(literal)
-
-    def choice(self, options: tuple[str, ...], rule: str, what: str) -> int:
-        """One of several literals; on failure the column is the first character that none
-        of them can continue (the longest match wins)."""
-        best = 0
-        for index, option in enumerate(options):
-            n = 0
-            while n < len(option) and _ci(self.peek(n), option[n]):
-                n += 1
-            if n == len(option):
-                self.pos += n
-                return index
-            best = max(best, n)
-        self.fail(rule, f"expected {what} ({_english(options)}), found {self.found(self.pos + best)}",
-                  self.pos + best)
-
-    def run(self, alphabet: frozenset[str], count: int, rule: str, what: str) -> str:
-        start = self.pos
-        for i in range(count):
-            if self.peek(i) not in alphabet:
-                self.fail(rule, f"expected {count}{what} ({i} of them so far), found "
-                                f"{self.found(start + i)}", start + i)
-        self.pos += count
-        return self.text[start:self.pos]
+    def error(self, column: int, detail: str, rule: str | None) -> TraceFormatError:
+        assert rule is not None, "every trace error names the seed's rule that failed"
+        return TraceFormatError(self.kind, column, rule, detail)
 
     def hexdig(self, count: int, rule: str) -> str:
-        return self.run(_HEX, count, rule, "HEXDIG")
+        return self.run(_HEX.__contains__, count, count, "HEXDIG", rule=rule, counted=True)
 
     def digits(self, count: int, rule: str) -> str:
-        return self.run(_DIGITS, count, rule, "DIGIT")
-
-    def end(self, rule: str, detail: str) -> None:
-        if self.pos != self.limit:
-            self.fail(rule, f"{detail}, found {self.found()}")
+        return self.run(_DIGITS.__contains__, count, count, "DIGIT", rule=rule, counted=True)
 
     # ---- label -------------------------------------------------------------------------
 
     def label(self) -> ReportLabel:
         qm_id = self.hexdig(4, "qm-id")
-        self.literal(":", "label", "':' (%x3A)")
+        self.literal(":", "':' (%x3A)", rule="label")
         message_id = int(self.hexdig(8, "message-id"), 16)
-        self.literal(":", "label", "':' (%x3A)")
+        self.literal(":", "':' (%x3A)", rule="label")
         hops = int(self.hexdig(2, "hops"), 16)
-        self.literal(" received by ", "label", "SP \"received by\" SP")
+        self.literal(" received by ", "SP \"received by\" SP", rule="label")
         computer = self.guid("GUID").lower()  # computer = GUID: reported as GUID
-        self.literal(" at ", "label", "SP \"at\" SP")
+        self.literal(" at ", "SP \"at\" SP", rule="label")
         time, has_seconds = self.time_date()
         # %x0000 ends the label; decode takes the label without it too (a command-line
         # argument cannot hold a NUL), but nothing may follow it
         if self.peek() == "\0":
             self.pos += 1
-            self.end("label", "expected end of label after %x0000")
+            self.end("expected end of label after %x0000", rule="label")
         else:
-            self.end("label", "expected %x0000 (NUL) or end of label after the year")
+            self.end("expected %x0000 (NUL) or end of label after the year", rule="label")
         return ReportLabel(qm_id, message_id, hops, computer, time, has_seconds)
 
     def guid(self, rule: str) -> str:
         start = self.pos
         for i, count in enumerate((8, 4, 4, 4, 12)):
             if i:
-                self.literal("-", rule, "'-'")
+                self.literal("-", "'-'", rule=rule)
             self.hexdig(count, rule)
         return self.text[start:self.pos]
 
     def time_date(self) -> tuple[datetime, bool]:
         hour, minute, second = self.hour()
-        self.literal(" ", "time-date", "SP")
-        pm = self.choice(("AM", "PM"), "time-date", "AM or PM") == 1
-        self.literal(" ", "time-date", "SP")
+        self.literal(" ", "SP", rule="time-date")
+        pm = self.choice(("AM", "PM"), "AM or PM", rule="time-date") == 1
+        self.literal(" ", "SP", rule="time-date")
         year, month, day = self.date()
         # seed: hour is a 12-hour clock (followed by AM/PM): 12 AM is 00h, 12 PM is 12h
         hour24 = hour % 12 + (12 if pm else 0)
@@ -367,55 +313,57 @@ class _Parser:
         start = self.pos
         hour = int(self.digits(2, "hour"))
         if not 1 <= hour <= 12:
-            self.fail("hour", f"{self.text[start:start + 2]} is not an hour of the 12-hour clock "
-                              "(01-12, followed by AM or PM)", start)
-        self.literal(":", "hour", "':'")
+            self.fail(f"{self.text[start:start + 2]} is not an hour of the 12-hour clock "
+                      "(01-12, followed by AM or PM)", start, rule="hour")
+        self.literal(":", "':'", rule="hour")
         minute = self.two_digit_sixty("minute")
         second = None
         if self.peek() == ":":  # [":" 2DIGIT]
             self.pos += 1
             second = self.two_digit_sixty("second")
         elif self.peek() != " ":
-            self.fail("time-date", f"expected ':' (seconds) or SP after the minutes, found {self.found()}")
+            self.fail(f"expected ':' (seconds) or SP after the minutes, found {self.found()}",
+                      rule="time-date")
         return hour, minute, second
 
     def two_digit_sixty(self, what: str) -> int:
         start = self.pos
         value = int(self.digits(2, "hour"))
         if value > 59:
-            self.fail("hour", f"{self.text[start:start + 2]} is not a {what} (00-59)", start)
+            self.fail(f"{self.text[start:start + 2]} is not a {what} (00-59)", start, rule="hour")
         return value
 
     def date(self) -> tuple[int, int, int]:
         day_at = self.pos
-        weekday = self.choice(DAYS, "day", "a day")
-        self.literal(",", "date", "','")
-        month = self.choice(MONTHS, "month", "a month") + 1
-        self.literal(" ", "date", "SP")
+        weekday = self.choice(DAYS, "a day", rule="day")
+        self.literal(",", "','", rule="date")
+        month = self.choice(MONTHS, "a month", rule="month") + 1
+        self.literal(" ", "SP", rule="date")
         dd_at = self.pos
         day = int(self.digits(2, "date"))
         if not 1 <= day <= _MONTH_LENGTH[month - 1]:
-            self.fail("date", f"{MONTHS[month - 1]} has no day {self.text[dd_at:dd_at + 2]}", dd_at)
-        self.literal(" ", "date", "SP")
+            self.fail(f"{MONTHS[month - 1]} has no day {self.text[dd_at:dd_at + 2]}", dd_at,
+                      rule="date")
+        self.literal(" ", "SP", rule="date")
         # year = 2DIGIT: the seed's CURRENT_TIME, so 20YY
         year = 2000 + int(self.digits(2, "year"))
         try:
             weekday_of = datetime(year, month, day).weekday()
         except ValueError:  # Feb 29 of a common year
-            self.fail("date", f"{MONTHS[month - 1]} {day:02d} is not a date in {year}", dd_at)
+            self.fail(f"{MONTHS[month - 1]} {day:02d} is not a date in {year}", dd_at, rule="date")
         if weekday_of != weekday:
-            self.fail("day", f"{MONTHS[month - 1]} {day:02d} {year} is a {DAYS[weekday_of]}, "
-                             f"not a {DAYS[weekday]}", day_at)
+            self.fail(f"{MONTHS[month - 1]} {day:02d} {year} is a {DAYS[weekday_of]}, "
+                      f"not a {DAYS[weekday]}", day_at, rule="day")
         return year, month, day
 
     # ---- body --------------------------------------------------------------------------
 
     def report(self) -> ReportBody:
-        self.literal("<MESSAGE ID>", "Report")
+        self.literal("<MESSAGE ID>", rule="Report")
         message_id = int(self.hexdig(8, "id"), 16)
-        self.literal("</MESSAGE ID>", "Report")
-        self.literal("\r\n", "Report", "CR LF")
-        self.literal("<TARGET QUEUE>", "Report")
+        self.literal("</MESSAGE ID>", rule="Report")
+        self.literal("\r\n", "CR LF", rule="Report")
+        self.literal("<TARGET QUEUE>", rule="Report")
         # A format name holds no SP, so the queue ends at the first "</TARGET QUEUE>", or
         # else where a character that no format name holds stops it.
         stop = self.pos
@@ -427,7 +375,7 @@ class _Parser:
         except FormatNameSyntaxError as exc:  # queue = queue-format: reported as queue-format
             raise TraceFormatError(self.kind, exc.column, "queue-format", exc.detail) from None
         self.pos = stop
-        self.literal("</TARGET QUEUE>", "Report")
-        self.literal("\r\n", "Report", "CR LF")
-        self.end("Report", "expected end of body after CR LF")
+        self.literal("</TARGET QUEUE>", rule="Report")
+        self.literal("\r\n", "CR LF", rule="Report")
+        self.end("expected end of body after CR LF", rule="Report")
         return ReportBody(message_id, queue)
