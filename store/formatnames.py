@@ -107,6 +107,16 @@ class FormatName:
     suffix: Suffix | None = None
 
     def __str__(self) -> str:
+        return self._text("/")
+
+    def mqmq_text(self) -> str:
+        """The name as MS-MQMQ 2.1.2's ABNF spells it, for trace report bodies (seed 001,
+        TraceMessage.Body: "queue = queue-format"): as str() except that an HTTP(S) name has
+        "\\" after /msmq (`DIRECT=HTTP://h/msmq\\q`), where str() prints MSMQ 3.0's URL form
+        (`…/msmq/q`); MSMQ accepts both."""
+        return self._text("\\")
+
+    def _text(self, http_separator: str) -> str:
         tail = f";{self.suffix.upper()}" if self.suffix else ""
         if self.kind == "local":
             return f"{self.queue};journal" if self.suffix else f"{self.queue}"
@@ -121,7 +131,8 @@ class FormatName:
         assert self.protocol is not None
         if self.protocol in ("http", "https"):
             port = f":{self.port}" if self.port is not None else ""
-            head, sep = f"DIRECT={self.protocol.upper()}://{self.address}{port}/msmq/", "/"
+            sep = http_separator
+            head = f"DIRECT={self.protocol.upper()}://{self.address}{port}/msmq{sep}"
         else:
             head, sep = f"DIRECT={self.protocol.upper()}:{self.address}\\", "\\"
         if self.queue is None:

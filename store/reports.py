@@ -35,7 +35,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from . import trace
+from . import formatnames, trace
 from .errors import InvalidArgument, StoreError
 from .records import AVAILABLE, DEFAULT_PRIORITY, Message, guid_text
 
@@ -64,9 +64,10 @@ def keep_report_queue(t: Txn, m: Message) -> None:
 
 def target_format_name(t: Txn, m: Message) -> str:
     """The format name of the queue a message is bound for (the seed's UserHeader
-    .DestinationQueue): an outgoing queue is named by it; a local queue is DIRECT=OS:qm\\name."""
+    .DestinationQueue) in MS-MQMQ's spelling: an outgoing queue is named by it; a local queue is
+    DIRECT=OS:qm\\name."""
     if "=" in m.queue:
-        return m.queue
+        return formatnames.parse(m.queue).mqmq_text()
     return f"DIRECT=OS:{t.qm_name}\\{m.queue}"
 
 

@@ -348,3 +348,15 @@ def test_every_format_name_the_store_prints_has_ms_mqmq_syntax(fn):
     text = _ms_mqmq_spelling(str(fn))
     assert check_syntax(text) == text
     assert parse(text) == fn
+
+
+@pytest.mark.parametrize("text", [
+    "DIRECT=HTTP://web/msmq/q", "DIRECT=HTTPS://web:8443/msmq/PRIVATE$/q;JOURNAL",
+    "DIRECT=HTTP://web/msmq/SYSTEM$;DEADLETTER", "DIRECT=OS:qm2\\q", "DIRECT=TCP:10.0.0.7\\PRIVATE$\\q",
+])
+def test_the_ms_mqmq_spelling_passes_check_syntax_and_names_the_same_queue(text):
+    name = parse(text)
+    spelled = name.mqmq_text()
+    assert check_syntax(spelled) == spelled
+    assert parse(spelled) == name
+    assert ("/msmq\\" in spelled) == (name.protocol in ("http", "https"))

@@ -46,6 +46,19 @@ def test_a_traced_put_leaves_exactly_one_report_describing_it(traced, clock):
     assert traced.get("q", wait=0).report_queue == m.report_queue
 
 
+@pytest.mark.parametrize("destination, in_body", [
+    ("DIRECT=HTTP://web/msmq/q", "DIRECT=HTTP://web/msmq\\q"),
+    ("DIRECT=HTTPS://web:8443/msmq/private$/q", "DIRECT=HTTPS://web:8443/msmq\\PRIVATE$\\q"),
+    ("DIRECT=TCP:10.0.0.7\\q", "DIRECT=TCP:10.0.0.7\\q"),
+])
+def test_a_report_body_names_the_destination_in_ms_mqmq_spelling(traced, destination, in_body):
+    """Seed 001: the body's queue is a queue-format of MS-MQMQ 2.1, whose ABNF puts "\\" after
+    /msmq in HTTP names; the store prints MSMQ 3.0's URL form, which MSMQ also accepts."""
+    traced.put(destination, b"x", trace=True, report_queue="reports")
+    (report,) = traced.browse("reports")
+    assert decoded(report)[1].queue == in_body
+
+
 def test_untraced_messages_produce_no_report(traced):
     traced.put("q", b"a", report_queue="reports")
     traced.put_many("q", [NewMessage(b"b"), NewMessage(b"c")])
