@@ -11,8 +11,10 @@ import base64
 import binascii
 import struct
 import uuid
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 from .errors import BadData, InvalidArgument
@@ -47,8 +49,15 @@ _PROP_KEY = struct.Struct(">H")
 _PROP_VALUE = struct.Struct(">I")
 _FIXED = _HEADER.size + _LENGTHS.size
 _HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])  # one unpack in decode
+# positions in a _HEADER_AND_LENGTHS tuple (RecordColumns keeps the tuples, decode unpacks them)
+(_H_VERSION, _H_FLAGS, _H_STATE, _H_PRIORITY, _H_QID, _H_SEQ, _H_LOOKUP_HI, _H_ORIGIN, _H_MSG_N,
+ _H_PUT_TIME, _H_EXPIRES, _H_APP_SPECIFIC, _H_HOPS, _H_BACKOUTS, _H_CONFIRM_ID, _H_LOCK_ID, _H_TX,
+ _H_LEASE, _H_SINCE, _H_N_CORREL, _H_N_LABEL, _H_N_RQ, _H_N_REASON, _H_N_ORIG, _H_N_PROPS,
+ _H_N_BODY) = range(26)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LOOKUP_SEQ_MASK = (1 << 56) - 1  # seed 000: lookup_id's seven low bytes are the seq
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _GUID_TEXT: dict[bytes, str] = {}
 
 
@@ -96,7 +105,7 @@ def _parse_iso(text: str, what: str) -> int:
     except (TypeError, ValueError):
         raise BadData(f"{what}: not an ISO-8601 time: {text!r}") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return (dt - _EPOCH) // timedelta(microseconds=1)
 
 
@@ -299,19 +308,180 @@ def _encode_props(props: dict[str, str]) -> bytes:
 
 
 def _decode_props(raw: bytes) -> dict[str, str]:
-    props, at = {}, 0
+    keys, values = _props_lists(raw)
+    return dict(zip(keys, values))
+
+
+def _props_lists(raw: bytes) -> tuple[list[str], list[str]]:
+    """A property block's keys and values, in record order."""
+    keys, values, at = [], [], 0
     while at < len(raw):
         (nk,) = _PROP_KEY.unpack_from(raw, at)
         at += _PROP_KEY.size
-        k = bytes(raw[at:at + nk]).decode("utf-8")
+        keys.append(raw[at:at + nk].decode("utf-8"))
         at += nk
         (nv,) = _PROP_VALUE.unpack_from(raw, at)
         at += _PROP_VALUE.size
-        props[k] = bytes(raw[at:at + nv]).decode("utf-8")
+        values.append(raw[at:at + nv].decode("utf-8"))
         at += nv
     if at != len(raw):
         raise BadData("malformed message properties")
-    return props
+    return keys, values
+
+
+# ---- many records, field by field -------------------------------------------------------
+
+# header-only fields: header position; the *_NONE ones are null when zero (as in decode)
+_HEADER_FIELDS = {"qid": _H_QID, "seq": _H_SEQ, "priority": _H_PRIORITY, "app_specific": _H_APP_SPECIFIC,
+                  "put_time": _H_PUT_TIME, "hops": _H_HOPS, "backouts": _H_BACKOUTS, "size": _H_N_BODY,
+                  "origin": _H_ORIGIN, "msg_n": _H_MSG_N, "lookup_hi": _H_LOOKUP_HI}
+_HEADER_FIELDS_NONE = {"expires": _H_EXPIRES, "confirm_id": _H_CONFIRM_ID, "lock_id": _H_LOCK_ID,
+                       "tx": _H_TX, "lease_expires": _H_LEASE, "since": _H_SINCE}
+# the optional strings in record order: field → its length's header position
+_STRING_FIELDS = {"correl_id": _H_N_CORREL, "label": _H_N_LABEL, "report_queue": _H_N_RQ,
+                  "dead_letter_reason": _H_N_REASON, "original_queue": _H_N_ORIG}
+_STRING_AT = {name: k for k, name in enumerate(_STRING_FIELDS)}  # its index in a record's starts
+_STRING_LENGTHS = tuple(_STRING_FIELDS.values())
+_PROPS_SEEN: dict[bytes, tuple[list[str], list[str], dict[str, str]]] = {}  # property block → parsed
+
+
+def decode_columns(bufs: Sequence[bytes], qids: Container[int], report_only: bool = False) -> RecordColumns:
+    """Split records for reading field by field (`RecordColumns`): only those of the queues
+    `qids`, and with `report_only` only reports. Raises BadData for a record that is not a
+    valid record, and for one of another format version even when `decode` knows it."""
+    unpack = _HEADER_AND_LENGTHS.unpack_from
+    headers, kept = [], []
+    for buf in bufs:
+        if buf[0] != FORMAT_V1:
+            decode(buf)  # another version: raises BadData unless it knows it
+            raise BadData(f"record format {buf[0]} cannot be read column by column")
+        try:
+            h = unpack(buf)
+        except struct.error as exc:
+            raise BadData(f"malformed message record: {exc}") from None
+        if h[_H_QID] not in qids or (report_only and not h[_H_FLAGS] & _F_REPORT):
+            continue
+        headers.append(h)
+        kept.append(buf)
+    # where each optional string and the props and body start, checked against the length
+    starts: list[tuple[int, ...]] = []
+    for h, buf in zip(headers, kept):
+        at = _FIXED
+        offsets = []
+        for i in _STRING_LENGTHS:
+            offsets.append(at)
+            n = h[i]
+            if n != _NONE16:
+                at += n
+        offsets.append(at)  # props
+        at += h[_H_N_PROPS]
+        offsets.append(at)  # body
+        if at + h[_H_N_BODY] != len(buf):
+            raise BadData("record length does not match its fields")
+        starts.append(tuple(offsets))
+    return RecordColumns(headers, kept, starts)
+
+
+class RecordColumns:
+    """Version-1 records read field by field, each field of every record as one plain list,
+    without a `Message` per record: the pipeline's scan (store/analytics/columns.py) makes an
+    Arrow column of each list, four times faster than decoding. Values are `decode`'s: times in
+    µs, absent optional fields None. A field is read only when asked for; a malformed part of a
+    record raises BadData then."""
+
+    __slots__ = ("_bufs", "_headers", "_starts")
+
+    def __init__(self, headers: list[tuple[Any, ...]], bufs: list[bytes], starts: list[tuple[int, ...]]):
+        self._headers = headers
+        self._bufs = bufs
+        self._starts = starts  # per record: the five optional strings', the props' and the body's offsets
+
+    def __len__(self) -> int:
+        return len(self._headers)
+
+    def values(self, name: str) -> list[Any]:
+        """One field of every record, by its JSON name (`Message.to_dict`; `class` and
+        `delivery` as text there), or by its `Message` attribute name for those the JSON form
+        lacks (`qid`, `seq`, `since`, `origin`, `msg_n`, `lookup_hi`, `report`, `express`).
+        Props: `props_entries`, `prop_values`."""
+        try:
+            return self._values(name)
+        except UnicodeDecodeError as exc:
+            raise BadData(f"malformed message record: {exc}") from None
+
+    def _values(self, name: str) -> list[Any]:
+        headers = self._headers
+        i = _HEADER_FIELDS.get(name)
+        if i is not None:
+            return list(map(itemgetter(i), headers))
+        i = _HEADER_FIELDS_NONE.get(name)
+        if i is not None:
+            return [h[i] or None for h in headers]
+        i = _STRING_FIELDS.get(name)
+        if i is not None:
+            k = _STRING_AT[name]
+            empty = "" if name == "label" else None
+            return [empty if h[i] == _NONE16 or (h[i] == 0 and empty is not None)
+                    else buf[s[k]:s[k] + h[i]].decode("utf-8")
+                    for h, buf, s in zip(headers, self._bufs, self._starts)]
+        if name == "state":
+            values = [_STATE_NAME.get(h[_H_STATE]) for h in headers]
+            if None in values:
+                raise BadData("malformed message record: unknown state")
+            return values
+        if name == "msg_id":
+            return [f"{guid_text(h[_H_ORIGIN])}\\{h[_H_MSG_N]}" for h in headers]
+        if name == "unique_id":
+            return [f"{guid_text(h[_H_ORIGIN])}:{h[_H_PUT_TIME]}" for h in headers]
+        if name == "lookup_id":
+            return [(h[_H_LOOKUP_HI] << 56) | (h[_H_SEQ] & _LOOKUP_SEQ_MASK) for h in headers]
+        if name == "class":
+            return ["report" if h[_H_FLAGS] & _F_REPORT else "normal" for h in headers]
+        if name == "delivery":
+            return ["express" if h[_H_FLAGS] & _F_EXPRESS else "recoverable" for h in headers]
+        if name == "report":
+            return [bool(h[_H_FLAGS] & _F_REPORT) for h in headers]
+        if name == "express":
+            return [bool(h[_H_FLAGS] & _F_EXPRESS) for h in headers]
+        if name == "trace":
+            return [bool(h[_H_FLAGS] & _F_TRACE) for h in headers]
+        if name == "dead_letter":
+            return [not h[_H_FLAGS] & _F_NO_DEAD_LETTER for h in headers]
+        if name == "body":
+            return [buf[s[6]:] for buf, s in zip(self._bufs, self._starts)]
+        raise InvalidArgument(f"a record has no field {name!r}")
+
+    def props_entries(self) -> tuple[list[int], list[str], list[str]]:
+        """Every record's properties as one list of keys and one of values, in record order,
+        and where each record's start (one offset per record, then the end): a map column."""
+        keys: list[str] = []
+        values: list[str] = []
+        offsets = [0]
+        for buf, s in zip(self._bufs, self._starts):
+            parsed = _props_of(buf[s[5]:s[6]])
+            keys += parsed[0]
+            values += parsed[1]
+            offsets.append(len(keys))
+        return offsets, keys, values
+
+    def prop_values(self, key: str) -> list[str | None]:
+        """One property of every record (None where a record lacks it)."""
+        return [_props_of(buf[s[5]:s[6]])[2].get(key) for buf, s in zip(self._bufs, self._starts)]
+
+
+def _props_of(block: bytes) -> tuple[list[str], list[str], dict[str, str]]:
+    """A property block's keys, values and map (shared: not to be changed). Blocks repeat
+    (every trace report has one of four), so each distinct block is parsed once."""
+    parsed = _PROPS_SEEN.get(block)
+    if parsed is None:
+        if len(_PROPS_SEEN) >= 4096:
+            _PROPS_SEEN.clear()
+        try:
+            keys, values = _props_lists(block)
+        except (UnicodeDecodeError, struct.error) as exc:
+            raise BadData(f"malformed message record: {exc}") from None
+        parsed = _PROPS_SEEN[block] = (keys, values, dict(zip(keys, values)))
+    return parsed
 
 
 # ---- JSON form -------------------------------------------------------------------------
