@@ -35,8 +35,9 @@ _POS_KEY_SIZE = len(keys.pos_key(0, 0, 0))
 _INDEX_NAMES = {keys.POS: "position", keys.MSGID: "msg_id", keys.UNIQ: "unique_id",
                 keys.CORREL: "correl_id", keys.CONFIRM: "confirm id", keys.LOCK: "lock id",
                 keys.LEASE: "lease", keys.EXPIRY: "expiry", keys.TX: "transaction",
-                keys.TX_TIMEOUT: "transaction timeout"}
-_RUN_TAGS = (keys.MSGID, keys.UNIQ)
+                keys.TX_TIMEOUT: "transaction timeout", keys.MSGID_RUN: "msg_id", keys.UNIQ_RUN: "unique_id"}
+_IDENTITY_KIND = {keys.MSGID: keys.MSGID, keys.MSGID_RUN: keys.MSGID, keys.UNIQ: keys.UNIQ, keys.UNIQ_RUN: keys.UNIQ}
+_RUN_TAGS = tuple(_IDENTITY_KIND)
 # arrival times come from the clock of whichever process received; clocks of the processes
 # sharing a store differ by seconds, so a time a day ahead is a clock set wrong or damage
 _SEEN_FUTURE_US = 86400 * 1_000_000
@@ -199,7 +200,7 @@ def _check_runs(runs: list[tuple[bytes, bytes]], identities: dict[int, tuple[byt
                 report: Callable[[str], None]) -> None:
     """Every message is in one msg_id run and one unique-id run that give its ids and its
     location, and every run holds at least one message (store/identity.py)."""
-    covered: dict[bytes, dict[int, tuple[bytes, int, bytes]]] = {tag: {} for tag in _RUN_TAGS}
+    covered: dict[bytes, dict[int, tuple[bytes, int, bytes]]] = {keys.MSGID: {}, keys.UNIQ: {}}
     for key, value in runs:
         name = _index_name(key)
         try:
@@ -207,14 +208,16 @@ def _check_runs(runs: list[tuple[bytes, bytes]], identities: dict[int, tuple[byt
         except struct.error:
             report(f"{name} index: entry {key.hex()} is malformed")
             continue
-        if not 1 <= count <= identity.MAX_RUN:
-            report(f"{name} index: entry {key.hex()} claims {count} messages (1..{identity.MAX_RUN})")
+        kind = _IDENTITY_KIND[tag]
+        least, most = (1, 1) if kind == tag else (2, identity.MAX_RUN)  # a message's own, or a run
+        if not least <= count <= most:
+            report(f"{name} index: entry {key.hex()} claims {count} messages ({least}..{most})")
             continue
         held = 0
         for k in range(count):
-            if seq + k in covered[tag]:
+            if seq + k in covered[kind]:
                 report(f"{name} index: message seq {seq + k} is in two runs")
-            covered[tag][seq + k] = (origin, first + k, location)
+            covered[kind][seq + k] = (origin, first + k, location)
             held += seq + k in identities
         if not held:
             report(f"{name} index: entry {key.hex()} points at no matching message")

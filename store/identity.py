@@ -1,20 +1,22 @@
-"""The msg_id and unique-id indexes, kept as *runs* (SPEC §4; issue 2's secondary indexes).
+"""The msg_id and unique-id indexes (SPEC §4; issue 2's secondary indexes), with *runs*.
 
 A batch of messages put together gets msg_id numbers, put times and seqs that all step by one
-(`Txn.allocate_ids`, seed 000's SequentialID), so one index entry can stand for many messages:
+(`Txn.allocate_ids`, seed 000's SequentialID), so one index entry can stand for many of them:
 
-- ``M origin(16) n(4) seq(8)`` → ``qid(4) 7-priority(1) count(2)``: the messages seq … seq+count-1
+- ``N origin(16) n(4) seq(8)`` → ``qid(4) 7-priority(1) count(2)``: the messages seq … seq+count-1
   have the msg_ids ``origin\\n`` … ``origin\\n+count-1``;
-- ``U origin(16) put_time(8) seq(8)`` → the same value: their unique ids are ``origin:put_time`` …
+- ``V origin(16) put_time(8) seq(8)`` → the same value: their unique ids are ``origin:put_time`` …
 
-A run is at most `MAX_RUN` messages of one queue and one priority; the M and U entries of a run
-always cover the same messages. A message put alone, imported, copied or dead-lettered is a run of
-one (a copy keeps its msg_id; its own seq keeps the entries apart). An entry of a store written
-before runs has a five-byte value: a run of one.
+A run is 2 to `MAX_RUN` messages of one queue and one priority; its N and V entries always cover
+the same messages. A message put alone, imported, copied or dead-lettered on its own keeps
+entries of its own, ``M origin n seq`` and ``U origin put_time seq`` → its location, found by
+their prefix (a copy keeps its msg_id; its own seq keeps the entries apart).
 
-A run outlives the removal of its messages until the last one goes: `release` deletes the runs a
-commit left empty, looking each up once per run, not once per message. Lookups check that the
-message they find still carries the id they looked for.
+A lookup reads the message's own entries under the id's prefix, then walks back over the runs
+whose first id is within `MAX_RUN` of it (few: each stands for several messages). A run outlives
+the removal of its messages until the last one goes: `release` deletes the runs a commit left
+empty, looking each up once per run, not once per message. Lookups check that the message they
+find still carries the id they looked for.
 """
 
 from __future__ import annotations
@@ -30,17 +32,19 @@ from .records import Message
 MAX_RUN = 256  # also bounds how far a lookup walks back from the id it looks for
 _RUN_VALUE = struct.Struct(">IBH")  # qid, 7-priority, count
 _LOCATION_SIZE = 5
-_ORDINAL = {keys.MSGID: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ: keys.ORIGIN_TIME_SEQ_KEY}
+_ORDINAL = {keys.MSGID: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ: keys.ORIGIN_TIME_SEQ_KEY,
+            keys.MSGID_RUN: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ_RUN: keys.ORIGIN_TIME_SEQ_KEY}
+_RUN_OF = {keys.MSGID: keys.MSGID_RUN, keys.UNIQ: keys.UNIQ_RUN}
 _LAST_SEQ = (1 << 64) - 1
 
 
 def run_count(value: bytes) -> int:
-    """The number of messages a run entry stands for (an entry of an older store: one)."""
+    """The number of messages an entry stands for: one for a message's own (a location)."""
     return 1 if len(value) == _LOCATION_SIZE else _RUN_VALUE.unpack(value)[2]
 
 
 def parse_run(key: bytes, value: bytes) -> tuple[bytes, bytes, int, int, bytes, int]:
-    """(tag, origin, first ordinal, first seq, location, count) of an M or U entry."""
+    """(tag, origin, first ordinal, first seq, location, count) of an M, U, N or V entry."""
     tag, origin, ordinal, seq = _ORDINAL[key[:1]].unpack(key)
     return tag, origin, ordinal, seq, bytes(value[:_LOCATION_SIZE]), run_count(value)
 
@@ -67,21 +71,32 @@ def run_entries(qid: int, messages: Iterable[Message]) -> list[tuple[bytes, byte
 
 
 def _emit(out: list[tuple[bytes, bytes]], qid: int, first: Message, count: int) -> None:
-    value = _RUN_VALUE.pack(qid, 7 - first.priority, count)
-    out.append((keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, first.origin, first.msg_n, first.seq), value))
-    out.append((keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ, first.origin, first.put_time, first.seq), value))
+    if count == 1:  # a message alone: entries of its own, found by their prefix
+        m_tag, u_tag, value = keys.MSGID, keys.UNIQ, keys.location(qid, first.priority)
+    else:
+        m_tag, u_tag, value = keys.MSGID_RUN, keys.UNIQ_RUN, _RUN_VALUE.pack(qid, 7 - first.priority, count)
+    out.append((keys.ORIGIN_N_SEQ_KEY.pack(m_tag, first.origin, first.msg_n, first.seq), value))
+    out.append((keys.ORIGIN_TIME_SEQ_KEY.pack(u_tag, first.origin, first.put_time, first.seq), value))
 
 
 def members(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int) -> list[tuple[int, bytes]]:
-    """(seq, location) of every message the runs say has this msg_id number (M) or put time
-    (U), seq ascending: walk back from the id over the runs that may cover it."""
+    """(seq, location) of every message the index says has this msg_id number (tag M) or put
+    time (tag U), seq ascending: the messages' own entries under the id's prefix, then the runs
+    that may cover the id, walking back from it."""
     layout = _ORDINAL[tag]
-    prefix = tag + origin
-    ok = cur.prev() if cur.set_range(layout.pack(tag, origin, ordinal, _LAST_SEQ)) else cur.last()
     found = []
+    prefix = layout.pack(tag, origin, ordinal, 0)[:-keys.SEQ_SIZE]
+    if cur.set_range(prefix):
+        for key, value in cur:
+            if not key.startswith(prefix):
+                break
+            found.append((keys.seq_of(key), bytes(value[:_LOCATION_SIZE])))
+    run_tag = _RUN_OF[tag]
+    runs = run_tag + origin
+    ok = cur.prev() if cur.set_range(layout.pack(run_tag, origin, ordinal, _LAST_SEQ)) else cur.last()
     while ok:
         key, value = cur.item()
-        if not key.startswith(prefix):
+        if not key.startswith(runs):
             break
         _, _, first, seq = layout.unpack(key)
         if first <= ordinal - MAX_RUN:
@@ -94,9 +109,10 @@ def members(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int) -> list[t
 
 
 def _run_of(cur: lmdb.Cursor, m: Message) -> tuple[bytes, int, int, bytes] | None:
-    """(M key, first seq, count, location) of the run holding `m`, or None (a damaged store)."""
-    prefix = keys.MSGID + m.origin
-    probe = keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, m.origin, m.msg_n, m.seq)
+    """(N key, first seq, count, location) of the run holding `m`, or None: `m` has entries of
+    its own (or the store is damaged)."""
+    prefix = keys.MSGID_RUN + m.origin
+    probe = keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID_RUN, m.origin, m.msg_n, m.seq)
     if cur.set_range(probe):
         ok = cur.key() == probe or cur.prev()
     else:
@@ -125,6 +141,9 @@ def release(lt: lmdb.Transaction, dbs: dict, messages: Iterable[Message]) -> Non
     for m in messages:
         if seq <= m.seq < seq + count:  # in the run found last: a seq names one message
             continue
+        if lt.delete(keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, m.origin, m.msg_n, m.seq), db=idx):
+            lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ, m.origin, m.put_time, m.seq), db=idx)
+            continue  # it had entries of its own
         run = _run_of(cur, m)
         if run is None:
             continue
@@ -138,7 +157,7 @@ def release(lt: lmdb.Transaction, dbs: dict, messages: Iterable[Message]) -> Non
             continue
         lt.delete(key, db=idx)
         put_time = m.put_time - (m.seq - seq)
-        lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ, m.origin, put_time, seq), db=idx)
+        lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ_RUN, m.origin, put_time, seq), db=idx)
 
 
 def _any_left(cur: lmdb.Cursor, prefix: bytes, seq: int, count: int) -> bool:

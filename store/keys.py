@@ -16,9 +16,11 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
   message's *location*, ``qid(4) 7-priority(1)``: with the seq at the end of the key it names
   the position entry.
 
-  - ``M origin(16) n(4) seq(8)``: msg_id runs; the value is a location and a count(2): the
-    messages seq … seq+count-1 have msg_ids n … n+count-1 (store/identity.py).
-  - ``U origin(16) put_time(8) seq(8)``: the MQe unique id, in the same runs.
+  - ``M origin(16) n(4) seq(8)``: msg_id (a copy keeps its msg_id; the seq keeps entries apart).
+  - ``U origin(16) put_time(8) seq(8)``: the MQe unique id.
+  - ``N`` and ``V``, laid out as ``M`` and ``U``: runs of messages put together, whose msg_id
+    numbers, put times and seqs step by one; the value is a location and a count(2)
+    (store/identity.py). A message put alone has ``M`` and ``U`` entries of its own.
   - ``C qid(4) len(1) correl 7-priority(1) seq(8)``: correlation ids in queue order, every state.
   - ``K qid(4) confirm_id(8) 7-priority(1) seq(8)``: messages pending under a confirm id.
   - ``L qid(4) lock_id(8) 7-priority(1) seq(8)``: messages under a browse lock.
@@ -49,7 +51,8 @@ DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs", b"link
 
 POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY = b"P", b"M", b"U", b"C", b"K", b"L", b"E", b"X"
 TX, TX_TIMEOUT = b"T", b"Y"
-INDEX_TAGS = (POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY, TX, TX_TIMEOUT)
+MSGID_RUN, UNIQ_RUN = b"N", b"V"  # msg_id and unique-id entries standing for several messages
+INDEX_TAGS = (POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY, TX, TX_TIMEOUT, MSGID_RUN, UNIQ_RUN)
 
 # meta keys
 META_FORMAT = b"format"

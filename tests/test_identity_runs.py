@@ -11,13 +11,16 @@ from store import NewMessage, Store, errors, identity, keys
 from store.records import parse_msg_id
 
 
+_KIND = {keys.MSGID: keys.MSGID, keys.MSGID_RUN: keys.MSGID, keys.UNIQ: keys.UNIQ, keys.UNIQ_RUN: keys.UNIQ}
+
+
 def run_entries(store: Store) -> dict[bytes, list[tuple]]:
-    """The M and U entries of a store, parsed, by tag."""
+    """The msg_id (M and N) and unique-id (U and V) entries of a store, parsed, by kind."""
     out: dict[bytes, list[tuple]] = {keys.MSGID: [], keys.UNIQ: []}
     with store._env.begin() as lt:
         for key, value in lt.cursor(db=store._dbs["idx"]):
-            if key[:1] in out:
-                out[key[:1]].append(identity.parse_run(bytes(key), bytes(value)))
+            if key[:1] in _KIND:
+                out[_KIND[key[:1]]].append(identity.parse_run(bytes(key), bytes(value)))
     return out
 
 
@@ -27,6 +30,14 @@ def find(store: Store, msg_id: str) -> list[bytes]:
     with store._env.begin() as lt:
         t = Txn(lt, store._dbs, store._now())
         return [m.body for m in t.by_msg_id(origin, n)]
+
+
+def test_a_message_put_alone_has_entries_of_its_own_and_a_batch_a_run(st):
+    st.put("q", b"alone")
+    st.put_many("q", [NewMessage(b"a"), NewMessage(b"b"), NewMessage(b"c")])
+    with st._env.begin() as lt:
+        tags = sorted((bytes(k[:1]), len(v)) for k, v in lt.cursor(db=st._dbs["idx"]))
+    assert tags == [(keys.MSGID, 5), (keys.MSGID_RUN, 7), (keys.UNIQ, 5), (keys.UNIQ_RUN, 7)]
 
 
 def test_a_batch_is_one_run_per_max_run_messages(st):
@@ -109,16 +120,16 @@ def test_gets_by_unique_id_use_the_runs(st):
 
 
 def test_entries_of_a_store_from_before_runs_still_work(st):
-    """A five-byte value (a location) is a run of one, as older stores wrote every entry."""
+    """Older stores gave every message its own M and U entries, batches included."""
     put = st.put_many("q", [NewMessage(b"%d" % i) for i in range(4)])
     with st._env.begin(write=True) as lt:
         idx = st._dbs["idx"]
-        for tag in (keys.MSGID, keys.UNIQ):
-            for (_, origin, first, seq, location, count) in run_entries(st)[tag]:
-                layout = keys.ORIGIN_N_SEQ_KEY if tag == keys.MSGID else keys.ORIGIN_TIME_SEQ_KEY
+        for kind in (keys.MSGID, keys.UNIQ):
+            layout = keys.ORIGIN_N_SEQ_KEY if kind == keys.MSGID else keys.ORIGIN_TIME_SEQ_KEY
+            for (tag, origin, first, seq, location, count) in run_entries(st)[kind]:
                 lt.delete(layout.pack(tag, origin, first, seq), db=idx)
                 for k in range(count):
-                    lt.put(layout.pack(tag, origin, first + k, seq + k), location, db=idx)
+                    lt.put(layout.pack(kind, origin, first + k, seq + k), location, db=idx)
     assert st.check() == []
     assert len(run_entries(st)[keys.MSGID]) == 4
     assert st.get("q", wait=0, msg_id=put[2].msg_id).body == b"2"
@@ -129,8 +140,8 @@ def test_entries_of_a_store_from_before_runs_still_work(st):
 @pytest.mark.parametrize("harm", ["drop", "shorten", "orphan", "relocate"])
 def test_check_reports_a_damaged_run(st, harm):
     put = st.put_many("q", [NewMessage(b"%d" % i) for i in range(6)])
-    (_, origin, first, seq, location, count), = run_entries(st)[keys.MSGID]
-    key = keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, origin, first, seq)
+    (tag, origin, first, seq, location, count), = run_entries(st)[keys.MSGID]
+    key = keys.ORIGIN_N_SEQ_KEY.pack(tag, origin, first, seq)
     with st._env.begin(write=True) as lt:
         idx = st._dbs["idx"]
         if harm == "drop":
@@ -138,8 +149,7 @@ def test_check_reports_a_damaged_run(st, harm):
         elif harm == "shorten":
             lt.put(key, location + (count - 2).to_bytes(2, "big"), db=idx)
         elif harm == "orphan":
-            lt.put(keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, origin, first + 100, seq + 100),
-                   location + b"\0\1", db=idx)
+            lt.put(keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, origin, first + 100, seq + 100), location, db=idx)
         else:
             lt.put(key, keys.location(put[0].qid, 0) + count.to_bytes(2, "big"), db=idx)
     problems = st.check()
