@@ -109,11 +109,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def _out_path(args, default: str) -> str:
-    out = args.out or default
-    return out if os.path.isabs(out) else os.path.abspath(out)
-
-
 def _temp_root(args) -> str:
     base = args.tmpdir or tempfile.gettempdir()
     os.makedirs(base, exist_ok=True)
@@ -173,9 +168,7 @@ def main_cli(args, only, log) -> int:
         shutil.rmtree(tmp_root, ignore_errors=True)
     print()
     print(cli.render_table(doc))
-    out = _out_path(args, cli.DEFAULT_OUT)
-    report.write_json(doc, out)
-    print(f"\nwrote {out}  ({doc['parameters']['elapsed_s']:.0f} s)")
+    report.save(doc, args.out, cli.DEFAULT_OUT, doc["parameters"]["elapsed_s"])
     missed = cli.missed(doc)
     if missed:
         print("targets missed: " + "; ".join(missed))
@@ -216,9 +209,7 @@ def main_store(args, only, log) -> int:
     doc = report.build_json(results, info, sizes, args, durability, notes, elapsed)
     print()
     print(report.render_table(results, info, sizes, notes))
-    out = _out_path(args, DEFAULT_OUT)
-    report.write_json(doc, out)
-    print(f"\nwrote {out}  ({elapsed:.0f} s)")
+    report.save(doc, args.out, DEFAULT_OUT, elapsed)
 
     def why(k: str, t: dict) -> str:
         if "min_rate" in t:

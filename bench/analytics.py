@@ -446,10 +446,7 @@ def main(args, log) -> int:
     doc["parameters"]["elapsed_s"] = round(time.perf_counter() - t0, 1)
     print()
     print(render_table(doc))
-    out = args.out or DEFAULT_OUT
-    out = out if os.path.isabs(out) else os.path.abspath(out)
-    report.write_json(doc, out)
-    print(f"\nwrote {out}  ({doc['parameters']['elapsed_s']:.0f} s)")
+    report.save(doc, args.out, DEFAULT_OUT, doc["parameters"]["elapsed_s"])
     if not doc["agreement"]["agree"]:
         print("the passes disagree: " + "; ".join(doc["agreement"]["problems"]))
         return 1

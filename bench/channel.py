@@ -283,8 +283,5 @@ def main(args, log) -> int:
         shutil.rmtree(tmp_root, ignore_errors=True)
     print()
     print(render(doc))
-    out = args.out or DEFAULT_OUT
-    out = out if os.path.isabs(out) else os.path.abspath(out)
-    report.write_json(doc, out)
-    print(f"\nwrote {out}  ({doc['parameters']['elapsed_s']:.0f} s)")
+    report.save(doc, args.out, DEFAULT_OUT, doc["parameters"]["elapsed_s"])
     return 1 if (args.check and not doc["target"]["met"]) else 0

@@ -222,6 +222,14 @@ def build_json(results: list[WorkloadResult], info: dict, sizes: Sizes, args,
     }
 
 
+def save(doc: dict, out: str | None, default: str, elapsed_s: float) -> str:
+    """Write a suite's JSON to `out` (--out) or its default path, say where; return the path."""
+    path = os.path.abspath(out or default)
+    write_json(doc, path)
+    print(f"\nwrote {path}  ({elapsed_s:.0f} s)")
+    return path
+
+
 def write_json(doc: dict, path: str) -> None:
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
