@@ -36,8 +36,7 @@ _INDEX_NAMES = {keys.POS: "position", keys.MSGID: "msg_id", keys.UNIQ: "unique_i
                 keys.CORREL: "correl_id", keys.CONFIRM: "confirm id", keys.LOCK: "lock id",
                 keys.LEASE: "lease", keys.EXPIRY: "expiry", keys.TX: "transaction",
                 keys.TX_TIMEOUT: "transaction timeout", keys.MSGID_RUN: "msg_id", keys.UNIQ_RUN: "unique_id"}
-_IDENTITY_KIND = {keys.MSGID: keys.MSGID, keys.MSGID_RUN: keys.MSGID, keys.UNIQ: keys.UNIQ, keys.UNIQ_RUN: keys.UNIQ}
-_RUN_TAGS = tuple(_IDENTITY_KIND)
+
 # arrival times come from the clock of whichever process received; clocks of the processes
 # sharing a store differ by seconds, so a time a day ahead is a clock set wrong or damage
 _SEEN_FUTURE_US = 86400 * 1_000_000
@@ -164,7 +163,7 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
     have: dict[bytes, bytes] = {}
     runs = []
     for k, v in t.lt.cursor(db=dbs["idx"]):
-        if k[:1] in _RUN_TAGS:
+        if k[:1] in identity.KIND:
             runs.append((bytes(k), bytes(v)))
         else:
             have[bytes(k)] = bytes(v)
@@ -208,7 +207,7 @@ def _check_runs(runs: list[tuple[bytes, bytes]], identities: dict[int, tuple[byt
         except struct.error:
             report(f"{name} index: entry {key.hex()} is malformed")
             continue
-        kind = _IDENTITY_KIND[tag]
+        kind = identity.KIND[tag]
         least, most = (1, 1) if kind == tag else (2, identity.MAX_RUN)  # a message's own, or a run
         if not least <= count <= most:
             report(f"{name} index: entry {key.hex()} claims {count} messages ({least}..{most})")

@@ -30,27 +30,29 @@ from . import keys
 from .records import Message
 
 MAX_RUN = 256  # also bounds how far a lookup walks back from the id it looks for
-_RUN_VALUE = struct.Struct(">IBH")  # qid, 7-priority, count
-_LOCATION_SIZE = 5
-_ORDINAL = {keys.MSGID: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ: keys.ORIGIN_TIME_SEQ_KEY,
-            keys.MSGID_RUN: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ_RUN: keys.ORIGIN_TIME_SEQ_KEY}
+KIND = {keys.MSGID: keys.MSGID, keys.MSGID_RUN: keys.MSGID, keys.UNIQ: keys.UNIQ, keys.UNIQ_RUN: keys.UNIQ}
+"""Each tag of this index → the id it is for: msg_id (M, N) or unique id (U, V)."""
 _RUN_OF = {keys.MSGID: keys.MSGID_RUN, keys.UNIQ: keys.UNIQ_RUN}
+_ORDINAL = {keys.MSGID: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ: keys.ORIGIN_TIME_SEQ_KEY}  # by kind
+_LOCATION_SIZE = len(keys.location(0, 0))
+_COUNT = struct.Struct(">H")  # after the location, in a run's value
 _LAST_SEQ = (1 << 64) - 1
 
 
 def run_count(value: bytes) -> int:
     """The number of messages an entry stands for: one for a message's own (a location)."""
-    return 1 if len(value) == _LOCATION_SIZE else _RUN_VALUE.unpack(value)[2]
+    return 1 if len(value) == _LOCATION_SIZE else _COUNT.unpack_from(value, _LOCATION_SIZE)[0]
 
 
 def parse_run(key: bytes, value: bytes) -> tuple[bytes, bytes, int, int, bytes, int]:
     """(tag, origin, first ordinal, first seq, location, count) of an M, U, N or V entry."""
-    tag, origin, ordinal, seq = _ORDINAL[key[:1]].unpack(key)
+    tag, origin, ordinal, seq = _ORDINAL[KIND[key[:1]]].unpack(key)
     return tag, origin, ordinal, seq, bytes(value[:_LOCATION_SIZE]), run_count(value)
 
 
 def run_entries(qid: int, messages: Iterable[Message]) -> list[tuple[bytes, bytes]]:
-    """The M and U entries of messages of one queue being stored, in runs."""
+    """The msg_id and unique-id entries of messages of one queue being stored: N and V for
+    each run of them, M and U for a message alone."""
     out: list[tuple[bytes, bytes]] = []
     count = 0
     first = None
@@ -74,7 +76,7 @@ def _emit(out: list[tuple[bytes, bytes]], qid: int, first: Message, count: int) 
     if count == 1:  # a message alone: entries of its own, found by their prefix
         m_tag, u_tag, value = keys.MSGID, keys.UNIQ, keys.location(qid, first.priority)
     else:
-        m_tag, u_tag, value = keys.MSGID_RUN, keys.UNIQ_RUN, _RUN_VALUE.pack(qid, 7 - first.priority, count)
+        m_tag, u_tag, value = keys.MSGID_RUN, keys.UNIQ_RUN, keys.location(qid, first.priority) + _COUNT.pack(count)
     out.append((keys.ORIGIN_N_SEQ_KEY.pack(m_tag, first.origin, first.msg_n, first.seq), value))
     out.append((keys.ORIGIN_TIME_SEQ_KEY.pack(u_tag, first.origin, first.put_time, first.seq), value))
 
@@ -82,53 +84,37 @@ def _emit(out: list[tuple[bytes, bytes]], qid: int, first: Message, count: int) 
 def members(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int) -> list[tuple[int, bytes]]:
     """(seq, location) of every message the index says has this msg_id number (tag M) or put
     time (tag U), seq ascending: the messages' own entries under the id's prefix, then the runs
-    that may cover the id, walking back from it."""
-    layout = _ORDINAL[tag]
+    that cover the id."""
     found = []
-    prefix = layout.pack(tag, origin, ordinal, 0)[:-keys.SEQ_SIZE]
+    prefix = _ORDINAL[tag].pack(tag, origin, ordinal, 0)[:-keys.SEQ_SIZE]
     if cur.set_range(prefix):
         for key, value in cur:
             if not key.startswith(prefix):
                 break
             found.append((keys.seq_of(key), bytes(value[:_LOCATION_SIZE])))
-    run_tag = _RUN_OF[tag]
-    runs = run_tag + origin
-    ok = cur.prev() if cur.set_range(layout.pack(run_tag, origin, ordinal, _LAST_SEQ)) else cur.last()
-    while ok:
-        key, value = cur.item()
-        if not key.startswith(runs):
-            break
-        _, _, first, seq = layout.unpack(key)
-        if first <= ordinal - MAX_RUN:
-            break
-        if ordinal - first < run_count(value):
-            found.append((seq + ordinal - first, bytes(value[:_LOCATION_SIZE])))
-        ok = cur.prev()
+    found += ((seq, location) for _, seq, _, _, location in _runs_covering(cur, tag, origin, ordinal))
     found.sort()
     return found
 
 
-def _run_of(cur: lmdb.Cursor, m: Message) -> tuple[bytes, int, int, bytes] | None:
-    """(N key, first seq, count, location) of the run holding `m`, or None: `m` has entries of
-    its own (or the store is damaged)."""
-    prefix = keys.MSGID_RUN + m.origin
-    probe = keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID_RUN, m.origin, m.msg_n, m.seq)
-    if cur.set_range(probe):
-        ok = cur.key() == probe or cur.prev()
-    else:
-        ok = cur.last()
+def _runs_covering(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int):
+    """(key, member seq, first seq, count, location) of each run covering the id, walking back
+    from it over the runs whose first id is within MAX_RUN (a copy's run may cover an id from
+    behind shorter ones)."""
+    layout, run_tag = _ORDINAL[tag], _RUN_OF[tag]
+    prefix = run_tag + origin
+    ok = cur.prev() if cur.set_range(layout.pack(run_tag, origin, ordinal, _LAST_SEQ)) else cur.last()
     while ok:
         key, value = cur.item()
         if not key.startswith(prefix):
-            return None
-        _, _, n, seq = keys.ORIGIN_N_SEQ_KEY.unpack(key)
-        if n <= m.msg_n - MAX_RUN:
-            return None
+            return
+        _, _, first, seq = layout.unpack(key)
+        if first <= ordinal - MAX_RUN:
+            return
         count = run_count(value)
-        if m.seq - seq == m.msg_n - n and 0 <= m.seq - seq < count:
-            return bytes(key), seq, count, bytes(value[:_LOCATION_SIZE])
+        if ordinal - first < count:
+            yield bytes(key), seq + ordinal - first, seq, count, bytes(value[:_LOCATION_SIZE])
         ok = cur.prev()
-    return None
 
 
 def release(lt: lmdb.Transaction, dbs: dict, messages: Iterable[Message]) -> None:
@@ -144,10 +130,10 @@ def release(lt: lmdb.Transaction, dbs: dict, messages: Iterable[Message]) -> Non
         if lt.delete(keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, m.origin, m.msg_n, m.seq), db=idx):
             lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ, m.origin, m.put_time, m.seq), db=idx)
             continue  # it had entries of its own
-        run = _run_of(cur, m)
+        run = next((r for r in _runs_covering(cur, keys.MSGID, m.origin, m.msg_n) if r[1] == m.seq), None)
         if run is None:
-            continue
-        key, seq, count, location = run
+            continue  # no run holds it: a damaged store (check says so)
+        key, _, seq, count, location = run
         touched[key] = (seq, count, location, m)
     if not touched:
         return

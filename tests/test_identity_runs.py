@@ -11,16 +11,13 @@ from store import NewMessage, Store, errors, identity, keys
 from store.records import parse_msg_id
 
 
-_KIND = {keys.MSGID: keys.MSGID, keys.MSGID_RUN: keys.MSGID, keys.UNIQ: keys.UNIQ, keys.UNIQ_RUN: keys.UNIQ}
-
-
 def run_entries(store: Store) -> dict[bytes, list[tuple]]:
     """The msg_id (M and N) and unique-id (U and V) entries of a store, parsed, by kind."""
     out: dict[bytes, list[tuple]] = {keys.MSGID: [], keys.UNIQ: []}
     with store._env.begin() as lt:
         for key, value in lt.cursor(db=store._dbs["idx"]):
-            if key[:1] in _KIND:
-                out[_KIND[key[:1]]].append(identity.parse_run(bytes(key), bytes(value)))
+            if key[:1] in identity.KIND:
+                out[identity.KIND[key[:1]]].append(identity.parse_run(bytes(key), bytes(value)))
     return out
 
 
