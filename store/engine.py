@@ -410,7 +410,8 @@ class Store(Forwarding):
     # ---- get ---------------------------------------------------------------------------
 
     def get(self, queue: str, *, wait: float | None = FOREVER, msg_id: str | None = None,
-            unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
+            unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
+            priority: int | None = None,
             confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
             deliver: Callable[[list[Message]], None] | None = None, tx: int | None = None) -> Message:
         """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
@@ -419,7 +420,8 @@ class Store(Forwarding):
                              lock_id=lock_id, lease=lease, deliver=deliver, tx=tx)[0]
 
     def get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
-                 unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
+                 unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
+                 priority: int | None = None,
                  confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
                  deliver: Callable[[list[Message]], None] | None = None,
                  tx: int | None = None) -> list[Message]:

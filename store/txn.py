@@ -585,16 +585,18 @@ class Txn:
 
     def by_msg_id(self, origin: bytes, n: int) -> Iterator[Message]:
         """Every message with the msg_id `origin\\n` (a copy keeps its msg_id), in seq order."""
-        for seq, location in identity.members(self.lt.cursor(db=self.idx_db), keys.MSGID, origin, n):
-            m = self.load(seq, location)
-            if m is not None and m.msg_n == n and m.origin == origin:
-                yield m
+        return self._by_identity(keys.MSGID, "msg_n", origin, n)
 
     def by_unique_id(self, origin: bytes, put_time: int) -> Iterator[Message]:
         """Every message with the MQe unique id `origin:put_time` (copies keep it), in seq order."""
-        for seq, location in identity.members(self.lt.cursor(db=self.idx_db), keys.UNIQ, origin, put_time):
+        return self._by_identity(keys.UNIQ, "put_time", origin, put_time)
+
+    def _by_identity(self, kind: bytes, field: str, origin: bytes, ordinal: int) -> Iterator[Message]:
+        """The messages the msg_id (M) or unique-id (U) index gives for an id, each checked to
+        carry it still (a run outlives some of its messages)."""
+        for seq, location in identity.members(self.lt.cursor(db=self.idx_db), kind, origin, ordinal):
             m = self.load(seq, location)
-            if m is not None and m.put_time == put_time and m.origin == origin:
+            if m is not None and m.origin == origin and getattr(m, field) == ordinal:
                 yield m
 
     def by_lookup_id(self, q: QueueInfo, lookup_id: int) -> Iterator[Message]:
