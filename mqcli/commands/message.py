@@ -243,6 +243,7 @@ def get(
       mqcli get orders --confirm-id 42 --lease 1m -o json && mqcli confirm orders --confirm-id 42
       mqcli get orders --all -o jsonl > drained.jsonl
       mqcli get orders --tx "$T" -o json > order.json
+      mqcli get orders --unique-id "$(mqcli browse orders -n 1 -o json | jq -r '.[0].unique_id')"
     """
     if count is not None and all_:
         raise UsageError("give --count or --all, not both")
