@@ -373,9 +373,16 @@ class Txn:
         c.put_time = first_time + n - 1
         return first_n, first_time
 
-    def check_enqueue(self, q: QueueInfo, messages: list[Message]) -> None:
+    def check_enqueue(self, q: QueueInfo, messages: list[Message],
+                      over_queue_quota: list[Message] | None = None) -> None:
         """The checks of seed 000 §3.1.7.1.9 for each message in turn, in the seed's order;
-        each message counts the ones before it in the same batch."""
+        each message counts the ones before it in the same batch.
+
+        With `over_queue_quota` (arrivals from another queue manager) a message over the queue's
+        quota is added to that list instead of failing the batch: MSMQ dead-letters it on the
+        computer where delivery failed. It still counts against the store quota, as it goes
+        to this store's dead-letter queue.
+        """
         store_quota = self.meta_int(keys.META_QUOTA)
         store_used = self.counters.bytes
         queue_used = self.qstats(q.qid)[1]
@@ -395,9 +402,13 @@ class Txn:
                     f"the store quota of {store_quota} bytes would be exceeded "
                     f"({store_used} used, message {size})")
             if q.quota and queue_used + size > q.quota:
-                raise QueueQuotaExceeded(
-                    f"the quota of queue {q.name!r} ({q.quota} bytes) would be exceeded "
-                    f"({queue_used} used, message {size})")
+                if over_queue_quota is None:
+                    raise QueueQuotaExceeded(
+                        f"the quota of queue {q.name!r} ({q.quota} bytes) would be exceeded "
+                        f"({queue_used} used, message {size})")
+                over_queue_quota.append(m)
+                store_used += size
+                continue
             if m.expires is not None and m.expires <= now:
                 raise MessageExpired("the message expired before it could be enqueued")
             store_used += size

@@ -312,6 +312,22 @@ def test_sigterm_while_connecting_stops_without_waiting_for_the_timeout(net):
         silent.close()
 
 
+def test_an_arrival_over_its_queue_quota_is_dead_lettered_and_the_rest_still_arrive(net):
+    # MSMQ: a message whose destination queue is over its quota is undeliverable and goes to
+    # the dead-letter queue where delivery failed; it must not hold up the other messages
+    assert mqcli(net.b, "queue", "set", "q", "--quota", "1500").code == 0
+    put(net.a, DEST, [b"x" * 600] * 3)
+    put(net.a, "DIRECT=OS:qmB\\q2", [b"other"])
+    put(net.a, DEST, [b"gone" * 200], dead_letter=False)
+    dispatch_json(net.a, "--once")
+    assert outgoing(net.a, DEST).messages == 0
+    assert [m.body for m in browse(net.b, "q")] == [b"x" * 600] * 2
+    assert [m.body for m in browse(net.b, "q2")] == [b"other"]
+    (dead,) = browse(net.b, "dead-letter")
+    assert (dead.body, dead.original_queue) == (b"x" * 600, "q")
+    assert dead.dead_letter_reason == "queue quota exceeded (1500 bytes)"
+
+
 def test_a_receiver_over_its_quota_refuses_the_batch_and_the_sender_retries_later(net):
     assert mqcli(net.b, "qmgr", "set", "--quota", "1000").code == 0
     put(net.a, DEST, [b"x" * 600] * 3)

@@ -8,7 +8,13 @@ import stat
 import pytest
 
 from store import NewMessage, Store, links, trace
-from store.errors import BadData, InvalidArgument, QueueNotAvailable, StorePermission
+from store.errors import (
+    BadData,
+    InvalidArgument,
+    QueueNotAvailable,
+    StorePermission,
+    StoreQuotaExceeded,
+)
 from store.links import LinkExists, LinkNotFound
 
 TO_B = "DIRECT=OS:qmB\\orders"
@@ -193,6 +199,25 @@ def test_arrivals_that_expired_or_have_no_queue_are_dead_lettered(qms, clock):
     assert reasons[0] == (b"late", "expired in transit")
     assert reasons[1][0] == b"lost" and reasons[1][1].startswith("destination not available")
     assert len(reasons) == 2 and b.browse("orders") == []
+
+
+def test_arrivals_over_the_queue_quota_are_dead_lettered_in_turn_over_the_store_quota_refused(qms):
+    a, b = qms
+    b.set_queue("orders", quota=10)
+    a.put_many(TO_B, [NewMessage(b"123456"), NewMessage(b"789012"), NewMessage(b"3456"),
+                      NewMessage(b"no-dlq", dead_letter=False)])
+    assert send(a, b) == (2, 0)  # seed 000 checks each message in turn: the 4-byte one still fits
+    assert [m.body for m in b.browse("orders")] == [b"123456", b"3456"]
+    (dead,) = b.browse("dead-letter")
+    assert (dead.body, dead.original_queue, dead.dead_letter_reason) == (
+        b"789012", "orders", "queue quota exceeded (10 bytes)")
+    assert b.info().bytes == 16 and a.outgoing_show(TO_B).messages == 0
+    b.set_qmgr(quota=20)  # the store quota (status 2) is checked first and refuses the batch
+    a.put(TO_B, b"12345")
+    taken = a.outgoing_take(TO_B)
+    with pytest.raises(StoreQuotaExceeded):
+        b.receive(a.info().guid, taken.items)
+    assert b.info().bytes == 16 and len(b.browse("dead-letter")) == 1
 
 
 def test_a_malformed_batch_stores_nothing(qms):
