@@ -213,6 +213,59 @@ def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int)
     return dt
 
 
+def lmdb_store_pattern_get_confirm(workdir: str, n: int, body: bytes, batch: int) -> float:
+    """Raw py-lmdb writing what one two-phase get and its confirm must write, with the store's
+    sync settings: a light commit (data pages synced, meta page not: metasync=False) moves the
+    record from its position to the in-flight table with confirm and lease entries; a durable
+    commit (then env.sync) deletes it with every index entry and updates the counters. Context:
+    the floor of the store's design for workload 4 (three fdatasyncs a pair), without any of
+    its Python."""
+    import lmdb
+
+    env = lmdb.open(os.path.join(workdir, "lmdb-pattern"), map_size=MAP_SIZE, max_dbs=4,
+                    metasync=False)
+    try:
+        pos, msg, idx, meta = (env.open_db(name) for name in (b"pos", b"msg", b"idx", b"meta"))
+        origin = bytes(range(16))
+        total = n + WARM_SINGLE
+        for start in range(0, total, batch):
+            with env.begin(write=True) as txn:
+                for i in range(start, min(start + batch, total)):
+                    key = _pack(i + 1)
+                    txn.put(b"P\0\0\0\3\4" + key, body, db=pos)
+                    txn.put(b"M" + origin + key[4:] + key, b"", db=idx)
+                    txn.put(b"U" + origin + key + key, b"", db=idx)
+        env.sync(True)
+        begin = env.begin
+        t0 = 0.0
+        for i in range(total):
+            if i == WARM_SINGLE:
+                t0 = perf_counter()
+            with begin(write=True) as txn:  # get with a confirm id: a light commit
+                cur = txn.cursor(db=pos)
+                cur.first()
+                key, record = cur.key()[-8:], cur.value()
+                cur.delete()
+                txn.put(key, record, db=msg)
+                txn.put(b"K\0\0\0\3" + key + b"\4" + key, b"", db=idx)
+                txn.put(b"E" + key + key, b"", db=idx)
+            with begin(write=True) as txn:  # confirm: a durable commit
+                txn.delete(key, db=msg)
+                txn.delete(b"K\0\0\0\3" + key + b"\4" + key, db=idx)
+                txn.delete(b"E" + key + key, db=idx)
+                txn.delete(b"M" + origin + key[4:] + key, db=idx)
+                txn.delete(b"U" + origin + key + key, db=idx)
+                txn.put(b"counters", key * 5, db=meta)
+            env.sync(True)
+        dt = perf_counter() - t0
+        with env.begin() as txn:
+            _expect("pattern positions left", txn.stat(pos)["entries"], 0)
+            _expect("pattern index entries left", txn.stat(idx)["entries"], 0)
+    finally:
+        env.close()
+    return dt
+
+
 def lmdb_put_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
     env = _lmdb_open(workdir)
     try:
@@ -547,6 +600,7 @@ WORKLOADS: list[Workload] = [
         store_op="st.get(q, wait=0, confirm_id=i); st.confirm(q, i)",
         contenders={
             STORE: ("st.get(q, wait=0, confirm_id=i); st.confirm(q, i)", store_get_confirm),
+            LMDB_PATTERN: ("a light commit moving the record, a durable one deleting it", lmdb_store_pattern_get_confirm),
             PQ: ("SQLiteAckQueue: item = get(block=False); ack(item)", pq_get_ack),
             LQ: ("LiteQueue: m = pop(); done(m.message_id)", lq_get_done),
             LQ_FULL: ("LiteQueue pop+done, synchronous=FULL", lq_full_get_done),

@@ -17,7 +17,7 @@ WORKLOADS = {
     "put_single": {"store", "py-lmdb", "py-lmdb/store-pattern", "persist-queue", "litequeue", "litequeue/FULL"},
     "put_batched": {"store", "py-lmdb"},
     "get_batched": {"store", "py-lmdb"},
-    "get_confirm": {"store", "persist-queue", "litequeue", "litequeue/FULL"},
+    "get_confirm": {"store", "py-lmdb/store-pattern", "persist-queue", "litequeue", "litequeue/FULL"},
     "tx_commit": {"store", "py-lmdb"},
     "label_decode": {"store", "store/distinct-seconds", "store/parser-only"},
 }
