@@ -4,7 +4,9 @@ each (RELIABILITY_ROUNDS kills each when set), and restarted after each kill. At
 carry unique ids), nothing is left in qmA's outgoing queue, and both stores pass `mqcli check`.
 
 A kill lands at a random point of the transfer: the test waits until qmB holds a random number
-of messages past the previous kill, then a random 0-50 ms more. CHANNEL_FAULT_SEED fixes the
+of messages past the previous kill, then a random 0-20 ms more. The last kill point leaves 5,000
+messages to go: at ~75,000 msg/s that is ~65 ms, more than the wait's own latency, and the
+test asserts that the last dispatcher was killed before the transfer ended. CHANNEL_FAULT_SEED fixes the
 randomness (the seed is printed on failure)."""
 
 import os
@@ -75,8 +77,8 @@ def follower(store, *args):
 def kill_point(rng, previous: int, kill: int) -> int:
     """A random count of received messages to kill at: later than the previous kill, leaving
     room for the kills to come."""
-    share = (N - 2000) // KILLS
-    return min(N - 1000, max(previous + 1, kill * share + rng.randrange(share)))
+    share = (N - 6000) // KILLS
+    return min(N - 5000, max(previous + 1, kill * share + rng.randrange(share)))
 
 
 def verify(a, b) -> None:
@@ -104,7 +106,7 @@ def test_dispatcher_killed_at_random_moments_delivers_each_message_once(tmp_path
             d = follower(a, "--batch", str(rng.choice((50, 100, 200))))
             try:
                 reached = wait_until(lambda t=target: (n := depth(b)) >= t and n, 120, f"{target} messages at qmB")
-                time.sleep(rng.uniform(0, 0.05))
+                time.sleep(rng.uniform(0, 0.02))
                 os.kill(d.pid, signal.SIGKILL)
                 d.communicate(timeout=30)
                 assert d.returncode == -signal.SIGKILL
@@ -112,10 +114,13 @@ def test_dispatcher_killed_at_random_moments_delivers_each_message_once(tmp_path
                 if d.poll() is None:
                     d.kill()
                     d.communicate(timeout=30)
-        assert reached < N  # every kill landed before the end of the transfer
+        with Store.open(a) as st:
+            left = st.outgoing_show(DEST)
+        assert left.messages > 0  # the last kill landed before the end of the transfer
         r = mqcli(a, "dispatch", "--once", timeout=300)  # returns what the last one left in flight
         assert r.code == 0, r
-        assert "returned" in r.stderr and "left in flight by an earlier dispatcher" in r.stderr
+        if left.in_flight:  # none if the kill fell between a batch's ack and the next take
+            assert "returned" in r.stderr and "left in flight by an earlier dispatcher" in r.stderr
         assert listener.stop() == 0
     verify(a, b)
     tally("dispatch (channel)", seed)
@@ -132,7 +137,7 @@ def test_listener_killed_at_random_moments_delivers_each_message_once(tmp_path, 
         for kill in range(KILLS):
             target = kill_point(rng, reached, kill)
             reached = wait_until(lambda t=target: (n := depth(b)) >= t and n, 120, f"{target} messages at qmB")
-            time.sleep(rng.uniform(0, 0.05))
+            time.sleep(rng.uniform(0, 0.02))
             listener.kill()
             assert listener.proc.returncode == -signal.SIGKILL
             listener = ListenerProc(b, key, port)
