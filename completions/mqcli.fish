@@ -177,7 +177,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'info' -d 'Show the queue manager: ide
 complete -c mqcli -n '__mqcli_at \'\'' -a 'check' -d 'Verify that every record and index entry of the store agree (exit 11 if not).'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'backup' -d 'Copy the store, compacted and consistent, while other processes keep using it.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'sweep' -d 'Expire messages past their ttl, undo lapsed leases, abort timed-out transactions (also done on every write).'
-complete -c mqcli -n '__mqcli_at \'\'' -a 'stats' -d 'Per queue: depth by state and priority, bytes, oldest message.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'stats' -d 'Per queue: depth by state and priority, bytes, oldest message, last put and get.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'put' -d 'Put a message (or many) on a queue; prints each new msg_id.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'get' -d 'Get (destructively) the next message; with --confirm-id, a two-phase get.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'browse' -d 'Show messages in queue order without taking them; --lock locks them (MQe browseWithLock).'

@@ -178,9 +178,10 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
 
     total = [0, 0]
     for qid, q in queues.items():
-        stored = t.qstats(qid)
         actual = counted.get(qid, [0, 0])
-        if stored != actual:
+        raw = t.lt.get(keys.qstats_key(qid), db=t.dbs["meta"])
+        malformed = raw is not None and len(raw) != keys.QSTATS.size  # _check_queue_meta says so
+        if not malformed and (stored := t.qstats(qid)) != actual:
             report(f"queue {q.name!r}: counters say {stored[0]} messages / {stored[1]} bytes, found {actual[0]} / {actual[1]}")
         total[0] += actual[0]
         total[1] += actual[1]
@@ -190,6 +191,7 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
     if t.counters.seq < max_seq:
         report(f"SequentialID {t.counters.seq} is behind the newest message ({max_seq})")
 
+    _check_queue_meta(t, queues, report)
     _check_links(t, report)
     _check_outq(t, queues_by_key, report)
     _check_seen(t, report)
@@ -240,6 +242,24 @@ def _check_links(t: Txn, report: Callable[[str], None]) -> None:
             continue
         if key != links.key(link.name):
             report(f"links entry {key!r}: holds link {link.name!r}, whose key is {links.key(link.name)!r}")
+
+
+def _check_queue_meta(t: Txn, queues: dict[int, QueueInfo], report: Callable[[str], None]) -> None:
+    """The per-queue meta entries (counters ``q``, put and get times ``t``) name live queues."""
+    cur = t.lt.cursor(db=t.dbs["meta"])
+    for tag, layout, what in ((b"q", keys.QSTATS, "counters"), (b"t", keys.QTIMES, "put and get times")):
+        if not cur.set_range(tag):
+            continue
+        for key, raw in cur:
+            if key[:1] != tag:
+                break
+            if bytes(key) in keys.META_NAMES:  # "quota", "qidn", "txid", "throttled"
+                continue
+            if len(key) != 5 or len(raw) != layout.size:
+                report(f"meta entry {bytes(key)!r}: not the {what} of a queue")
+            elif keys.U32.unpack(key[1:])[0] not in queues:
+                report(f"meta entry {bytes(key)!r}: {what} of queue number {keys.U32.unpack(key[1:])[0]}, "
+                       "which does not exist")
 
 
 def _check_outq(t: Txn, queues_by_key: dict[bytes, QueueInfo], report: Callable[[str], None]) -> None:

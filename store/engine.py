@@ -90,6 +90,8 @@ class QueueStats:
     by_state: dict[str, int]
     by_priority: dict[int, int]
     oldest_put_time: int | None = None
+    last_put: int | None = None  # when a message was last put on the queue, µs since the epoch
+    last_get: int | None = None  # when one was last got from it (None: never)
 
 
 @dataclass(slots=True)
@@ -277,8 +279,9 @@ class Store(Forwarding):
 
     def _queue_info(self, t: Txn, q: QueueInfo) -> QueueInfo:
         count, size = t.qstats(q.qid)
-        available = t.count_available(q.qid)
-        return replace(q, depth=count, bytes=size, available=available)
+        last_put, last_get = t.queue_times(q.qid)
+        return replace(q, depth=count, bytes=size, available=t.count_available(q.qid),
+                       last_put=last_put, last_get=last_get)
 
     def queue_info(self, name: str) -> QueueInfo:
         return self._read(lambda t: self._queue_info(t, t.queue(name)))
@@ -326,9 +329,7 @@ class Store(Forwarding):
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
             t.lt.delete(queue_key(q.name), db=self._dbs["outq"])  # an outgoing queue's dispatch state
             t.lt.delete(U32.pack(q.qid), db=self._dbs["qids"])
-            t.lt.delete(keys.qstats_key(q.qid), db=self._dbs["meta"])
-            t.qstats(q.qid)  # keep flush from writing the counters back
-            del t._qstats[q.qid]
+            t.forget_queue(q.qid)
             t.durable = True
             return len(doomed)
         return self._write(delete)
@@ -457,7 +458,7 @@ class Store(Forwarding):
                 found = t.take(q, f, count, lock_id)
                 if confirm_id is None:
                     t.remove_many(found)
-                    t.journal(q, found)
+                    t.got(q, found)
                 else:
                     for m in found:  # two-phase read (seed 002 iTwoPhaseRead)
                         t.transition(
@@ -549,7 +550,7 @@ class Store(Forwarding):
                 else:
                     t.remove(m)
                     got.append(m)
-            t.journal(q, got)  # a confirmed get is a get
+            t.got(q, got)  # a confirmed get is a get
             return len(pending)
         return self._write(confirm)
 
@@ -694,6 +695,7 @@ class Store(Forwarding):
                     st.by_priority[m.priority] += 1
                     oldest = m.put_time if oldest is None else min(oldest, m.put_time)
                 st.oldest_put_time = oldest
+                st.last_put, st.last_get = t.queue_times(q.qid)
                 out.append(st)
             return out
         return self._read(read)

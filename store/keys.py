@@ -32,8 +32,10 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
 - ``msg``   ``seq(8)`` → the record of an *in-flight* message (any state but available); it moves
   back to its position entry when the message is available again.
 - ``txs``   ``tx(8)`` → the transaction record (JSON: created, deadline, queues touched).
-- ``meta``  identity and counters of the queue manager (names below), and
-  ``q qid(4)`` → ``count(8) bytes(8)`` per queue.
+- ``meta``  identity and counters of the queue manager (names below),
+  ``q qid(4)`` → ``count(8) bytes(8)`` per queue, and ``t qid(4)`` → ``last put(8) last get(8)``
+  per queue (µs since the epoch, 0 for never; IBM MQ's LPUTTIME / LGETTIME). The ``t`` entry
+  is written only by commits that put or get, in the ``meta`` page they write anyway.
 - ``queues`` casefolded name → queue record (JSON); ``qids`` ``qid(4)`` → casefolded name.
 - ``links`` casefolded link name → link record (JSON, store/links.py).
 - ``outq``  casefolded outgoing queue name → its dispatch state (JSON, store/outgoing.py).
@@ -65,10 +67,13 @@ META_QUOTA = b"quota"
 META_TX_ID = b"txid"
 META_THROTTLED = b"throttled"
 META_MAX_MESSAGE_SIZE = b"maxmsgsize"  # absent (0): records.DEFAULT_MAX_MESSAGE_SIZE
+META_NAMES = frozenset((META_FORMAT, META_GUID, META_NAME, META_CREATED, META_COUNTERS, META_NEXT_QID,
+                        META_QUOTA, META_TX_ID, META_THROTTLED, META_MAX_MESSAGE_SIZE))
 
 U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")
 QSTATS = struct.Struct(">QQ")
+QTIMES = struct.Struct(">qq")
 # tag, then the fields of the key functions below, in their order (7-priority where a priority is)
 POS_KEY = struct.Struct(">cIBQ")
 ID_IN_QUEUE_KEY = struct.Struct(">cIQBQ")
@@ -94,6 +99,10 @@ def seq_key(seq: int) -> bytes:
 
 def qstats_key(qid: int) -> bytes:
     return b"q" + U32.pack(qid)
+
+
+def qtimes_key(qid: int) -> bytes:
+    return b"t" + U32.pack(qid)
 
 
 def queue_prefix(qid: int) -> bytes:

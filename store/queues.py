@@ -34,6 +34,10 @@ class QueueInfo:
     depth: int = 0
     bytes: int = 0
     available: int = 0
+    # when a message was last put on the queue and last got from it, µs since the epoch; None:
+    # never (a store made by an mqcli that kept no times has none until the next put or get)
+    last_put: int | None = None
+    last_get: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

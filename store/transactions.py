@@ -82,7 +82,7 @@ def finish(t: Txn, tx_id: int, *, commit: bool) -> int:
                 t.remove(m)
         elif commit:
             t.remove(m)
-            t.journal(t.queue(m.queue), [m])  # SPEC §3: committed transactional gets too
+            t.got(t.queue(m.queue), [m])  # SPEC §3: committed transactional gets too
         else:
             t.backout(m, state=AVAILABLE)  # seed 002: the dequeue is undone, one more backout
     _forget(t, tx_id, record)

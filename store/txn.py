@@ -74,6 +74,7 @@ class Txn:
         self._queue_cache = {} if queue_cache is None else queue_cache
         self._qnames: dict[int, str] = {}
         self._qstats: dict[int, list[int]] = {}
+        self._qtimes: dict[int, list[int]] = {}  # qid -> [last put, last get] this commit set (0: not)
         self._meta: dict[bytes, int] = {}
         self._meta_dirty: set[bytes] = set()
         self._origin: bytes | None = None
@@ -123,6 +124,9 @@ class Txn:
             self.lt.put(keys.META_COUNTERS, self._counters.encode(), db=meta)
         for qid, (count, size) in self._qstats.items():
             self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
+        for qid, (put, got) in self._qtimes.items():
+            before_put, before_got = self._stored_times(qid)
+            self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(put or before_put, got or before_got), db=meta)
 
     # ---- queues ------------------------------------------------------------------------
 
@@ -159,10 +163,14 @@ class Txn:
         self.durable = True
         return q
 
-    def journal(self, q: QueueInfo, removed: list[Message]) -> None:
-        """A journaled queue keeps a copy of each message a get removes in NAME;journal (SPEC
-        §3), made on first use, with the removal time in the property mqcli.journal_time."""
-        if not q.journal or not removed:
+    def got(self, q: QueueInfo, removed: list[Message]) -> None:
+        """Messages a get removed (a plain get, a confirmed one, a committed transactional one):
+        the queue's last get time, and a copy of each in NAME;journal if the queue is journaled
+        (SPEC §3; made on first use, with the removal time in the property mqcli.journal_time)."""
+        if not removed:
+            return
+        self._qtimes.setdefault(q.qid, [0, 0])[1] = self.now
+        if not q.journal:
             return
         jq = self.journal_queue(q.name)
         stamp = iso_time(self.now)
@@ -247,6 +255,26 @@ class Txn:
             stats = self._qstats[qid] = list(keys.QSTATS.unpack(raw)) if raw else [0, 0]
         return stats
 
+    def _stored_times(self, qid: int) -> tuple[int, int]:
+        raw = self.lt.get(keys.qtimes_key(qid), db=self.dbs["meta"])
+        return keys.QTIMES.unpack(raw) if raw else (0, 0)
+
+    def queue_times(self, qid: int) -> tuple[int | None, int | None]:
+        """When a message was last put on the queue and last got from it (None: never)."""
+        put, got = self._stored_times(qid)
+        pending = self._qtimes.get(qid)
+        if pending is not None:
+            put, got = pending[0] or put, pending[1] or got
+        return put or None, got or None
+
+    def forget_queue(self, qid: int) -> None:
+        """Delete a deleted queue's counters and times, and keep flush from writing them back."""
+        meta = self.dbs["meta"]
+        self.lt.delete(keys.qstats_key(qid), db=meta)
+        self.lt.delete(keys.qtimes_key(qid), db=meta)
+        self._qstats.pop(qid, None)
+        self._qtimes.pop(qid, None)
+
     # ---- records -----------------------------------------------------------------------
 
     def load(self, seq: int, location: bytes) -> Message | None:
@@ -316,6 +344,7 @@ class Txn:
         if len(held) < len(messages):
             self.woke.add(q.qid)
         self._count(q.qid, len(messages), size, durable=not all(m.express for m in messages))
+        self._qtimes.setdefault(q.qid, [0, 0])[0] = self.now
 
     def remove(self, m: Message) -> None:
         """Delete a message and every index entry pointing at it."""
@@ -697,7 +726,7 @@ class Txn:
         if taken:
             identity.release(lt, self.dbs, taken)
             self._count(q.qid, -len(taken), -size, durable)
-            self.journal(q, taken)
+            self.got(q, taken)
         return taken
 
     def take(self, q: QueueInfo, f: Filter, count: int, lock_id: int | None = None) -> list[Message]:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from cli_helpers import Cli
-from store import NewMessage, Store, links, outgoing
+from store import NewMessage, Store, keys, links, outgoing
 from store.keys import U32, U64
 
 # ---- init and info ------------------------------------------------------------------------
@@ -347,10 +347,22 @@ def _seen_without_its_time_entry(st):
     return [f"seen entry {key.hex()}: its time-ordered entry is missing, so it is never forgotten"]
 
 
+def _times_of_no_queue(st):
+    _put(st, "meta", keys.qtimes_key(999), keys.QTIMES.pack(1, 2))
+    return ["meta entry b't\\x00\\x00\\x03\\xe7': put and get times of queue number 999, which does not exist"]
+
+
+def _counters_cut_short(st):
+    qid = st.queue_info("q").qid
+    _put(st, "meta", keys.qstats_key(qid), b"\0" * 8)
+    return [f"meta entry {keys.qstats_key(qid)!r}: not the counters of a queue"]
+
+
 DAMAGE = [_bad_link_json, _link_without_fields, _link_whose_name_is_not_a_name, _link_under_another_key,
           _link_key_not_casefolded, _bad_state_json, _state_with_unknown_field, _state_of_no_queue,
           _state_of_a_local_queue, _seen_key_short, _seen_key_of_unknown_kind, _seen_time_short,
-          _seen_time_entry_with_a_value, _seen_in_the_future, _seen_without_its_time_entry]
+          _seen_time_entry_with_a_value, _seen_in_the_future, _seen_without_its_time_entry,
+          _times_of_no_queue, _counters_cut_short]
 
 
 def test_check_a_store_with_links_outgoing_state_and_arrivals(forwarding):
@@ -413,6 +425,22 @@ def test_stats_counts_depth_by_state_and_priority(cli):
     assert rows["dead-letter"]["depth"] == 0
     text = cli.ok("stats").out
     assert "p5:1" in text and "p3:2" in text
+
+
+def test_stats_and_queue_show_say_when_a_queue_was_last_put_to_and_got_from(cli):
+    _put_in_the_past(cli.store, 7200)
+    cli.put("q", "new")
+    before = cli.json("queue", "show", "q")
+    assert before["last_put"].endswith("Z") and before["last_get"] is None
+    cli.ok("get", "q")
+    rows = {r["queue"]: r for r in cli.json("stats")}
+    q = rows["q"]
+    assert (q["last_put"], q["put_age"]) == (before["last_put"], "0s")
+    assert q["last_get"].endswith("Z") and q["get_age"] == "0s"  # the get took the 2h-old message
+    assert (rows["dead-letter"]["last_put"], rows["dead-letter"]["get_age"]) == (None, "-")
+    assert cli.json("queue", "show", "q")["last_get"] == q["last_get"]
+    header = cli.ok("stats").out.splitlines()[0]
+    assert "last put" in header and "last get" in header
 
 
 def _put_in_the_past(path, seconds_ago, **put):

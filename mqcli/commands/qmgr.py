@@ -165,6 +165,9 @@ def _stats_rows(st: Store) -> list[dict]:
         row["oldest"] = iso(q.oldest_put_time)
         row["oldest_age_s"] = None if q.oldest_put_time is None else round((now - q.oldest_put_time) / 1e6, 3)
         row["age"] = age(q.oldest_put_time, now)
+        # IBM MQ's LPUTTIME / LGETTIME: is anything still putting, is anyone still getting?
+        row["last_put"], row["last_get"] = iso(q.last_put), iso(q.last_get)
+        row["put_age"], row["get_age"] = age(q.last_put, now), age(q.last_get, now)
         rows.append(row)
     return rows
 
@@ -175,7 +178,7 @@ def stats(
     interval: Annotated[str, typer.Option("--interval", help="Refresh interval with --watch.")] = "1s",
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
-    """Per queue: depth by state and priority, bytes, oldest message.
+    """Per queue: depth by state and priority, bytes, oldest message, last put and get.
 
     \b
     Example:
@@ -183,7 +186,8 @@ def stats(
     """
     s = session(ctx, store, output, quiet)
     columns = [("queue", "queue"), ("depth", "depth"), ("bytes", "bytes"),
-               *[(k, h) for k, h in _STATE_COLUMNS], ("age", "oldest")]
+               *[(k, h) for k, h in _STATE_COLUMNS], ("age", "oldest"), ("put_age", "last put"),
+               ("get_age", "last get")]
     with s.open() as st:
         if not watch:
             rows = _stats_rows(st)

@@ -38,6 +38,7 @@ def queue_doc(q: QueueInfo) -> dict:
     d = q.to_dict()
     d.pop("qid", None)
     d["created"] = iso(q.created)
+    d["last_put"], d["last_get"] = iso(q.last_put), iso(q.last_get)
     return d
 
 
