@@ -120,7 +120,8 @@ class Store(Forwarding):
     def __init__(self, path: Path, env: lmdb.Environment, dbs: dict[str, Any],
                  clock: Callable[[], float]) -> None:
         self.path = path
-        self._env = env
+        self._lmdb = env
+        self._pid = os.getpid()
         self._dbs = dbs
         self._clock = clock
         self._wait_dir = str(path / WAIT_DIR)
@@ -170,8 +171,19 @@ class Store(Forwarding):
         env.sync(True)
         return store
 
+    @property
+    def _env(self) -> lmdb.Environment:
+        """The LMDB environment, in the process that opened it only: LMDB handles do not
+        survive fork() ("use an MDB_env in the process which opened it, without fork()ing")."""
+        if os.getpid() != self._pid:
+            raise StoreUnavailable(
+                f"this handle on the store at {self.path} was opened by process {self._pid}, "
+                f"before a fork; open the store again in process {os.getpid()}")
+        return self._lmdb
+
     def close(self) -> None:
-        self._env.close()
+        if os.getpid() == self._pid:
+            self._lmdb.close()  # a forked child leaves its parent's handle alone
 
     def __enter__(self) -> Store:
         return self

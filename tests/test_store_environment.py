@@ -101,3 +101,31 @@ def test_stale_readers_of_killed_processes_are_cleared(tmp_path):
         st.create_queue("q")
         st.put("q", b"a")
         assert st.get("q", wait=0).body == b"a"
+
+
+def test_a_handle_used_after_fork_is_refused_and_the_parent_keeps_working(tmp_path):
+    st = Store.open(tmp_path / "s", create=True)
+    st.create_queue("q")
+    st.put("q", b"before")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: every use of the inherited handle is refused, close leaves it be
+        said = b"no error"
+        try:
+            st.put("q", b"from the child")
+        except errors.StoreUnavailable as exc:
+            said = str(exc).encode()
+        st.close()
+        os.write(write_end, said)
+        os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    said = os.read(read_end, 4096).decode()
+    os.close(read_end)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert said == (f"this handle on the store at {tmp_path / 's'} was opened by process {os.getpid()}, "
+                    f"before a fork; open the store again in process {pid}")
+    assert [m.body for m in st.browse("q")] == [b"before"]
+    st.put("q", b"after")
+    assert st.check() == [] and st.queue_info("q").depth == 2
+    st.close()
