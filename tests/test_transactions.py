@@ -146,20 +146,19 @@ def test_commit_of_10000_operations_is_one_lmdb_write_transaction(txq, monkeypat
     writes = []
     real_begin = txq._env.begin
 
-    class Env:
+    real_env = txq._env
+
+    class Env:  # the real environment, counting the write transactions begun
         def __getattr__(self, name):
-            return getattr(txq._env_real, name)
+            return getattr(real_env, name)
 
         def begin(self, *args, **kwargs):
             if kwargs.get("write"):
                 writes.append(1)
             return real_begin(*args, **kwargs)
-    txq._env_real = txq._env
-    txq._env = Env()
-    try:
-        assert txq.tx_commit(t) == 10_000
-    finally:
-        txq._env = txq._env_real
+    monkeypatch.setattr(txq, "_lmdb", Env())  # what Store._env hands out
+    assert txq.tx_commit(t) == 10_000
+    monkeypatch.undo()
     assert writes == [1]
     assert txq.queue_info("a").available == 10_000
 
