@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -63,6 +64,26 @@ class NewMessage:
     trace: bool = False
     report_queue: str | None = None
 
+    def wrong_type(self) -> str | None:
+        """Which field has a type a message cannot hold, said for a person; None if none has.
+        Not on the put path: put_many asks only after a TypeError (or the like) was raised."""
+        for name, kinds, what in _NEW_MESSAGE_TYPES:
+            value = getattr(self, name)
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                return f"{name} must be {what}, got {type(value).__name__} {value!r:.40}"
+        if self.props is not None and not all(type(k) is str and type(v) is str for k, v in self.props.items()):
+            return "props must map str names to str values"
+        return None
+
+
+_NEW_MESSAGE_TYPES = (
+    ("body", (bytes, bytearray), "bytes"), ("priority", (int,), "an int 0..7"),
+    ("correl_id", (str, type(None)), "a str or None"), ("label", (str,), "a str"),
+    ("props", (dict, type(None)), "a dict or None"), ("app_specific", (int,), "an int"),
+    ("ttl", (int, float, type(None)), "a number of seconds or None"),
+    ("report_queue", (str, type(None)), "a queue name (str) or None"),
+)
+
 
 @dataclass(slots=True)
 class StoreInfo:
@@ -109,9 +130,16 @@ def _check_id(value: int | None, what: str) -> None:
 def _seconds(value: float | None, what: str) -> int | None:
     if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"{what} must be a number of seconds, got {type(value).__name__} {value!r:.40}")
     if value <= 0:
         raise InvalidArgument(f"{what} must be positive, got {value}")
     return int(value * 1_000_000)
+
+
+def _check_count(value: int | None, what: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgument(f"{what} must be an int of at least 1, got {value!r:.40}")
 
 
 class Store(Forwarding):
@@ -375,26 +403,32 @@ class Store(Forwarding):
             since = now if in_flight else None
             lease_expires = now + lease_us if in_flight and lease_us else None
             out = []
-            for i, new in enumerate(batch):
-                expires = None if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
-                # positional for speed (this loop is the batched-put hot path); order as in Message
-                m = Message(
-                    new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
-                    0, first_time + i, expires, new.correl_id, new.label, dict(new.props) if new.props else {},
-                    new.app_specific, False, new.express, new.trace, new.dead_letter, new.report_queue,
-                    0, 0, confirm_id, None, None, lease_expires, since, None, None,
-                )
-                validate_fields(m)
-                out.append(m)
-            traced = [m for m in out if m.trace and m.report_queue]
-            for m in traced:
-                reports.keep_report_queue(t, m)
-            if tx is not None:
-                _transactional_queue(q, True)
-                transactions.prepare_enqueue(t, tx, transactions.load(t, tx), q.qid, out)
-            else:
-                _transactional_queue(q, False)
-            t.enqueue(q, out, transactional=tx is not None)
+            try:  # costs nothing until a field of the wrong type makes Python raise
+                for i, new in enumerate(batch):
+                    expires = None if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
+                    # positional for speed (this loop is the batched-put hot path); order as in Message
+                    m = Message(
+                        new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
+                        0, first_time + i, expires, new.correl_id, new.label, dict(new.props) if new.props else {},
+                        new.app_specific, False, new.express, new.trace, new.dead_letter, new.report_queue,
+                        0, 0, confirm_id, None, None, lease_expires, since, None, None,
+                    )
+                    validate_fields(m)
+                    out.append(m)
+                traced = [m for m in out if m.trace and m.report_queue]
+                for m in traced:
+                    reports.keep_report_queue(t, m)
+                if tx is not None:
+                    _transactional_queue(q, True)
+                    transactions.prepare_enqueue(t, tx, transactions.load(t, tx), q.qid, out)
+                else:
+                    _transactional_queue(q, False)
+                t.enqueue(q, out, transactional=tx is not None)  # encodes the records
+            except (TypeError, AttributeError, ValueError, struct.error):
+                wrong = next(filter(None, (new.wrong_type() for new in batch)), None)
+                if wrong is None:
+                    raise  # not the caller's types: a bug, shown as one
+                raise InvalidArgument(wrong) from None
             if traced:  # SPEC §7: a report when first enqueued at its origin, in this commit
                 reports.emit(t, traced, reports.ENQUEUED, delivered="=" not in q.name)
             return out
@@ -445,8 +479,9 @@ class Store(Forwarding):
         """
         if tx is not None and confirm_id is not None:
             raise InvalidArgument("a get is either in a transaction or two-phase, not both (seed 002)")
-        if count < 1:
-            raise InvalidArgument(f"count must be at least 1, got {count}")
+        _check_count(count, "count")
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))):
+            raise InvalidArgument(f"wait must be a number of seconds or None (forever), got {wait!r:.40}")
         _check_id(confirm_id, "confirm id")
         _check_id(lock_id, "lock id")
         lease_us = _seconds(lease, "lease")
@@ -831,8 +866,7 @@ def _states(states: str | Iterable[str] | None) -> set[str]:
 
 
 def _first(source: Iterable[Message], limit: int | None) -> list[Message]:
-    if limit is not None and limit < 1:
-        raise InvalidArgument(f"limit must be at least 1, got {limit}")
+    _check_count(limit, "limit")
     out = []
     for m in source:
         out.append(m)

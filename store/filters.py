@@ -19,6 +19,12 @@ class Filter:
     unique_id_parts: tuple[bytes, int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        for name, kind in (("msg_id", str), ("unique_id", str), ("correl_id", str),
+                           ("lookup_id", int), ("priority", int)):
+            value = getattr(self, name)
+            if value is not None and (type(value) is bool or not isinstance(value, kind)):
+                raise InvalidArgument(f"{name} must be {'a str' if kind is str else 'an int'} or None, "
+                                      f"got {type(value).__name__} {value!r:.40}")
         if self.msg_id is not None:
             object.__setattr__(self, "msg_id_parts", parse_msg_id(self.msg_id))
         if self.unique_id is not None:

@@ -118,7 +118,7 @@ def destination(t: Txn, text: str, m: Message | None = None) -> QueueInfo:
     """The queue a message put to (or arriving for) `text` goes into: a local queue, or the
     outgoing queue for another queue manager, made on first use. A public format name is local
     unless its queue is not here and the message says which queue manager holds it."""
-    if "=" not in text:
+    if type(text) is not str or "=" not in text:
         return t.queue(text)
     fn = formatnames.parse(text)
     if fn.is_local(t.qm_name, guid_text(t.origin)):

@@ -24,7 +24,8 @@ import lmdb
 
 from . import identity, keys
 from .errors import (
-    AlreadyReceived, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable, QueueQuotaExceeded,
+    AlreadyReceived, InvalidArgument, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable,
+    QueueQuotaExceeded,
     MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled, UnknownConfirmId, UnknownLockId,
 )
 from .keys import U32, U64
@@ -133,6 +134,8 @@ class Txn:
     def queue(self, name: str) -> QueueInfo:
         if not name:  # LMDB takes no empty key
             raise QueueNotAvailable("the queue name is empty")
+        if type(name) is not str:
+            raise InvalidArgument(f"a queue name must be a str, got {type(name).__name__} {name!r:.40}")
         key = queue_key(name)
         q = self._queues.get(key)
         if q is None:
