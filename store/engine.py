@@ -150,6 +150,7 @@ class Store(Forwarding):
         self.path = path
         self._lmdb = env
         self._pid = os.getpid()
+        self._closed = False
         self._dbs = dbs
         self._clock = clock
         self._wait_dir = str(path / WAIT_DIR)
@@ -203,6 +204,8 @@ class Store(Forwarding):
     def _env(self) -> lmdb.Environment:
         """The LMDB environment, in the process that opened it only: LMDB handles do not
         survive fork() ("use an MDB_env in the process which opened it, without fork()ing")."""
+        if self._closed:
+            raise StoreUnavailable(f"this handle on the store at {self.path} is closed; open the store again")
         if os.getpid() != self._pid:
             raise StoreUnavailable(
                 f"this handle on the store at {self.path} was opened by process {self._pid}, "
@@ -210,8 +213,10 @@ class Store(Forwarding):
         return self._lmdb
 
     def close(self) -> None:
-        if os.getpid() == self._pid:
-            self._lmdb.close()  # a forked child leaves its parent's handle alone
+        """Close the handle (again: nothing). A forked child leaves its parent's handle alone."""
+        if not self._closed and os.getpid() == self._pid:
+            self._lmdb.close()
+        self._closed = True
 
     def __enter__(self) -> Store:
         return self

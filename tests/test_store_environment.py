@@ -129,3 +129,15 @@ def test_a_handle_used_after_fork_is_refused_and_the_parent_keeps_working(tmp_pa
     st.put("q", b"after")
     assert st.check() == [] and st.queue_info("q").depth == 2
     st.close()
+
+
+def test_a_closed_handle_says_so_and_closing_twice_is_harmless(tmp_path):
+    st = Store.open(tmp_path / "s", create=True)
+    st.create_queue("q")
+    st.close()
+    st.close()
+    for use in (lambda: st.put("q", b"x"), lambda: st.browse("q"), lambda: st.info(), lambda: st.check()):
+        with pytest.raises(errors.StoreUnavailable, match=r"this handle on the store at .* is closed; open the store again"):
+            use()
+    with Store.open(tmp_path / "s") as again:
+        assert again.check() == [] and again.queue_info("q").depth == 0
