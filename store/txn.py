@@ -320,6 +320,8 @@ class Txn:
 
     def insert_many(self, q: QueueInfo, messages: list[Message]) -> None:
         """Store messages of one queue that already have their seqs, with every index entry."""
+        if not messages:
+            return
         held, positions, entries = [], [], []
         append = entries.append
         size = 0

@@ -34,6 +34,11 @@ def test_puts_and_gets_stamp_their_commit_time(st, clock):
     assert {s.name: (s.last_put, s.last_get) for s in st.stats()}["q"] == times(st)
 
 
+def test_an_empty_put_is_not_a_put(st, clock):
+    assert st.put_many("q", []) == []
+    assert times(st) == (None, None)
+
+
 def test_browse_locks_and_undone_gets_are_not_gets_a_confirmed_one_is(st, clock):
     st.put_many("q", [NewMessage(b"a"), NewMessage(b"b")])
     clock.advance(1)
