@@ -257,9 +257,8 @@ def _check_queue_meta(t: Txn, queues: dict[int, QueueInfo], report: Callable[[st
                 continue
             if len(key) != 5 or len(raw) != layout.size:
                 report(f"meta entry {bytes(key)!r}: not the {what} of a queue")
-            elif keys.U32.unpack(key[1:])[0] not in queues:
-                report(f"meta entry {bytes(key)!r}: {what} of queue number {keys.U32.unpack(key[1:])[0]}, "
-                       "which does not exist")
+            elif (qid := keys.U32.unpack(key[1:])[0]) not in queues:
+                report(f"meta entry {bytes(key)!r}: {what} of queue number {qid}, which does not exist")
 
 
 def _check_outq(t: Txn, queues_by_key: dict[bytes, QueueInfo], report: Callable[[str], None]) -> None:
