@@ -396,6 +396,8 @@ class Store(Forwarding):
         _check_id(confirm_id, "confirm id")
         if tx is not None and confirm_id is not None:
             raise InvalidArgument("a put is either in a transaction or two-phase, not both")
+        if lease is not None and confirm_id is None:
+            raise InvalidArgument("a lease goes with a confirm id: it bounds how long the put stays unconfirmed")
         lease_us = _seconds(lease, "lease")
         batch = list(messages)
 
@@ -489,6 +491,8 @@ class Store(Forwarding):
             raise InvalidArgument(f"wait must be a number of seconds or None (forever), got {wait!r:.40}")
         _check_id(confirm_id, "confirm id")
         _check_id(lock_id, "lock id")
+        if lease is not None and confirm_id is None:
+            raise InvalidArgument("a lease goes with a confirm id: it bounds how long the get stays unconfirmed")
         lease_us = _seconds(lease, "lease")
         f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
         waits = wait is None or wait > 0

@@ -54,6 +54,15 @@ def test_a_get_argument_of_the_wrong_type_is_refused_and_nothing_is_taken(st, ar
     assert [m.body for m in st.browse("q")] == [b"x"]
 
 
+def test_a_lease_without_a_confirm_id_is_refused(st):
+    with pytest.raises(InvalidArgument, match="a lease goes with a confirm id: it bounds how long the put"):
+        st.put("q", b"x", lease=5)
+    st.put("q", b"x")
+    with pytest.raises(InvalidArgument, match="a lease goes with a confirm id: it bounds how long the get"):
+        st.get("q", wait=0, lease=5)
+    assert [m.body for m in st.browse("q")] == [b"x"]
+
+
 def test_counts_limits_and_queue_names_of_the_wrong_type_are_refused(st):
     with pytest.raises(InvalidArgument, match="count must be an int of at least 1, got '3'"):
         st.get_many("q", "3", wait=0)

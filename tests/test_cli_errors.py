@@ -20,8 +20,21 @@ def test_bad_duration_is_a_usage_error_with_the_accepted_forms(cli):
 
 
 def test_lease_cannot_be_forever(cli):
-    r = cli.fails(2, "get", "q", "--lease", "forever")
+    r = cli.fails(2, "get", "q", "--confirm-id", "1", "--lease", "forever")
     assert cli.error_line(r) == "mqcli: error: lease cannot be forever [USAGE]"
+
+
+def test_a_lease_without_a_confirm_id_is_a_usage_error_and_changes_nothing(cli):
+    cli.put("q", "x")
+    for args, said in (
+        (("get", "q", "--lease", "5s"), "--lease goes with --confirm-id (how long the get may stay unconfirmed)"),
+        (("put", "q", "y", "--lease", "5s"), "--lease goes with --confirm-id (how long the put may stay unconfirmed)"),
+        (("put", "q", "--jsonl", "-", "--confirm-id", "3"),
+         "--jsonl puts the records as they are; --confirm-id and --lease do not go with it"),
+    ):
+        r = cli.fails(2, *args)
+        assert cli.error_line(r) == f"mqcli: error: {said} [USAGE]"
+    assert [m["body"] for m in cli.json("browse", "q")] == ["x"]
 
 
 def test_priority_out_of_range_is_a_usage_error_naming_the_range(cli):

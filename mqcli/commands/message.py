@@ -173,6 +173,10 @@ def put(
     if jsonl is not None and tx is not None:
         # --jsonl keeps the records' ids (import_messages), which has no transaction
         raise UsageError("--jsonl cannot be used with --tx; use --lines, or put the records first and move them")
+    if jsonl is not None and (confirm_id is not None or lease is not None):
+        raise UsageError("--jsonl puts the records as they are; --confirm-id and --lease do not go with it")
+    if lease is not None and confirm_id is None:
+        raise UsageError("--lease goes with --confirm-id (how long the put may stay unconfirmed)")
     fields = dict(priority=priority, correl_id=correl_id, label=label, props=props or None,
                   app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
                   dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
@@ -247,6 +251,8 @@ def get(
     """
     if count is not None and all_:
         raise UsageError("give --count or --all, not both")
+    if lease is not None and confirm_id is None:
+        raise UsageError("--lease goes with --confirm-id (how long the get may stay unconfirmed)")
     seconds = parse_duration(wait, what="wait")
     s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
