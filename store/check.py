@@ -16,7 +16,7 @@ import lmdb
 
 from . import identity, keys, links, outgoing
 from .errors import BadData, InvalidArgument, StoreCorrupt, StoreError, StoreUnavailable
-from .queues import QueueInfo, decode_queue
+from .queues import QueueInfo, decode_queue, validate_attrs
 from .records import (
     AVAILABLE,
     BROWSE_GET_UNCONFIRMED,
@@ -92,6 +92,11 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
         except StoreCorrupt as exc:
             report(f"queue {bytes(key)!r}: {exc}")
             continue
+        try:
+            validate_attrs(quota=q.quota, max_backouts=q.max_backouts, label=q.label, journal=q.journal,
+                           transactional=q.transactional)
+        except InvalidArgument as exc:
+            report(f"queue {q.name!r}: its record holds a bad attribute: {exc}")
         queues[q.qid] = q
         queues_by_key[bytes(key)] = q
         if t.lt.get(keys.U32.pack(q.qid), db=dbs["qids"]) != bytes(key):

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from . import keys
+from .arguments import is_int, is_seconds
 from .environment import (
     DEFAULT_MAP_SIZE, check_permissions, create_layout, open_environment, read_marker, store_exists,
 )
@@ -123,14 +124,14 @@ class SweepResult:
 
 
 def _check_id(value: int | None, what: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_ID):
+    if value is not None and (not is_int(value) or not 0 < value <= MAX_ID):
         raise InvalidArgument(f"{what} must be a positive 63-bit integer, got {value!r}")
 
 
 def _seconds(value: float | None, what: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_seconds(value):
         raise InvalidArgument(f"{what} must be a number of seconds, got {type(value).__name__} {value!r:.40}")
     if value <= 0:
         raise InvalidArgument(f"{what} must be positive, got {value}")
@@ -138,7 +139,7 @@ def _seconds(value: float | None, what: str) -> int | None:
 
 
 def _check_count(value: int | None, what: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+    if value is not None and (not is_int(value) or value < 1):
         raise InvalidArgument(f"{what} must be an int of at least 1, got {value!r:.40}")
 
 
@@ -292,8 +293,13 @@ class Store(Forwarding):
     def set_qmgr(self, *, name: str | None = None, quota: int | None = None,
                  throttled: bool | None = None, max_message_size: int | None = None) -> StoreInfo:
         validate_attrs(quota=quota)
-        if max_message_size is not None and not 1 <= max_message_size <= MAX_BODY_BYTES:
-            raise InvalidArgument(f"max-message-size must be 1..{MAX_BODY_BYTES} bytes, got {max_message_size}")
+        if name is not None and not isinstance(name, str):
+            raise InvalidArgument(f"the queue manager name must be a str, got {type(name).__name__} {name!r:.40}")
+        if throttled is not None and not isinstance(throttled, bool):
+            raise InvalidArgument(f"throttled must be True or False, got {throttled!r:.40}")
+        if max_message_size is not None and (not is_int(max_message_size)
+                                             or not 1 <= max_message_size <= MAX_BODY_BYTES):
+            raise InvalidArgument(f"max-message-size must be 1..{MAX_BODY_BYTES} bytes, got {max_message_size!r}")
 
         def change(t: Txn) -> None:
             if name is not None:
@@ -315,7 +321,8 @@ class Store(Forwarding):
     def create_queue(self, name: str, *, label: str = "", quota: int = 0, transactional: bool = False,
                      journal: bool = False, max_backouts: int = 0) -> QueueInfo:
         validate_name(name)
-        validate_attrs(quota=quota, max_backouts=max_backouts, label=label)
+        validate_attrs(quota=quota, max_backouts=max_backouts, label=label, journal=journal,
+                       transactional=transactional)
         return self._create_queue(name, label=label, quota=quota, transactional=transactional,
                                   journal=journal, max_backouts=max_backouts)
 
@@ -341,7 +348,8 @@ class Store(Forwarding):
     def set_queue(self, name: str, *, label: str | None = None, quota: int | None = None,
                   journal: bool | None = None, max_backouts: int | None = None,
                   transactional: bool | None = None) -> QueueInfo:
-        validate_attrs(quota=quota, max_backouts=max_backouts, label=label)
+        validate_attrs(quota=quota, max_backouts=max_backouts, label=label, journal=journal,
+                       transactional=transactional)
 
         def change(t: Txn) -> QueueInfo:
             q = replace(t.queue(name))
@@ -487,7 +495,7 @@ class Store(Forwarding):
         if tx is not None and confirm_id is not None:
             raise InvalidArgument("a get is either in a transaction or two-phase, not both (seed 002)")
         _check_count(count, "count")
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))):
+        if wait is not None and not is_seconds(wait):
             raise InvalidArgument(f"wait must be a number of seconds or None (forever), got {wait!r:.40}")
         _check_id(confirm_id, "confirm id")
         _check_id(lock_id, "lock id")
@@ -668,6 +676,11 @@ class Store(Forwarding):
         `tx` each move is a dequeue and an enqueue inside that transaction (both queues must be
         transactional): nothing moves until it commits.
         """
+        for queue in (source, target):
+            if not isinstance(queue, str):
+                raise InvalidArgument(f"a queue name must be a str, got {type(queue).__name__} {queue!r:.40}")
+        _check_count(count, "count")
+        _check_count(batch, "batch")
         if queue_key(source) == queue_key(target):
             raise InvalidArgument("source and target are the same queue")
         f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
@@ -720,6 +733,8 @@ class Store(Forwarding):
     def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> int:
         """Operators' undo (SPEC §6 `undo --older-than/--all`): every in-flight message of the
         queue (or store) that entered its state more than `older_than` seconds ago."""
+        if older_than is not None and (not is_seconds(older_than) or older_than < 0):
+            raise InvalidArgument(f"older_than must be a number of seconds ≥ 0, got {older_than!r:.40}")
         limit_us = None if older_than is None else int(older_than * 1_000_000)
 
         def undo(t: Txn) -> int:
@@ -759,6 +774,8 @@ class Store(Forwarding):
     def export_messages(self, queues: Iterable[str] | None = None, batch: int = 1000) -> Iterator[Message]:
         """Every message of the queues (default: all), any state, in queue order; read in
         snapshots of `batch` messages so a large export holds no long read transaction."""
+        if isinstance(queues, str):
+            queues = [queues]  # one queue's name, not its letters
         names = list(queues) if queues is not None else [q.name for q in self.list_queues()]
         for name in names:
             after: tuple[int, int] | None = None
@@ -867,6 +884,8 @@ def _states(states: str | Iterable[str] | None) -> set[str]:
         return {AVAILABLE}
     if states == "all":
         return set(STATES)
+    if not isinstance(states, (str, list, tuple, set, frozenset)):
+        raise InvalidArgument(f"states must be a state name or several, got {type(states).__name__} {states!r:.40}")
     wanted = {states} if isinstance(states, str) else set(states)
     unknown = wanted - set(STATES)
     if unknown:

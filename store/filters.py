@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .arguments import is_int
 from .errors import InvalidArgument
 from .records import MAX_PRIORITY, Message, parse_msg_id, parse_unique_id
 
@@ -19,12 +20,12 @@ class Filter:
     unique_id_parts: tuple[bytes, int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        for name, kind in (("msg_id", str), ("unique_id", str), ("correl_id", str),
-                           ("lookup_id", int), ("priority", int)):
+        for name, fits, what in (("msg_id", _is_str, "a str"), ("unique_id", _is_str, "a str"),
+                                 ("correl_id", _is_str, "a str"), ("lookup_id", is_int, "an int"),
+                                 ("priority", is_int, "an int")):
             value = getattr(self, name)
-            if value is not None and (type(value) is bool or not isinstance(value, kind)):
-                raise InvalidArgument(f"{name} must be {'a str' if kind is str else 'an int'} or None, "
-                                      f"got {type(value).__name__} {value!r:.40}")
+            if value is not None and not fits(value):
+                raise InvalidArgument(f"{name} must be {what} or None, got {type(value).__name__} {value!r:.40}")
         if self.msg_id is not None:
             object.__setattr__(self, "msg_id_parts", parse_msg_id(self.msg_id))
         if self.unique_id is not None:
@@ -53,3 +54,7 @@ class Filter:
             ("msg_id", self.msg_id), ("unique_id", self.unique_id), ("lookup_id", self.lookup_id),
             ("correl_id", self.correl_id), ("priority", self.priority)) if value is not None]
         return "with " + " and ".join(parts) if parts else ""
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)

@@ -6,6 +6,7 @@ import json
 import uuid
 from dataclasses import asdict, dataclass
 
+from .arguments import is_int
 from .errors import InvalidArgument, StoreCorrupt
 
 DEAD_LETTER = "dead-letter"
@@ -87,10 +88,17 @@ def decode_queue(raw: bytes) -> QueueInfo:
         raise StoreCorrupt(f"malformed queue record: {exc}") from None
 
 
-def validate_attrs(quota: int | None = None, max_backouts: int | None = None, label: str | None = None) -> None:
-    if quota is not None and (not isinstance(quota, int) or quota < 0):
+def validate_attrs(quota: int | None = None, max_backouts: int | None = None, label: str | None = None,
+                   journal: bool | None = None, transactional: bool | None = None) -> None:
+    """The queue attributes a caller gives, or a stored record holds (None: not given)."""
+    if quota is not None and (not is_int(quota) or quota < 0):
         raise InvalidArgument(f"quota must be a byte count ≥ 0, got {quota!r}")
-    if max_backouts is not None and (not isinstance(max_backouts, int) or not 0 <= max_backouts <= 0xFFFF):
+    if max_backouts is not None and (not is_int(max_backouts) or not 0 <= max_backouts <= 0xFFFF):
         raise InvalidArgument(f"max-backouts must be 0..65535, got {max_backouts!r}")
+    if label is not None and not isinstance(label, str):
+        raise InvalidArgument(f"queue label must be a str, got {type(label).__name__} {label!r:.40}")
     if label is not None and len(label) > 250:
         raise InvalidArgument("queue label is longer than 250 characters")
+    for name, flag in (("journal", journal), ("transactional", transactional)):
+        if flag is not None and not isinstance(flag, bool):  # "no" is truthy: it must not be stored
+            raise InvalidArgument(f"{name} must be True or False, got {flag!r:.40}")

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 
 from . import keys
+from .arguments import is_int
 from .errors import TransactionError
 from .records import AVAILABLE, TX_LOCKED, Message
 from .txn import Txn
@@ -36,7 +37,7 @@ def _key(tx_id: int) -> bytes:
 
 def load(t: Txn, tx_id: int) -> dict:
     """The record of an active transaction; TransactionError for unknown or finished ones."""
-    if not isinstance(tx_id, int) or isinstance(tx_id, bool) or not 0 < tx_id <= MAX_TX_ID:
+    if not is_int(tx_id) or not 0 < tx_id <= MAX_TX_ID:
         raise TransactionError(f"a transaction id is a positive 63-bit integer, got {tx_id!r}")
     raw = t.lt.get(_key(tx_id), db=t.dbs["txs"])
     if raw is None:

@@ -71,3 +71,51 @@ def test_counts_limits_and_queue_names_of_the_wrong_type_are_refused(st):
     for call in (lambda: st.put(5, b"x"), lambda: st.get(5, wait=0), lambda: st.browse(5)):
         with pytest.raises(InvalidArgument, match="a queue name must be a str, got int 5"):
             call()
+
+
+QUEUE_ATTRS = [
+    ({"transactional": "no"}, "transactional must be True or False, got 'no'"),  # truthy: was stored
+    ({"journal": "yes"}, "journal must be True or False, got 'yes'"),
+    ({"label": 5}, "queue label must be a str, got int 5"),
+    ({"quota": "5"}, "quota must be a byte count ≥ 0, got '5'"),
+    ({"max_backouts": True}, "max-backouts must be 0..65535, got True"),
+]
+
+
+@pytest.mark.parametrize("attrs,said", QUEUE_ATTRS, ids=[next(iter(a)) for a, _ in QUEUE_ATTRS])
+def test_queue_attributes_of_the_wrong_type_are_refused_not_stored(st, attrs, said):
+    with pytest.raises(InvalidArgument) as e:
+        st.create_queue("other", **attrs)
+    assert str(e.value) == said
+    with pytest.raises(InvalidArgument) as e:
+        st.set_queue("q", **attrs)
+    assert str(e.value) == said
+    assert "other" not in [q.name for q in st.list_queues()]
+    q = st.queue_info("q")
+    assert (q.transactional, q.journal, q.label, q.quota, q.max_backouts) == (False, False, "", 0, 0)
+
+
+def test_queue_manager_settings_of_the_wrong_type_are_refused(st):
+    for kw, said in (({"name": 5}, "the queue manager name must be a str, got int 5"),
+                     ({"throttled": "no"}, "throttled must be True or False, got 'no'"),
+                     ({"max_message_size": "5"}, "max-message-size must be 1..4294967295 bytes, got '5'")):
+        with pytest.raises(InvalidArgument) as e:
+            st.set_qmgr(**kw)
+        assert str(e.value) == said
+    info = st.info()
+    assert (info.name, info.throttled, info.max_message_size) == ("qm1", False, 4 << 20)
+
+
+def test_move_undo_browse_states_and_export_check_their_arguments(st):
+    st.create_queue("r")
+    st.put("q", b"x")
+    for call, said in ((lambda: list(st.move("q", 5)), "a queue name must be a str, got int 5"),
+                       (lambda: list(st.move("q", "r", count="5")), "count must be an int of at least 1, got '5'"),
+                       (lambda: list(st.move("q", "r", batch=0)), "batch must be an int of at least 1, got 0"),
+                       (lambda: st.undo_inflight(older_than="5"), "older_than must be a number of seconds ≥ 0, got '5'"),
+                       (lambda: st.browse("q", states=5), "states must be a state name or several, got int 5")):
+        with pytest.raises(InvalidArgument) as e:
+            call()
+        assert str(e.value) == said
+    assert [m.body for m in st.browse("q")] == [b"x"] and st.browse("r") == []
+    assert [m.body for m in st.export_messages("q")] == [b"x"]  # one name, not its letters

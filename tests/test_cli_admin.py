@@ -358,11 +358,20 @@ def _counters_cut_short(st):
     return [f"meta entry {keys.qstats_key(qid)!r}: not the counters of a queue"]
 
 
+def _queue_flag_stored_as_text(st):
+    import json
+
+    with st._env.begin() as lt:
+        record = json.loads(lt.get(b"q", db=st._dbs["queues"]))
+    _put(st, "queues", b"q", json.dumps({**record, "transactional": "no"}).encode())
+    return ["queue 'q': its record holds a bad attribute: transactional must be True or False, got 'no'"]
+
+
 DAMAGE = [_bad_link_json, _link_without_fields, _link_whose_name_is_not_a_name, _link_under_another_key,
           _link_key_not_casefolded, _bad_state_json, _state_with_unknown_field, _state_of_no_queue,
           _state_of_a_local_queue, _seen_key_short, _seen_key_of_unknown_kind, _seen_time_short,
           _seen_time_entry_with_a_value, _seen_in_the_future, _seen_without_its_time_entry,
-          _times_of_no_queue, _counters_cut_short]
+          _times_of_no_queue, _counters_cut_short, _queue_flag_stored_as_text]
 
 
 def test_check_a_store_with_links_outgoing_state_and_arrivals(forwarding):
