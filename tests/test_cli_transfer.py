@@ -2,7 +2,10 @@
 `export` / `import` (SPEC §6: round-trips exactly, ids kept; only lookup_id is new, seed 000)."""
 
 import json
+import stat
 import time
+
+import pytest
 
 from cli_helpers import Cli
 from store import Store
@@ -174,3 +177,46 @@ def test_export_then_import_keeps_journals_and_outgoing_queues(cli, tmp_path):
     assert [o["name"] for o in fresh.json("outgoing", "list")] == ["DIRECT=OS:qm2\\orders"]
     assert [m["body"] for m in fresh.json("browse", "DIRECT=OS:qm2\\orders")] == ["waiting"]
     fresh.ok("check")
+
+
+def test_export_to_a_missing_directory_is_a_usage_error(cli, tmp_path):
+    cli.put("q", "x")
+    target = tmp_path / "no" / "such" / "dir.jsonl"
+    r = cli.fails(2, "export", "q", "--to", target)
+    assert cli.error_line(r) == f"mqcli: error: cannot write {target}: No such file or directory [USAGE]"
+    r = cli.fails(2, "export", "q", "--to", tmp_path)
+    assert cli.error_line(r) == f"mqcli: error: cannot write {tmp_path}: it is a directory [USAGE]"
+
+
+def test_a_parquet_export_to_a_missing_directory_is_a_usage_error(cli, tmp_path):
+    pytest.importorskip("pyarrow")  # the spark extra (installed by the README's test command)
+    target = tmp_path / "no" / "such" / "dir.parquet"
+    r = cli.fails(2, "export", "--format", "parquet", "--to", target)
+    assert cli.error_line(r) == f"mqcli: error: cannot write {target}: No such file or directory [USAGE]"
+
+
+def test_a_failed_export_leaves_the_older_file_whole_and_no_partial_file(cli, tmp_path):
+    cli.put("q", "x", "--count", "3")
+    target = tmp_path / "q.jsonl"
+    cli.ok("export", "q", "--to", target)
+    before = target.read_bytes()
+    assert len(before.splitlines()) == 3 and target.stat().st_mode & 0o777 == 0o600
+    cli.fails(6, "export", "q", "nosuch", "--to", target)  # q is written first, then nosuch fails
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".part")) == []
+
+
+def test_export_into_a_fifo_writes_in_place(cli, tmp_path):
+    import os
+    import threading
+
+    cli.put("q", "x", "--count", "2")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    cli.ok("export", "q", "--to", fifo)
+    reader.join(timeout=30)
+    assert len(got[0].splitlines()) == 2
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # written into, not replaced by a regular file

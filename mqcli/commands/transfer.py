@@ -12,6 +12,7 @@ from store import Message, errors
 
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
+from ..outfile import written_whole
 from ..render import json_line, progress
 from .message import BATCH, _open_input, read_records
 
@@ -44,19 +45,23 @@ def export(
         _export_parquet(s, queues, to)
         return
     with s.open() as st:
-        sink = open(to, "wb") if to is not None else sys.stdout.buffer
-        try:
-            count = 0
-            with progress("export") as bar:
-                for m in st.export_messages(queues):
-                    sink.write(json_line(m.to_dict()) + b"\n")
-                    count += 1
-                    bar.advance()
-            sink.flush()
-        finally:
-            if to is not None:
-                sink.close()
+        if to is None:
+            count = _write_jsonl(st, queues, sys.stdout.buffer)
+        else:
+            with written_whole(to) as path, open(path, "wb") as sink:
+                count = _write_jsonl(st, queues, sink)
     s.out.note(f"exported {count} messages" + (f" to {to}" if to else ""))
+
+
+def _write_jsonl(st, queues: Optional[list[str]], sink) -> int:
+    count = 0
+    with progress("export") as bar:
+        for m in st.export_messages(queues):
+            sink.write(json_line(m.to_dict()) + b"\n")
+            count += 1
+            bar.advance()
+    sink.flush()
+    return count
 
 
 def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path]) -> None:
@@ -67,8 +72,8 @@ def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path])
     require(("pyarrow",), "export --format parquet")
     from store.analytics.parquet import write_messages
 
-    with s.open() as st, progress("export") as bar:
-        count = write_messages(st, queues, to, bar.advance)
+    with s.open() as st, progress("export") as bar, written_whole(to) as path:
+        count = write_messages(st, queues, path, bar.advance)
     s.out.note(f"exported {count} messages to {to}")
 
 
