@@ -10,6 +10,7 @@ rich is imported only when a text table or a progress bar is drawn.
 from __future__ import annotations
 
 import os
+import select
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -62,6 +63,20 @@ def _body_text(body: bytes, limit: int | None = None) -> str:
     return text
 
 
+def write_all(stream: BinaryIO, data: bytes) -> None:
+    """Write every byte of `data`, or raise. A buffered stream takes it all; a raw one takes
+    what it can and says how much: stdout is raw when PYTHONUNBUFFERED is set, and a pipe whose
+    reader goes away takes part of a large write. Ignoring the count lost the rest, and a
+    destructive get then committed messages nobody received."""
+    view = memoryview(data)
+    while view:
+        n = stream.write(view)
+        if n is None:  # a non-blocking stream that is full: wait until it takes more
+            select.select([], [stream], [])
+            continue
+        view = view[n:]
+
+
 class Output:
     """The renderer of one command invocation."""
 
@@ -83,7 +98,7 @@ class Output:
 
     def _write(self, data: bytes) -> None:
         try:
-            self.out.write(data)
+            write_all(self.out, data)
             self.out.flush()
         except BrokenPipeError:
             raise OutputClosed() from None

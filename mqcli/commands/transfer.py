@@ -13,7 +13,7 @@ from store import Message, errors
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..outfile import written_whole
-from ..render import json_line, progress
+from ..render import OutputClosed, json_line, progress, write_all
 from .message import BATCH, _open_input, read_records
 
 
@@ -55,12 +55,15 @@ def export(
 
 def _write_jsonl(st, queues: Optional[list[str]], sink) -> int:
     count = 0
-    with progress("export") as bar:
-        for m in st.export_messages(queues):
-            sink.write(json_line(m.to_dict()) + b"\n")
-            count += 1
-            bar.advance()
-    sink.flush()
+    try:
+        with progress("export") as bar:
+            for m in st.export_messages(queues):
+                write_all(sink, json_line(m.to_dict()) + b"\n")
+                count += 1
+                bar.advance()
+        sink.flush()
+    except BrokenPipeError:  # `mqcli export q | head`: exit 141, as for get
+        raise OutputClosed() from None
     return count
 
 
