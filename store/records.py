@@ -18,6 +18,7 @@ from operator import itemgetter
 from typing import Any
 
 from .errors import BadData, InvalidArgument
+from .keys import LOOKUP_SEQ_MASK
 
 PUT_UNCONFIRMED = "put-unconfirmed"
 AVAILABLE = "available"
@@ -55,10 +56,23 @@ _HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])  # one
  _H_LEASE, _H_SINCE, _H_N_CORREL, _H_N_LABEL, _H_N_RQ, _H_N_REASON, _H_N_ORIG, _H_N_PROPS,
  _H_N_BODY) = range(26)
 
-_LOOKUP_SEQ_MASK = (1 << 56) - 1  # seed 000: lookup_id's seven low bytes are the seq
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _GUID_TEXT: dict[bytes, str] = {}
+
+
+def msg_id_text(origin: bytes, msg_n: int) -> str:
+    """A msg_id as MSMQ writes it: the origin queue manager's GUID, a backslash, the number."""
+    return f"{guid_text(origin)}\\{msg_n}"
+
+
+def unique_id_text(origin: bytes, put_time: int) -> str:
+    """The MQe unique id: the origin's GUID and the put time in µs."""
+    return f"{guid_text(origin)}:{put_time}"
+
+
+def lookup_id_of(lookup_hi: int, seq: int) -> int:
+    """Seed 000: the high byte set at enqueue, the seven low bytes from SequentialID."""
+    return (lookup_hi << 56) | (seq & LOOKUP_SEQ_MASK)
 
 
 def guid_text(raw: bytes) -> str:
@@ -146,16 +160,15 @@ class Message:
 
     @property
     def msg_id(self) -> str:
-        return f"{guid_text(self.origin)}\\{self.msg_n}"
+        return msg_id_text(self.origin, self.msg_n)
 
     @property
     def lookup_id(self) -> int:
-        # seed 000: high byte set at enqueue, seven low bytes from SequentialID
-        return (self.lookup_hi << 56) | (self.seq & ((1 << 56) - 1))
+        return lookup_id_of(self.lookup_hi, self.seq)
 
     @property
     def unique_id(self) -> str:
-        return f"{guid_text(self.origin)}:{self.put_time}"
+        return unique_id_text(self.origin, self.put_time)
 
     @property
     def size(self) -> int:
@@ -430,11 +443,11 @@ class RecordColumns:
                 raise BadData("malformed message record: unknown state")
             return values
         if name == "msg_id":
-            return [f"{guid_text(h[_H_ORIGIN])}\\{h[_H_MSG_N]}" for h in headers]
+            return [msg_id_text(h[_H_ORIGIN], h[_H_MSG_N]) for h in headers]
         if name == "unique_id":
-            return [f"{guid_text(h[_H_ORIGIN])}:{h[_H_PUT_TIME]}" for h in headers]
+            return [unique_id_text(h[_H_ORIGIN], h[_H_PUT_TIME]) for h in headers]
         if name == "lookup_id":
-            return [(h[_H_LOOKUP_HI] << 56) | (h[_H_SEQ] & _LOOKUP_SEQ_MASK) for h in headers]
+            return [lookup_id_of(h[_H_LOOKUP_HI], h[_H_SEQ]) for h in headers]
         if name == "class":
             return ["report" if h[_H_FLAGS] & _F_REPORT else "normal" for h in headers]
         if name == "delivery":

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import records
 from ..errors import InvalidArgument
-from ..records import Message, guid_text
+from ..records import Message, lookup_id_of, msg_id_text, unique_id_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -71,7 +71,6 @@ _ATTRS = ("queue", "state", "seq", "lookup_hi", "origin", "msg_n", "correl_id", 
           "dead_letter", "trace", "report_queue", "hops", "backouts", "confirm_id", "lock_id",
           "tx", "lease_expires", "since", "dead_letter_reason", "original_queue")
 _AT = {name: i for i, name in enumerate(_ATTRS)}
-_LOOKUP_SEQ_MASK = (1 << 56) - 1
 
 
 def select(columns: Sequence[str] | None, table: tuple[tuple[str, str], ...] = MESSAGE_COLUMNS
@@ -164,11 +163,11 @@ def message_batch(messages: Sequence[Message], where: StoreIdentity,
         elif name == "store_guid":
             arr = pa.array([where.guid] * n, typ)
         elif name == "msg_id":
-            arr = pa.array([f"{guid_text(o)}\\{k}" for o, k in zip(raw("origin"), raw("msg_n"))], typ)
+            arr = pa.array(list(map(msg_id_text, raw("origin"), raw("msg_n"))), typ)
         elif name == "unique_id":
-            arr = pa.array([f"{guid_text(o)}:{t}" for o, t in zip(raw("origin"), raw("put_time"))], typ)
+            arr = pa.array(list(map(unique_id_text, raw("origin"), raw("put_time"))), typ)
         elif name == "lookup_id":
-            arr = pa.array([(hi << 56) | (s & _LOOKUP_SEQ_MASK) for hi, s in zip(raw("lookup_hi"), raw("seq"))], typ)
+            arr = pa.array(list(map(lookup_id_of, raw("lookup_hi"), raw("seq"))), typ)
         elif name == "size":
             arr = pc.binary_length(pa.array(raw("body"), pa.binary())).cast(typ)
         elif name == "class":
