@@ -333,15 +333,11 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatN
     prune_seen(t, t.now - SEEN_RETENTION_US, limit=2 * len(batch) + 16)
     stored = 0
     for q, messages in by_queue.values():
-        over: list[Message] = []
-        t.check_enqueue(q, messages, over_queue_quota=over)
-        if over:  # MSMQ: "the queue storage limit, or quota, is reached" makes it undeliverable
-            for m in over:
-                _dead_letter(t, m, q.name, f"queue quota exceeded ({q.quota} bytes)")
-            refused = {id(m) for m in over}
-            messages = [m for m in messages if id(m) not in refused]
-            if not messages:
-                continue
+        messages, over = t.check_enqueue(q, messages, arrivals=True)
+        for m in over:  # MSMQ: "the queue storage limit, or quota, is reached" makes it undeliverable
+            _dead_letter(t, m, q.name, f"queue quota exceeded ({q.quota} bytes)")
+        if not messages:
+            continue
         t.enqueue(q, messages, check=False)
         reports.emit(t, messages, reports.RECEIVED, delivered=q.outgoing is None)
         stored += len(messages)

@@ -125,17 +125,16 @@ class Txn:
             self.lt.put(keys.META_COUNTERS, self._counters.encode(), db=meta)
         for qid, (count, size) in self._qstats.items():
             self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
-        for qid, (put, got) in self._qtimes.items():
-            before_put, before_got = self._stored_times(qid)
-            self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(put or before_put, got or before_got), db=meta)
+        for qid in self._qtimes:
+            self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(*self._times(qid)), db=meta)
 
     # ---- queues ------------------------------------------------------------------------
 
     def queue(self, name: str) -> QueueInfo:
-        if not name:  # LMDB takes no empty key
-            raise QueueNotAvailable("the queue name is empty")
         if type(name) is not str:
             raise InvalidArgument(f"a queue name must be a str, got {type(name).__name__} {name!r:.40}")
+        if not name:  # LMDB takes no empty key
+            raise QueueNotAvailable("the queue name is empty")
         key = queue_key(name)
         q = self._queues.get(key)
         if q is None:
@@ -258,16 +257,18 @@ class Txn:
             stats = self._qstats[qid] = list(keys.QSTATS.unpack(raw)) if raw else [0, 0]
         return stats
 
-    def _stored_times(self, qid: int) -> tuple[int, int]:
+    def _times(self, qid: int) -> tuple[int, int]:
+        """Last put and last get (0: never): what this commit set, else what is stored."""
         raw = self.lt.get(keys.qtimes_key(qid), db=self.dbs["meta"])
-        return keys.QTIMES.unpack(raw) if raw else (0, 0)
-
-    def queue_times(self, qid: int) -> tuple[int | None, int | None]:
-        """When a message was last put on the queue and last got from it (None: never)."""
-        put, got = self._stored_times(qid)
+        put, got = keys.QTIMES.unpack(raw) if raw else (0, 0)
         pending = self._qtimes.get(qid)
         if pending is not None:
             put, got = pending[0] or put, pending[1] or got
+        return put, got
+
+    def queue_times(self, qid: int) -> tuple[int | None, int | None]:
+        """When a message was last put on the queue and last got from it (None: never)."""
+        put, got = self._times(qid)
         return put or None, got or None
 
     def forget_queue(self, qid: int) -> None:
@@ -407,16 +408,18 @@ class Txn:
         c.put_time = first_time + n - 1
         return first_n, first_time
 
-    def check_enqueue(self, q: QueueInfo, messages: list[Message],
-                      over_queue_quota: list[Message] | None = None) -> None:
+    def check_enqueue(self, q: QueueInfo, messages: list[Message], *,
+                      arrivals: bool = False) -> tuple[list[Message], list[Message]]:
         """The checks of seed 000 §3.1.7.1.9 for each message in turn, in the seed's order;
-        each message counts the ones before it in the same batch.
+        each message counts the ones before it in the same batch. Returns (the messages that
+        pass, those over the queue's quota).
 
-        With `over_queue_quota` (arrivals from another queue manager) a message over the queue's
-        quota is added to that list instead of failing the batch: MSMQ dead-letters it on the
-        computer where delivery failed. It still counts against the store quota, as it goes
-        to this store's dead-letter queue.
+        Only `arrivals` (from another queue manager) may be over the queue's quota, instead of
+        failing the batch: MSMQ dead-letters such a message on the computer where delivery
+        failed. It still counts against the store quota, as it goes to this store's dead-letter
+        queue.
         """
+        over: list[Message] = []
         store_quota = self.meta_int(keys.META_QUOTA)
         store_used = self.counters.bytes
         queue_used = self.qstats(q.qid)[1]
@@ -436,17 +439,21 @@ class Txn:
                     f"the store quota of {store_quota} bytes would be exceeded "
                     f"({store_used} used, message {size})")
             if q.quota and queue_used + size > q.quota:
-                if over_queue_quota is None:
+                if not arrivals:
                     raise QueueQuotaExceeded(
                         f"the quota of queue {q.name!r} ({q.quota} bytes) would be exceeded "
                         f"({queue_used} used, message {size})")
-                over_queue_quota.append(m)
+                over.append(m)
                 store_used += size
                 continue
             if m.expires is not None and m.expires <= now:
                 raise MessageExpired("the message expired before it could be enqueued")
             store_used += size
             queue_used += size
+        if not over:  # nothing is added per message on the put path
+            return messages, over
+        refused = {id(m) for m in over}
+        return [m for m in messages if id(m) not in refused], over
 
     def enqueue(self, q: QueueInfo, messages: list[Message], *, check: bool = True,
                 transactional: bool = False) -> list[Message]:
@@ -753,8 +760,8 @@ _pack_pos, _pack_id_in_queue = keys.POS_KEY.pack, keys.ID_IN_QUEUE_KEY.pack
 
 
 def identity_entries(m: Message) -> list[bytes]:
-    """The index keys a message has of its own in every state (its msg_id and unique id are
-    in runs shared with the messages put with it: store/identity.py)."""
+    """The index keys a message has in every state, but its msg_id and unique-id entries
+    (its own, or a run shared with the messages put with it: store/identity.py)."""
     seq = m.seq
     out = []
     if m.correl_id is not None:
