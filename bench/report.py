@@ -151,6 +151,10 @@ def render_table(results: list[WorkloadResult], info: dict, sizes: Sizes, notes:
                     target, met = "context", ""
             lines.append(f"{title:<42} {name:<21} {c.messages:>8,} {_fmt_rate(c.median):>11} "
                          f"{_spread(c.rounds, c.median):>7} {ratio:>8} {target:>7}  {met}")
+        bound = wr.bound()
+        if bound is not None:
+            lines.append(f"{'':<42} ceiling: a store costing exactly the {wl.floor!r} row would be "
+                         f"{bound:.2f}x {wl.target.peer} (target >={wl.target.min_ratio:g}x)")
         lines.append("")
     lines.append("spread = (max - min) / median over the rounds.")
     for n in notes:
@@ -188,6 +192,8 @@ def build_json(results: list[WorkloadResult], info: dict, sizes: Sizes, args,
             all_met &= met
             target = {"peer": wl.target.peer, "min_ratio": wl.target.min_ratio,
                       "ratio": r, "met": met}
+            if wl.floor is not None:
+                target["bound"] = {"floor": wl.floor, "ratio": wr.bound()}
         workloads[wl.key] = {
             "title": wl.title.format(batch=wr.batch),
             "messages_per_commit": 1 if wl.size == "single" else wr.batch,

@@ -49,6 +49,13 @@ class WorkloadResult:
     def ratio(self, peer: str) -> float:
         return self.contenders[STORE].median / self.contenders[peer].median
 
+    def bound(self) -> float | None:
+        """The best ratio against the target peer that the workload's floor row allows."""
+        wl = self.workload
+        if wl.floor is None or wl.target is None or wl.target.min_rate is not None:
+            return None
+        return self.contenders[wl.floor].median / self.contenders[wl.target.peer].median
+
 
 def sizes_for(args) -> Sizes:
     if args.quick:

@@ -14,10 +14,12 @@ pytest.importorskip("persistqueue")
 pytest.importorskip("litequeue")
 
 WORKLOADS = {
-    "put_single": {"store", "py-lmdb", "py-lmdb/store-pattern", "persist-queue", "litequeue", "litequeue/FULL"},
+    "put_single": {"store", "py-lmdb", "py-lmdb/store-pattern", "persist-queue", "litequeue", "litequeue/FULL",
+                   "fsync floor"},
     "put_batched": {"store", "py-lmdb"},
     "get_batched": {"store", "py-lmdb"},
-    "get_confirm": {"store", "py-lmdb/store-pattern", "persist-queue", "litequeue", "litequeue/FULL"},
+    "get_confirm": {"store", "py-lmdb/store-pattern", "persist-queue", "litequeue", "litequeue/FULL",
+                    "fsync floor"},
     "tx_commit": {"store", "py-lmdb"},
     "label_decode": {"store", "store/distinct-seconds", "store/parser-only"},
 }
@@ -59,3 +61,22 @@ def test_bench_quick_runs_and_writes_json(tmp_path):
         assert target["ratio"] == wl["ratios"][target["peer"]]
         assert target["min_ratio"] > 0
         assert target["met"] == (target["ratio"] >= target["min_ratio"])
+        if "bound" in target:  # the best ratio the floor row allows: floor / peer, same run
+            floor = target["bound"]["floor"]
+            want = wl["results"][floor]["msgs_per_s"] / wl["results"][target["peer"]]["msgs_per_s"]
+            assert target["bound"]["ratio"] == pytest.approx(want)
+
+
+def test_bench_states_the_ceiling_of_the_one_at_a_time_targets(tmp_path):
+    out = tmp_path / "store.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--sync-messages", "50", "--rounds", "1",
+         "--only", "put_single", "--only", "get_confirm", "--out", str(out),
+         "--tmpdir", str(tmp_path / "work")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    bounds = {key: wl["target"]["bound"]["floor"] for key, wl in doc["workloads"].items()}
+    assert bounds == {"put_single": "py-lmdb/store-pattern", "get_confirm": "fsync floor"}
+    assert proc.stdout.count("ceiling: a store costing exactly the") == 2
