@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from . import formatnames, keys, reports
 from .errors import BadData, InvalidArgument, QueueNotAvailable, StoreError
-from .queues import DEAD_LETTER, QueueInfo, queue_key
+from .queues import QueueInfo, dead_letter_queue, queue_key
 from .records import (
     AVAILABLE,
     GET_UNCONFIRMED,
@@ -325,7 +325,7 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatN
             _dead_letter(t, m, text, f"destination not available: {q}")
             continue
         if m.expires is not None and m.expires <= t.now:
-            _dead_letter(t, m, q.name, "expired in transit")
+            _dead_letter(t, m, q.name, "expired in transit", q.transactional)
             continue
         by_queue.setdefault(q.qid, (q, []))[1].append(m)
     if seen_entries:
@@ -335,7 +335,7 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatN
     for q, messages in by_queue.values():
         messages, over = t.check_enqueue(q, messages, arrivals=True)
         for m in over:  # MSMQ: "the queue storage limit, or quota, is reached" makes it undeliverable
-            _dead_letter(t, m, q.name, f"queue quota exceeded ({q.quota} bytes)")
+            _dead_letter(t, m, q.name, f"queue quota exceeded ({q.quota} bytes)", q.transactional)
         if not messages:
             continue
         t.enqueue(q, messages, check=False)
@@ -345,10 +345,12 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatN
     return stored, duplicates
 
 
-def _dead_letter(t: Txn, m: Message, queue: str, reason: str) -> None:
+def _dead_letter(t: Txn, m: Message, queue: str, reason: str, transactional: bool = False) -> None:
+    """Dead-letter an arrival here, where its delivery failed (MSMQ); one for a transactional
+    queue goes to dead-letter-tx, like any other message of such a queue (Txn.dead_letter)."""
     if m.dead_letter:
         moved = replace(m, expires=None, dead_letter_reason=reason, original_queue=queue)
-        t.enqueue(t.queue(DEAD_LETTER), [moved], check=False)
+        t.enqueue(t.queue(dead_letter_queue(transactional)), [moved], check=False)
 
 
 def prune_seen(t: Txn, before: int, limit: int | None = None) -> int:

@@ -13,6 +13,13 @@ DEAD_LETTER = "dead-letter"
 DEAD_LETTER_TX = "dead-letter-tx"
 SYSTEM_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
 MAX_NAME = 124
+
+
+def dead_letter_queue(transactional: bool) -> str:
+    """MSMQ's two dead-letter queues: a message of a transactional queue goes to DEADXACT."""
+    return DEAD_LETTER_TX if transactional else DEAD_LETTER
+
+
 _NAME_PUNCTUATION = frozenset("._-/")
 
 

@@ -30,7 +30,7 @@ from .errors import (
 )
 from .keys import U32, U64
 from .queues import (
-    DEAD_LETTER, DEAD_LETTER_TX, JOURNAL_SUFFIX, QueueInfo, decode_queue, encode_queue, journal_name,
+    JOURNAL_SUFFIX, QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name,
     new_queue, queue_key, validate_name,
 )
 from .records import (
@@ -481,8 +481,7 @@ class Txn:
         self.remove(m)
         if not m.dead_letter:
             return None
-        # MSMQ's two dead-letter queues: messages of transactional queues go to DEADXACT
-        dlq = self.queue(DEAD_LETTER_TX if self.queue(m.queue).transactional else DEAD_LETTER)
+        dlq = self.queue(dead_letter_queue(self.queue(m.queue).transactional))
         moved = replace(
             m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, lease_expires=None,
             since=None, expires=None, dead_letter_reason=reason, original_queue=m.queue,

@@ -266,3 +266,19 @@ def test_dispatch_plan_may_ignore_the_retry_timer_and_release_all_returns_only_i
     assert [r.queues for r in a.dispatch_plan(ignore_retry=True)] == [[TO_B]]
     a.outgoing_take(TO_B, 2)
     assert a.outgoing_release_all() == 2 and len(a.browse(TO_B)) == 3
+
+
+def test_arrivals_for_a_transactional_queue_are_dead_lettered_to_dead_letter_tx(qms, clock):
+    a, b = qms
+    b.create_queue("ledger", transactional=True, quota=10)
+    to_ledger = "DIRECT=OS:qmB\\ledger"
+    a.put_many(to_ledger, [NewMessage(b"123456"), NewMessage(b"789012")])
+    a.put(to_ledger, b"late", ttl=5)
+    taken = a.outgoing_take(to_ledger)
+    clock.advance(10)
+    assert b.receive(a.info().guid, taken.items) == (1, 0)
+    assert [m.body for m in b.browse("ledger")] == [b"123456"]
+    # MSMQ's DEADXACT: a message of a transactional queue, like Txn.dead_letter sends them
+    dead = {m.body: m.dead_letter_reason for m in b.browse("dead-letter-tx")}
+    assert dead == {b"789012": "queue quota exceeded (10 bytes)", b"late": "expired in transit"}
+    assert b.browse("dead-letter") == []
