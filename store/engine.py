@@ -6,6 +6,7 @@ Each public method is one LMDB transaction (see `txn.Txn`); waiting getters slee
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import socket
@@ -25,7 +26,7 @@ from .environment import (
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
-    StoreFull, StoreUnavailable, Timeout, TransactionError,
+    StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
 )
 from .filters import Filter
 from .forwarding import Forwarding
@@ -378,6 +379,11 @@ class Store(Forwarding):
             if q.system:
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
             doomed = list(t.queue_messages(q))
+            open_txs = sorted({m.tx for m in doomed if m.state == TX_LOCKED})
+            if open_txs:  # as IBM MQ's DELETE QLOCAL refuses a queue with uncommitted messages
+                raise TransactionError(
+                    f"queue {q.name!r} has messages of open transaction "
+                    f"{', '.join(map(str, open_txs))}; commit or abort it first (`mqcli tx list`)")
             t.remove_many(doomed)
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
             t.lt.delete(queue_key(q.name), db=self._dbs["outq"])  # an outgoing queue's dispatch state
@@ -653,13 +659,18 @@ class Store(Forwarding):
                      if m.qid == q.qid and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message with msg_id {msg_id} in queue {q.name!r}")
+            if lock_id is not None:
+                t.with_lock_id(q, lock_id)  # raises UnknownLockId when nobody holds that lock
             for m in found:
-                if m.state == AVAILABLE or (m.state == LOCKED_BROWSE and lock_id is not None and m.lock_id == lock_id):
+                # SPEC §5: an available message, or a locked-browse one with its lock id; a wrong
+                # lock id changes nothing, even on a message that could be deleted without one
+                if (m.state == LOCKED_BROWSE and m.lock_id == lock_id) if lock_id is not None \
+                        else m.state == AVAILABLE:
                     t.remove(m)
                     t.durable = True
                     return m
-            if lock_id is not None:
-                t.with_lock_id(q, lock_id)  # raises UnknownLockId when nobody holds that lock
+            if lock_id is not None and all(m.state == AVAILABLE for m in found):
+                raise UnknownLockId(f"message {msg_id} is not locked under lock id {lock_id}")
             raise AlreadyReceived(f"message {msg_id} is held by a lock, confirm id or transaction")
         return self._write(delete)
 
@@ -771,9 +782,14 @@ class Store(Forwarding):
             return out
         return self._read(read)
 
-    def export_messages(self, queues: Iterable[str] | None = None, batch: int = 1000) -> Iterator[Message]:
-        """Every message of the queues (default: all), any state, in queue order; read in
-        snapshots of `batch` messages so a large export holds no long read transaction."""
+    def export_messages(self, queues: Iterable[str] | None = None, batch: int = 1000, *,
+                        hidden: bool = False) -> Iterator[Message]:
+        """Every message of the queues (default: all), in queue order, in any state; without
+        `hidden`, not the hidden ones: a put awaiting its confirm or inside an open transaction
+        is not a message yet (SPEC §5), and an import would make it one (the JSONL export
+        leaves them out; the Parquet one, for analysis, keeps them like a direct scan). Read
+        in snapshots of `batch` messages, each starting where the last ended, so a large
+        export holds no long read transaction."""
         if isinstance(queues, str):
             queues = [queues]  # one queue's name, not its letters
         names = list(queues) if queues is not None else [q.name for q in self.list_queues()]
@@ -781,16 +797,9 @@ class Store(Forwarding):
             after: tuple[int, int] | None = None
             while True:
                 def read(t: Txn) -> list[Message]:
-                    out = []
-                    for m in t.queue_messages(t.queue(name)):
-                        if after is not None and (7 - m.priority, m.seq) <= after:
-                            continue
-                        out.append(m)
-                        if len(out) >= batch:
-                            break
-                    return out
+                    return list(itertools.islice(t.queue_messages(t.queue(name), after), batch))
                 chunk = self._read(read)
-                yield from chunk
+                yield from (m for m in chunk if hidden or not m.hidden)
                 if len(chunk) < batch:
                     break
                 after = (7 - chunk[-1].priority, chunk[-1].seq)

@@ -123,8 +123,10 @@ def prepare_enqueue(t: Txn, tx_id: int, record: dict, qid: int, messages: list[M
 
 def info(t: Txn, tx_id: int, record: dict) -> TxInfo:
     ops = operations(t, tx_id, record)
+    # a queue T touched may have been purged of T's messages and then deleted
+    queues = [t.queue_name(q) for q in record["qids"] if t.queue_exists(q)]
     return TxInfo(tx=tx_id, created=record["created"], deadline=record.get("deadline"),
-                  queues=[t.queue_name(q) for q in record["qids"]], operations=len(ops))
+                  queues=queues, operations=len(ops))
 
 
 def all_ids(t: Txn) -> list[int]:

@@ -241,6 +241,9 @@ class Txn:
         """Casefolded names of every queue, in name order."""
         return [bytes(k).decode() for k in self.lt.cursor(db=self.dbs["queues"]).iternext(values=False)]
 
+    def queue_exists(self, qid: int) -> bool:
+        return qid in self._qnames or self.lt.get(U32.pack(qid), db=self.dbs["qids"]) is not None
+
     def queue_name(self, qid: int) -> str:
         name = self._qnames.get(qid)
         if name is None:
@@ -476,10 +479,15 @@ class Txn:
 
     # ---- dead-lettering, backouts, leases, expiry --------------------------------------
 
-    def dead_letter(self, m: Message, reason: str) -> Message | None:
-        """Move a message to the dead-letter queue, or drop it if sent without dead-lettering."""
+    def dead_letter(self, m: Message, reason: str, *, poison: bool = False) -> Message | None:
+        """Move a message to the dead-letter queue, or drop it if sent without dead-lettering.
+
+        A `poison` message (max-backouts) is always moved: the sender's choice covers expiry
+        (SPEC §5), and dropping a message that no application could process would lose it
+        without a trace (SPEC §3: at max-backouts it "moves to the dead-letter queue").
+        """
         self.remove(m)
-        if not m.dead_letter:
+        if not (m.dead_letter or poison):
             return None
         dlq = self.queue(dead_letter_queue(self.queue(m.queue).transactional))
         moved = replace(
@@ -493,7 +501,7 @@ class Txn:
         m.backouts = min(m.backouts + 1, 0xFFFF)
         q = self.queue(m.queue)
         if q.max_backouts and m.backouts >= q.max_backouts:
-            return self.dead_letter(m, "max-backouts")
+            return self.dead_letter(m, "max-backouts", poison=True)
         return self.transition(m, durable=True, **changes)
 
     def undo_one(self, m: Message) -> Message | None:
@@ -562,11 +570,12 @@ class Txn:
 
     # ---- finding messages --------------------------------------------------------------
 
-    def queue_messages(self, q: QueueInfo) -> Iterator[Message]:
-        """Every message of a queue, any state, in queue order."""
-        available = self.available(q)
+    def queue_messages(self, q: QueueInfo, after: tuple[int, int] | None = None) -> Iterator[Message]:
+        """Every message of a queue, any state, in queue order; with `after` (7 - priority,
+        seq), only those after that place, found by a cursor seek."""
+        available = self.available(q, after=after)
         pending = next(available, None)
-        for m in self.in_flight(q):
+        for m in self.in_flight(q, after):
             while pending is not None and (7 - pending.priority, pending.seq) < (7 - m.priority, m.seq):
                 yield pending
                 pending = next(available, None)
@@ -584,10 +593,12 @@ class Txn:
                 held.add((7 - keys.priority_in_id_key(key), keys.seq_of(key)))
         return held
 
-    def index_items(self, prefix: bytes, db: lmdb._Database | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Entries of the index (or the position list) under a prefix, in key order."""
+    def index_items(self, prefix: bytes, db: lmdb._Database | None = None,
+                    start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Entries of the index (or the position list) under a prefix, in key order, from
+        `start` (a key under the prefix) if given."""
         cur = self.lt.cursor(db=self.idx_db if db is None else db)
-        if cur.set_range(prefix):
+        if cur.set_range(prefix if start is None else start):
             for key, value in cur:
                 if not key.startswith(prefix):
                     return
@@ -599,10 +610,12 @@ class Txn:
         prefix = keys.queue_prefix(qid)
         return cur.set_range(prefix) and cur.key().startswith(prefix)
 
-    def in_flight(self, q: QueueInfo) -> list[Message]:
-        """The queue's messages in any state but available (they have records in `msg`)."""
+    def in_flight(self, q: QueueInfo, after: tuple[int, int] | None = None) -> list[Message]:
+        """The queue's messages in any state but available (they have records in `msg`), in
+        queue order; with `after`, only those after that place."""
         out = []
-        for _, seq in sorted(self._held_seqs(q.qid)):
+        held = self._held_seqs(q.qid)
+        for _, seq in sorted(held if after is None else (h for h in held if h > after)):
             raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
             if raw is None:
                 raise StoreCorrupt(f"in-flight message seq {seq} has no record")
@@ -620,11 +633,14 @@ class Txn:
                 n += 1
         return n
 
-    def available(self, q: QueueInfo, priority: int | None = None) -> Iterator[Message]:
+    def available(self, q: QueueInfo, priority: int | None = None,
+                  after: tuple[int, int] | None = None) -> Iterator[Message]:
         """Available messages in queue order: a cursor walk of the position list, whose values
-        are the records. Callers collect what they take before changing anything."""
+        are the records; with `after` (7 - priority, seq), from the next place on. Callers
+        collect what they take before changing anything."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
-        for _, record in self.index_items(prefix, self.pos_db):
+        start = None if after is None else keys.pos_key(q.qid, 7 - after[0], after[1] + 1)
+        for _, record in self.index_items(prefix, self.pos_db, start):
             yield decode(record, q.name)
 
     def by_index(self, prefix: bytes) -> Iterator[Message]:

@@ -130,7 +130,7 @@ def _fill(path: Path) -> list[tuple[str, str, str, bytes]]:
         st.put("b", b"pending", confirm_id=13)
         tx = st.tx_begin()
         st.put("t", b"in tx", tx=tx)
-        return sorted((m.msg_id, m.queue, m.state, m.body) for m in st.export_messages())
+        return sorted((m.msg_id, m.queue, m.state, m.body) for m in st.export_messages(hidden=True))
 
 
 def _read_all(paths, queues=None, rows=250_000, batch_rows=8192):
@@ -195,5 +195,5 @@ def test_reading_while_another_process_writes(tmp_path):
     assert writer.returncode == 0 and int(writer.stdout.read()) > 0
     assert scans >= 1
     with Store.open(path) as st:
-        held = sorted((m.msg_id, m.queue, m.state, m.body) for m in st.export_messages())
+        held = sorted((m.msg_id, m.queue, m.state, m.body) for m in st.export_messages(hidden=True))
     assert _read_all([path])[1] == held

@@ -24,7 +24,7 @@ def _store(path, name, n):
         st.get_many("orders", 7, confirm_id=5)          # get-unconfirmed: the in-flight table
         st.browse_lock("reports", limit=2, lock_id=6)   # locked-browse
         st.put("orders", b"\x00pending\xff", confirm_id=7)  # put-unconfirmed, hidden from gets
-        return st.info().guid, sorted((m.msg_id, m.queue, m.state, m.body) for m in st.export_messages())
+        return st.info().guid, sorted((m.msg_id, m.queue, m.state, m.body) for m in st.export_messages(hidden=True))
 
 
 def _rows(df):

@@ -128,6 +128,19 @@ def test_delete_of_a_locked_message_needs_its_lock_id(st):
     assert states(st) == {}
 
 
+def test_delete_with_a_wrong_lock_id_changes_nothing_even_for_an_available_message(st):
+    m = st.put("q", b"a")
+    other = st.put("q", b"b")
+    with pytest.raises(errors.UnknownLockId):  # nobody holds lock 999
+        st.delete("q", m.msg_id, lock_id=999)
+    lock, _ = st.browse_lock("q", msg_id=other.msg_id)
+    with pytest.raises(errors.UnknownLockId):  # a real lock, but not on this message
+        st.delete("q", m.msg_id, lock_id=lock)
+    assert states(st) == {b"a": "available", b"b": "locked-browse"}
+    st.delete("q", other.msg_id, lock_id=lock)
+    assert states(st) == {b"a": "available"}
+
+
 def test_delete_of_an_unknown_msg_id_is_not_found(st):
     m = st.put("q", b"a")
     st.delete("q", m.msg_id)
@@ -186,6 +199,20 @@ def test_max_backouts_moves_a_poison_message_to_the_dead_letter_queue(st):
     dead = st.browse(DEAD_LETTER)
     assert [(d.msg_id, d.dead_letter_reason, d.original_queue, d.backouts) for d in dead] == [
         (m.msg_id, "max-backouts", "p", 2)]
+
+
+def test_a_poison_message_sent_without_dead_lettering_is_still_dead_lettered(st):
+    # --no-dead-letter is the sender's choice for expiry (SPEC §5); at max-backouts the
+    # message "moves to the dead-letter queue" (SPEC §3) rather than vanishing
+    st.create_queue("p", max_backouts=2)
+    m = st.put("p", b"poison", dead_letter=False)
+    for attempt in range(2):
+        st.get("p", wait=0, confirm_id=10 + attempt)
+        st.undo("p", confirm_id=10 + attempt)
+    assert bodies(st, "p") == []
+    (dead,) = st.browse(DEAD_LETTER)
+    assert (dead.msg_id, dead.dead_letter_reason, dead.backouts) == (m.msg_id, "max-backouts", 2)
+    assert st.info().messages == 1
 
 
 def test_expired_message_moves_to_the_dead_letter_queue(st, clock):

@@ -242,3 +242,26 @@ def test_a_message_put_in_an_open_transaction_is_not_found_by_its_id(txq):
         txq.get("a", wait=0, msg_id=m.msg_id)
     with pytest.raises(errors.MessageNotFound):
         txq.delete("a", m.msg_id)
+
+
+def test_a_queue_with_messages_of_an_open_transaction_cannot_be_deleted(txq):
+    # IBM MQ's DELETE QLOCAL refuses a queue with uncommitted messages
+    t = txq.tx_begin()
+    txq.put("a", b"x", tx=t)
+    with pytest.raises(errors.TransactionError, match=f"open transaction {t}"):
+        txq.delete_queue("a")
+    assert states(txq, "a") == [(b"x", "tx-locked")]
+    txq.tx_abort(t)
+    assert txq.delete_queue("a") == 0
+
+
+def test_tx_list_and_show_leave_out_a_queue_deleted_after_the_transaction_touched_it(txq):
+    t = txq.tx_begin()
+    txq.put("a", b"x", tx=t)
+    txq.put("b", b"y", tx=t)
+    txq.purge_queue("a")  # takes T's message with it; then nothing holds the queue
+    txq.delete_queue("a")
+    (info,) = txq.tx_list()
+    assert (info.queues, info.operations) == (["b"], 1)
+    assert txq.tx_show(t)[0].queues == ["b"]
+    assert txq.tx_commit(t) == 1 and txq.check() == []

@@ -41,7 +41,7 @@ def write_messages(st: Store, queues: Iterable[str] | None, target: str | Path,
                     progress(len(pending))
                 pending.clear()
 
-        for m in st.export_messages(queues):
+        for m in st.export_messages(queues, hidden=True):
             pending.append(m)
             if len(pending) >= ROW_GROUP:
                 flush()
