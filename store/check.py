@@ -16,7 +16,7 @@ import lmdb
 
 from . import identity, keys, links, outgoing
 from .errors import BadData, InvalidArgument, StoreCorrupt, StoreError, StoreUnavailable
-from .queues import QueueInfo, decode_queue, validate_attrs
+from .queues import SYSTEM_QUEUES, QueueInfo, decode_queue, queue_key, validate_attrs
 from .records import (
     AVAILABLE,
     BROWSE_GET_UNCONFIRMED,
@@ -101,6 +101,9 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
         queues_by_key[bytes(key)] = q
         if t.lt.get(keys.U32.pack(q.qid), db=dbs["qids"]) != bytes(key):
             report(f"queue {q.name!r}: its number {q.qid} is not registered")
+    for name in SYSTEM_QUEUES:  # SPEC §3: created with the store; expiry and backouts need them
+        if queue_key(name) not in queues_by_key:
+            report(f"the system queue {name!r} is missing")
 
     transactions = {}
     for key, raw in t.lt.cursor(db=dbs["txs"]):

@@ -22,7 +22,8 @@ import lmdb
 from . import keys
 from .arguments import is_int, is_seconds
 from .environment import (
-    DEFAULT_MAP_SIZE, check_permissions, create_layout, open_environment, read_marker, store_exists,
+    DEFAULT_MAP_SIZE, MARKER, check_permissions, creation_lock, discard_unfinished_data, open_environment,
+    prepare_directory, read_marker, store_exists, write_marker,
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
@@ -46,6 +47,7 @@ from .txn import Txn, new_guid
 
 T = TypeVar("T")
 FOREVER = None
+_DISK_NEARLY_FULL = 64 << 20  # an EIO from a write with less free than this: a full disk
 _WAIT_SLICE = 1.0  # a waiting getter re-checks at least this often (lapsed leases wake no one)
 MAX_ID = (1 << 63) - 1
 
@@ -144,6 +146,20 @@ def _check_count(value: int | None, what: str) -> None:
         raise InvalidArgument(f"{what} must be an int of at least 1, got {value!r:.40}")
 
 
+def _remove_partial_backup(target: Path, made_dir: bool) -> None:
+    """Remove what a failed backup wrote (the directory was empty or new before it)."""
+    for name in ("data.mdb", "lock.mdb", MARKER):
+        try:
+            (target / name).unlink()
+        except OSError:
+            pass
+    for folder in ([target / WAIT_DIR] + ([target] if made_dir else [])):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
 class Store(Forwarding):
     """An open store. Use `Store.open(path)`; one per process per directory."""
 
@@ -164,43 +180,85 @@ class Store(Forwarding):
     def open(cls, path: str | os.PathLike[str], *, create: bool = False, name: str | None = None,
              map_size: int | None = None, allow_unsafe_permissions: bool = False,
              clock: Callable[[], float] | None = None) -> Store:
+        if not isinstance(path, (str, os.PathLike)) or os.fspath(path) in ("", b""):
+            raise InvalidArgument(f"a store path must be a non-empty path, got {path!r:.60}")
         path = Path(path)
-        if not store_exists(path):
+        if not store_exists(path) or read_marker(path).get("creating"):
             if not create:
+                if store_exists(path):
+                    raise StoreUnavailable(f"the store at {path} was never finished (an interrupted "
+                                           f"`mqcli init`); run `mqcli init` again")
                 raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)")
-            return cls.create(path, name=name, map_size=map_size, clock=clock)
+            made = cls._make(path, name=name, map_size=map_size, clock=clock)
+            if made is not None:
+                return made
         if not allow_unsafe_permissions:
             check_permissions(path)
         marker = read_marker(path)
         env, dbs = open_environment(path, max(map_size or 0, marker["map_size"]))
         store = cls(path, env, dbs, clock or time.time)
         with env.begin() as lt:
-            if lt.get(keys.META_GUID, db=dbs["meta"]) is None:
+            if lt.get(keys.META_GUID, db=dbs["meta"]) is None:  # a finished store always has one
                 env.close()
-                raise StoreCorrupt(f"the store at {path} has no queue manager identity")
+                raise StoreCorrupt(f"the store at {path} has no queue manager identity (its data "
+                                   f"file was replaced or cut short); restore it from a backup")
         return store
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, name: str | None = None,
                map_size: int | None = None, clock: Callable[[], float] | None = None) -> Store:
-        path = Path(path)
-        if store_exists(path):
+        """Make a store (or finish one an interrupted creation left)."""
+        made = cls._make(Path(path), name=name, map_size=map_size, clock=clock)
+        if made is None:
             raise StoreUnavailable(f"a store already exists at {path}")
-        map_size = map_size or DEFAULT_MAP_SIZE
-        create_layout(path, map_size)
-        env, dbs = open_environment(path, map_size)
-        store = cls(path, env, dbs, clock or time.time)
-        now = store._now()
-        with env.begin(write=True) as lt:
-            meta = dbs["meta"]
-            lt.put(keys.META_FORMAT, U64.pack(1), db=meta)
-            lt.put(keys.META_GUID, new_guid(), db=meta)
-            lt.put(keys.META_NAME, (name or socket.gethostname()).encode(), db=meta)
-            lt.put(keys.META_CREATED, U64.pack(now), db=meta)
-        for system in SYSTEM_QUEUES:
-            store._create_queue(system, system=True)
-        env.sync(True)
+        return made
+
+    @classmethod
+    def _make(cls, path: Path, *, name: str | None, map_size: int | None,
+              clock: Callable[[], float] | None) -> Store | None:
+        """The directory; a marker saying "creating"; the identity and the system queues in
+        one commit; then the marker without "creating". Stopped anywhere (killed, a full disk)
+        it leaves nothing, or a store the next call finishes; no `check`-clean store without
+        its system queues. Serialized between processes; None if a store was already made."""
+        if not store_exists(path):
+            prepare_directory(path)
+        with creation_lock(path):
+            if store_exists(path):
+                marker = read_marker(path)
+                if not marker.get("creating"):
+                    return None  # made meanwhile by another process
+                map_size = marker["map_size"]
+            else:
+                map_size = map_size or DEFAULT_MAP_SIZE
+                write_marker(path, map_size, creating=True)
+            discard_unfinished_data(path)
+            env, dbs = open_environment(path, map_size)
+            store = cls(path, env, dbs, clock or time.time)
+            store._initialize(name)
+            try:
+                write_marker(path, map_size)
+            except BaseException:
+                store.close()
+                raise
         return store
+
+    def _initialize(self, name: str | None) -> None:
+        """The queue manager's identity and its system queues, in one durable commit."""
+        def initialize(t: Txn) -> None:
+            meta = self._dbs["meta"]
+            if t.lt.get(keys.META_GUID, db=meta) is not None:
+                return  # another process finished it first
+            t.lt.put(keys.META_FORMAT, U64.pack(1), db=meta)
+            t.lt.put(keys.META_GUID, new_guid(), db=meta)
+            t.lt.put(keys.META_NAME, (name or socket.gethostname()).encode(), db=meta)
+            t.lt.put(keys.META_CREATED, U64.pack(t.now), db=meta)
+            for system in SYSTEM_QUEUES:
+                t.create_queue(system, system=True)
+        try:
+            self._write(initialize, maintain=False)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def _env(self) -> lmdb.Environment:
@@ -245,12 +303,32 @@ class Store(Forwarding):
         except lmdb.TxnFullError:
             raise StoreFull("the transaction is too large for LMDB; use smaller batches") from None
         except lmdb.Error as exc:
-            raise StoreCorrupt(f"LMDB failed: {exc}") from None
+            raise self._write_failed(exc) from None
         if t.durable:
-            self._env.sync(True)
+            try:
+                self._env.sync(True)
+            except lmdb.Error as exc:  # committed, but maybe not on disk
+                raise self._write_failed(exc, "the commit went through but its sync failed: ") from None
         if t.woke:
             wake(self._wait_dir, t.woke)
         return result
+
+    def _write_failed(self, exc: lmdb.Error, what: str = "", disk: Path | None = None) -> StoreError:
+        """The error for a failed write (to the store, or to `disk`): a full disk is exit 8
+        like a full map (SPEC §6). LMDB reports a short write as EIO, so a full disk can also
+        come as "Input/output error"."""
+        text = str(exc)
+        disk = disk or self.path
+        try:
+            fs = os.statvfs(disk)
+            free = fs.f_bavail * fs.f_frsize
+        except OSError:
+            free = None
+        if "No space left" in text or "quota exceeded" in text.lower() or (
+                "Input/output error" in text and free is not None and free < _DISK_NEARLY_FULL):
+            return StoreFull(f"{what}the disk holding {disk} is full "
+                             f"({free if free is not None else '?'} bytes free); free space, or get or purge messages")
+        return StoreCorrupt(f"{what}LMDB failed: {text}")
 
     def _read(self, fn: Callable[[Txn], T]) -> T:
         """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due."""
@@ -552,7 +630,12 @@ class Store(Forwarding):
                     raise Timeout(" ".join(filter(None, ("no message", f.describe(), f"in queue {queue!r}",
                                                          f"within {wait:g}s" if wait else None))))
                 if waiter is None:
-                    waiter = Waiter(self.path, qid)  # registered before the next look: no lost wake-up
+                    try:  # registered before the next look: no lost wake-up
+                        waiter = Waiter(self.path, qid)
+                    except OSError as exc:
+                        raise StoreUnavailable(
+                            f"cannot wait for a message in the store at {self.path}: {exc.strerror or exc} "
+                            f"({self.path / WAIT_DIR} must be a directory this user may write)") from None
                     continue
                 waiter.wait(min(remaining, _WAIT_SLICE))
         finally:
@@ -809,12 +892,20 @@ class Store(Forwarding):
         target = Path(target)
         if store_exists(target):
             raise StoreUnavailable(f"{target} already holds a store; back up into a new directory")
-        create_layout(target, read_marker(self.path)["map_size"])
+        made_dir = not target.exists()
+        prepare_directory(target)
         try:
             self._env.copy(str(target), compact=True)
-        except lmdb.Error as exc:
-            raise StoreUnavailable(f"cannot back up to {target}: {exc}") from None
-        os.chmod(target / "data.mdb", 0o600)
+            os.chmod(target / "data.mdb", 0o600)
+            write_marker(target, read_marker(self.path)["map_size"])  # last: only a whole copy is a store
+        except BaseException as exc:
+            _remove_partial_backup(target, made_dir)
+            if isinstance(exc, lmdb.Error):
+                failed = self._write_failed(exc, disk=target.parent)  # a full disk is exit 8
+                raise type(failed)(f"cannot back up to {target}: {failed}") from None
+            if isinstance(exc, OSError):
+                raise StoreUnavailable(f"cannot back up to {target}: {exc.strerror or exc}") from None
+            raise
         return target
 
     # ---- transactions ------------------------------------------------------------------

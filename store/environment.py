@@ -16,17 +16,21 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import stat
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import lmdb
 
-from .errors import StoreCorrupt, StorePermission, StoreUnavailable
+from .errors import StoreCorrupt, StoreFull, StorePermission, StoreUnavailable
 from .keys import DATABASES
 
 MARKER = "mqcli-store.json"
@@ -35,25 +39,109 @@ DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space, sparse on disk
 MAX_READERS = 1024
 
 
+_OURS = (MARKER, "data.mdb", "lock.mdb", "wait")
+_MARKER_TEMP = f".{MARKER}.new"
+
+
 def store_exists(path: Path) -> bool:
-    return (path / MARKER).is_file()
+    """Whether `path` holds a store's marker (a store made whole, or one whose LMDB part an
+    interrupted `init` left unfinished: its marker says "creating", and Store.open with
+    create=True finishes it)."""
+    try:
+        return (path / MARKER).is_file()
+    except OSError as exc:  # is_file ignores ENOENT, ENOTDIR, ELOOP, but not EACCES
+        raise layout_error(path, exc) from None
 
 
-def create_layout(path: Path, map_size: int) -> None:
-    """Make the directory (0700) and the marker file (0600); refuse a foreign directory."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    foreign = [p.name for p in path.iterdir() if p.name not in (MARKER, "data.mdb", "lock.mdb", "wait")]
-    if foreign:
-        raise StoreUnavailable(f"{path} is not empty and not an mqcli store (holds {foreign[0]!r})")
-    (path / "wait").mkdir(mode=0o700, exist_ok=True)  # FIFOs of waiting getters (notify.py)
-    marker = path / MARKER
-    fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"format": STORE_FORMAT, "map_size": map_size}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(marker, 0o600)
+def layout_error(path: Path, exc: OSError) -> StoreCorrupt | StoreFull | StorePermission | StoreUnavailable:
+    """The store error for an OSError met while making or finding a store's files."""
+    what = exc.strerror or str(exc)
+    if isinstance(exc, PermissionError):
+        return StorePermission(f"no permission for the store at {path}: {what}")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreFull(f"the disk is full: cannot make the store at {path} ({what})")
+    return StoreUnavailable(f"cannot use {path} as a store: {what}")
+
+
+def prepare_directory(path: Path) -> None:
+    """Make `path` a store's directory (0700, with `wait/`), or refuse it unchanged: a path
+    that is not a directory, a directory holding anything else, or one holding an LMDB data
+    file with no marker (a store whose marker was lost: making a new identity over it would
+    orphan its messages and links)."""
+    try:
+        try:
+            names = os.listdir(path)
+        except FileNotFoundError:
+            path.mkdir(mode=0o700, parents=True)
+            names = []
+        foreign = [n for n in names if n not in _OURS and n != _MARKER_TEMP]
+        if foreign:
+            raise StoreUnavailable(f"{path} is not empty and not an mqcli store (holds {foreign[0]!r})")
+        if "data.mdb" in names and MARKER not in names and not (path / MARKER).exists():
+            raise StoreCorrupt(
+                f"{path} holds a store's data.mdb but not its {MARKER}; restore the marker from a "
+                f"backup (or remove data.mdb and lock.mdb to start afresh, losing its messages)")
+        os.chmod(path, 0o700)
+        (path / "wait").mkdir(mode=0o700, exist_ok=True)  # FIFOs of waiting getters (notify.py)
+    except OSError as exc:
+        raise layout_error(path, exc) from None
+
+
+@contextmanager
+def creation_lock(path: Path) -> Iterator[None]:
+    """Serialize the processes making (or finishing) the store in directory `path`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise layout_error(path, exc) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def discard_unfinished_data(path: Path) -> None:
+    """In a store still being made (under creation_lock): a data file shorter than LMDB's two
+    meta pages holds no commit (LMDB writes both before its first one), so an `init` that a
+    full disk stopped there leaves nothing to keep. Remove it, and LMDB makes it anew."""
+    file = path / "data.mdb"
+    try:
+        if file.stat().st_size < 2 * 4096:
+            file.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise layout_error(path, exc) from None
+
+
+def write_marker(path: Path, map_size: int, *, creating: bool = False) -> None:
+    """Write the marker whole or not at all (0600): a temporary file, synced, renamed.
+    `creating`: the LMDB part is not made yet (Store.open finishes such a store)."""
+    temp = path / _MARKER_TEMP
+    marker = {"format": STORE_FORMAT, "map_size": map_size}
+    if creating:
+        marker["creating"] = True
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(marker).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(temp, 0o600)
+        os.rename(temp, path / MARKER)
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        try:
+            temp.unlink()
+        except OSError:
+            pass
+        raise layout_error(path, exc) from None
 
 
 def read_marker(path: Path) -> dict:
@@ -159,8 +247,32 @@ def verify_data_file(path: Path) -> None:
     raise StoreCorrupt(f"the store at {path} is damaged: {what}; restore it from a backup")
 
 
+# LMDB's lock file: a header and a 64-byte slot per reader (MDB_txninfo, MDB_reader; 65,664
+# bytes for 1,024 readers here). Rounded up: extra room is harmless.
+LOCK_FILE_BYTES = 64 * (MAX_READERS + 16)
+
+
+def reserve_lock_file(path: Path) -> None:
+    """Allocate the lock file's blocks before LMDB maps it. LMDB writes the lock file through
+    its map, and a store made on a full disk would die of SIGBUS there (a page that cannot be
+    allocated when first written through a map); reserved, it is a clear StoreFull here."""
+    file = path / "lock.mdb"
+    try:
+        if file.exists() and file.stat().st_blocks * 512 >= LOCK_FILE_BYTES:
+            return
+        fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, LOCK_FILE_BYTES)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise layout_error(path, exc) from None
+
+
 def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple[lmdb.Environment, dict]:
     verify_data_file(path)
+    if not readonly:
+        reserve_lock_file(path)
     try:
         env = lmdb.open(
             str(path), map_size=map_size, max_dbs=len(DATABASES) + 4, max_readers=MAX_READERS,
@@ -169,6 +281,8 @@ def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple
     except lmdb.InvalidError as exc:
         raise StoreCorrupt(f"the store at {path} is corrupt: {exc}") from None
     except lmdb.Error as exc:
+        if "No space left" in str(exc):
+            raise StoreFull(f"the disk is full: cannot open the store at {path} ({exc})") from None
         raise StoreUnavailable(f"cannot open the store at {path}: {exc}") from None
     for name in ("data.mdb", "lock.mdb"):
         file = path / name
@@ -183,5 +297,7 @@ def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple
                 dbs = {name.decode(): env.open_db(name, txn=txn) for name in DATABASES}
     except lmdb.Error as exc:
         env.close()
+        if "No space left" in str(exc):
+            raise StoreFull(f"the disk is full: cannot make the tables of the store at {path}") from None
         raise StoreCorrupt(f"the store at {path} lacks its tables: {exc}") from None
     return env, dbs

@@ -68,32 +68,42 @@ class Waiter:
 
 
 def wake(wait_dir: str, qids: set[int]) -> None:
-    """Wake every getter waiting on one of `qids` (`wait_dir`: the store's wait directory)."""
+    """Wake every getter waiting on one of `qids` (`wait_dir`: the store's wait directory).
+
+    Runs after a commit, so it never raises: a wake-up it cannot deliver (no file descriptors
+    left, `wait/` not a directory) only delays a getter until its next look (at most
+    engine._WAIT_SLICE); failing would report a committed put as failed."""
     try:
         entries = os.scandir(wait_dir)
-    except FileNotFoundError:
+    except OSError:
         return
     prefixes = tuple(f"{qid}." for qid in qids)
     with entries:
-        for entry in entries:
-            if not entry.name.startswith(prefixes):
-                continue
-            try:
-                fd = os.open(entry.path, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:  # its getter is gone
-                    _unlink(entry.path)
-                continue
-            try:
-                os.write(fd, b"\0")
-            except (BlockingIOError, BrokenPipeError):
-                pass  # already full of wake-ups, or its getter just left
-            finally:
-                os.close(fd)
+        try:
+            for entry in entries:
+                if entry.name.startswith(prefixes):
+                    _wake_one(entry.path)
+        except OSError:
+            pass  # reading the directory failed half-way: the rest look again within a slice
+
+
+def _wake_one(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # its getter is gone
+            _unlink(path)
+        return
+    try:
+        os.write(fd, b"\0")
+    except OSError:
+        pass  # already full of wake-ups (EAGAIN), or its getter just left (EPIPE)
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
-    except FileNotFoundError:
-        pass
+    except OSError:
+        pass  # gone already, or not ours to remove: a later writer tries again

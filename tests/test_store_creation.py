@@ -1,0 +1,149 @@
+"""Making a store: nothing is changed where a store is refused, and a creation stopped at any
+point (killed, a full disk) leaves nothing that a later `init` cannot finish or that `check`
+calls sound while it is not (SPEC §2: "created on first use"; §3: system queues are created
+with the store)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from store import Store, errors
+from store.environment import prepare_directory, write_marker
+
+SYSTEM = {"dead-letter", "dead-letter-tx"}
+
+
+def mode(path):
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def system_queues(st):
+    return {q.name for q in st.list_queues() if q.system}
+
+
+def test_a_refused_directory_keeps_its_mode_and_contents(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "f").write_text("mine")
+    os.chmod(shared, 0o1777)
+    with pytest.raises(errors.StoreUnavailable, match="not an mqcli store"):
+        Store.open(shared, create=True)
+    assert mode(shared) == 0o1777 and sorted(os.listdir(shared)) == ["f"]
+
+
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(errors.InvalidArgument, match="empty"):
+        Store.open("", create=True)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "loop", "under-a-file"])
+def test_a_path_that_cannot_be_a_store_directory_is_a_store_error(tmp_path, kind):
+    path = tmp_path / "s"
+    if kind == "file":
+        path.write_text("x")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "loop":
+        path.symlink_to(path)
+    else:
+        (tmp_path / "f").write_text("x")
+        path = tmp_path / "f" / "s"
+    with pytest.raises(errors.StoreError) as info:
+        Store.open(path, create=True)
+    assert info.value.exit_code == 11 and str(path) in str(info.value)
+
+
+def test_a_store_whose_marker_was_lost_keeps_its_identity(tmp_path):
+    path = tmp_path / "s"
+    with Store.open(path, create=True, name="orig") as st:
+        st.create_queue("q")
+        st.put("q", b"hello")
+        guid = st.info().guid
+    marker = (path / "mqcli-store.json").read_bytes()
+    (path / "mqcli-store.json").unlink()
+    with pytest.raises(errors.StoreCorrupt, match="restore the marker") as info:
+        Store.open(path, create=True)
+    assert info.value.exit_code == 11
+    (path / "mqcli-store.json").write_bytes(marker)
+    with Store.open(path) as st:
+        assert (st.info().guid, st.info().name) == (guid, "orig")
+        assert [m.body for m in st.browse("q")] == [b"hello"]
+
+
+def test_a_store_left_unfinished_is_finished_by_the_next_init_only(tmp_path):
+    path = tmp_path / "s"
+    prepare_directory(path)  # what an `init` killed after writing its first marker leaves,
+    write_marker(path, 1 << 30, creating=True)
+    (path / "data.mdb").write_bytes(bytes(4096))  # with LMDB's file cut short by a full disk
+    with pytest.raises(errors.StoreUnavailable, match="never finished"):
+        Store.open(path)
+    with Store.open(path, create=True, name="qm") as st:
+        assert system_queues(st) == SYSTEM and st.info().name == "qm" and st.check() == []
+        guid = st.info().guid
+    with Store.open(path) as st:
+        assert st.info().guid == guid
+
+
+def test_a_finished_store_whose_data_file_was_lost_is_corrupt_not_made_anew(tmp_path):
+    path = tmp_path / "s"
+    Store.open(path, create=True).close()
+    (path / "data.mdb").unlink()
+    with pytest.raises(errors.StoreCorrupt, match="no queue manager identity"):
+        Store.open(path, create=True)
+
+
+def test_check_reports_a_missing_system_queue(tmp_path):
+    with Store.open(tmp_path / "s", create=True) as st:
+        with st._env.begin(write=True) as lt:  # damage: what an old half-made store could hold
+            from store.queues import queue_key
+            raw = lt.get(queue_key("dead-letter-tx"), db=st._dbs["queues"])
+            assert raw is not None
+            lt.delete(queue_key("dead-letter-tx"), db=st._dbs["queues"])
+        st._queue_cache.clear()
+        assert any("system queue 'dead-letter-tx' is missing" in p for p in st.check())
+
+
+_CREATOR = textwrap.dedent("""
+    import sys
+    from store import Store
+    sys.stdout.write("ready\\n"); sys.stdout.flush()
+    sys.stdin.readline()
+    Store.open(sys.argv[1], create=True, name="killed").close()
+    sys.stdout.write("made\\n"); sys.stdout.flush()
+""")
+
+
+@pytest.mark.slow
+def test_an_init_killed_at_random_moments_is_finished_by_the_next(tmp_path):
+    rng = random.Random(int(os.environ.get("MQCLI_TEST_SEED", "0")) or None)
+    made_whole = killed_inside = 0
+    for trial in range(25):
+        path = tmp_path / f"s{trial}"
+        child = subprocess.Popen([sys.executable, "-c", _CREATOR, str(path)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline() == "ready\n"
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        time.sleep(rng.uniform(0, 0.006))
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate(timeout=30)
+        made_whole += out == "made\n"
+        killed_inside += out == "" and path.exists()
+        with Store.open(path, create=True, name="next") as st:
+            assert system_queues(st) == SYSTEM
+            assert st.check() == []
+            guid = st.info().guid
+        with Store.open(path) as st:
+            assert st.info().guid == guid
+    assert killed_inside > 0, "no kill landed inside a creation"
