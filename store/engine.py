@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from . import keys
-from .arguments import is_int, is_seconds
+from .arguments import MAX_SECONDS, is_int, is_seconds, is_text
 from .environment import (
     DEFAULT_MAP_SIZE, MARKER, check_permissions, creation_lock, discard_unfinished_data, open_environment,
     prepare_directory, read_marker, store_exists, write_marker,
@@ -77,6 +77,11 @@ class NewMessage:
                 return f"{name} must be {what}, got {type(value).__name__} {value!r:.40}"
         if self.props is not None and not all(type(k) is str and type(v) is str for k, v in self.props.items()):
             return "props must map str names to str values"
+        texts = [("correl_id", self.correl_id), ("label", self.label), ("report_queue", self.report_queue)]
+        texts += [("a property", t) for kv in (self.props or {}).items() for t in kv]
+        for name, text in texts:
+            if text is not None and not is_text(text):
+                return f"{name} is not valid text (it holds a lone surrogate): {text!r:.40}"
         return None
 
 
@@ -135,10 +140,16 @@ def _seconds(value: float | None, what: str) -> int | None:
     if value is None:
         return None
     if not is_seconds(value):
-        raise InvalidArgument(f"{what} must be a number of seconds, got {type(value).__name__} {value!r:.40}")
+        raise InvalidArgument(_not_seconds(value, what))
     if value <= 0:
         raise InvalidArgument(f"{what} must be positive, got {value}")
     return int(value * 1_000_000)
+
+
+def _not_seconds(value: object, what: str) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{what} must be a finite number of seconds up to {MAX_SECONDS} (136 years), got {value!r}"
+    return f"{what} must be a number of seconds, got {type(value).__name__} {value!r:.40}"
 
 
 def _check_count(value: int | None, what: str) -> None:
@@ -580,7 +591,7 @@ class Store(Forwarding):
             raise InvalidArgument("a get is either in a transaction or two-phase, not both (seed 002)")
         _check_count(count, "count")
         if wait is not None and not is_seconds(wait):
-            raise InvalidArgument(f"wait must be a number of seconds or None (forever), got {wait!r:.40}")
+            raise InvalidArgument(_not_seconds(wait, "wait") + " (None waits forever)")
         _check_id(confirm_id, "confirm id")
         _check_id(lock_id, "lock id")
         if lease is not None and confirm_id is None:

@@ -658,8 +658,8 @@ def validate_fields(m: Message) -> None:
     """Raise InvalidArgument unless every field fits the record format and SPEC §4."""
     if not isinstance(m.body, (bytes, bytearray)):
         raise InvalidArgument("body must be bytes")
-    if not 0 <= m.priority <= MAX_PRIORITY:
-        raise InvalidArgument(f"priority must be 0..7, got {m.priority}")
+    if not 0 <= m.priority <= MAX_PRIORITY or type(m.priority) is not int:  # a bool is no priority
+        raise InvalidArgument(f"priority must be an int 0..7, got {type(m.priority).__name__} {m.priority!r:.40}")
     if not -(1 << 31) <= m.app_specific < 1 << 31:  # the record holds a signed 32-bit int
         raise InvalidArgument(f"app_specific must be -2147483648..2147483647, got {m.app_specific}")
     if not 0 <= m.hops <= 0xFFFF or not 0 <= m.backouts <= 0xFFFF:

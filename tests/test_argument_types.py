@@ -19,6 +19,9 @@ PUT_FIELDS = [
     ("app_specific", "7", "app_specific must be an int, got str '7'"),
     ("ttl", "10", "ttl must be a number of seconds, got str '10'"),
     ("report_queue", 5, "report_queue must be a queue name (str) or None, got int 5"),
+    ("label", "\ud800", "label is not valid text (it holds a lone surrogate): '\\ud800'"),
+    ("correl_id", "c\udc00", "correl_id is not valid text (it holds a lone surrogate): 'c\\udc00'"),
+    ("props", {"k": "\udc80"}, "a property is not valid text (it holds a lone surrogate): '\\udc80'"),
 ]
 
 
@@ -40,7 +43,7 @@ GET_ARGS = [
     ({"correl_id": b"c"}, "correl_id must be a str or None, got bytes b'c'"),
     ({"priority": "3"}, "priority must be an int or None, got str '3'"),
     ({"lookup_id": "5"}, "lookup_id must be an int or None, got str '5'"),
-    ({"wait": "1"}, "wait must be a number of seconds or None (forever), got '1'"),
+    ({"wait": "1"}, "wait must be a number of seconds, got str '1' (None waits forever)"),
     ({"confirm_id": 1, "lease": "5"}, "lease must be a number of seconds, got str '5'"),
 ]
 
@@ -119,3 +122,21 @@ def test_move_undo_browse_states_and_export_check_their_arguments(st):
         assert str(e.value) == said
     assert [m.body for m in st.browse("q")] == [b"x"] and st.browse("r") == []
     assert [m.body for m in st.export_messages("q")] == [b"x"]  # one name, not its letters
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e300, 2.0 ** 32])
+def test_a_duration_must_be_finite_and_at_most_136_years(st, value):
+    for kwargs in ({"ttl": value}, {"confirm_id": 1, "lease": value}):
+        with pytest.raises(InvalidArgument, match="finite number of seconds"):
+            st.put("q", b"x", **kwargs)
+    st.put("q", b"x")
+    with pytest.raises(InvalidArgument, match="finite number of seconds"):
+        st.get("q", wait=value)
+    assert st.queue_info("q").depth == 1
+    st.put("q", b"long-lived", ttl=2 ** 32 - 1)  # MSMQ's INFINITE still fits
+
+
+def test_a_bool_is_no_priority(st):
+    with pytest.raises(InvalidArgument, match="priority must be an int 0..7, got bool True"):
+        st.put("q", b"x", priority=True)
+    assert st.queue_info("q").depth == 0
