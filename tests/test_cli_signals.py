@@ -63,6 +63,88 @@ def finish(proc, timeout=60):
     return proc.returncode, err.decode("utf-8", "backslashreplace")
 
 
+# ---- a bulk put prints the id of every message it committed -------------------------------
+
+BULK = 200_000
+DELAYS = (0.0, 0.013, 0.05, 0.11, 0.2, 0.31)  # after the first ids: early and late in a batch
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("mode", ["lines", "jsonl", "count"])
+def test_an_interrupted_bulk_put_prints_the_id_of_every_message_it_stored(cli, spawn, tmp_path, mode, signum):
+    if mode == "lines":
+        source = tmp_path / "bodies.txt"
+        source.write_bytes(b"".join(b"line-%06d\n" % i for i in range(BULK)))
+        args = ["--lines", source]
+    elif mode == "jsonl":
+        source = tmp_path / "records.jsonl"
+        fill(cli, BULK, "src")
+        with open(source, "wb") as out:  # records as `get -o jsonl` prints them, ids kept
+            assert subprocess.run([*mqcli_command(), "get", "src", "--all", "-o", "jsonl"], stdout=out,
+                                  env={**os.environ, **cli.env}).returncode == 0
+        args = ["--jsonl", source]
+    else:
+        args = ["m", "--count", BULK]
+    interrupted = 0
+    for run, delay in enumerate(DELAYS):
+        queue = f"q{run}"  # each run on its own queue: --jsonl keeps the records' ids
+        cli.ok("queue", "create", queue, "-q")
+        ids = tmp_path / "ids.txt"
+        with open(ids, "wb") as out:
+            proc = spawn(cli, "put", queue, *args, stdout=out)
+            wait_for(lambda: ids.stat().st_size > 0, proc)
+            time.sleep(delay)
+            proc.send_signal(signum)
+            code, err = finish(proc)
+        printed = ids.read_bytes().splitlines()
+        stored = depth(cli, queue)
+        assert len(printed) == stored, (delay, code, err)
+        assert len(set(printed)) == len(printed)
+        if code == 0:  # it finished before the signal came
+            assert stored == BULK and err == ""
+        else:
+            assert (code, err) == (CODE[signum], MESSAGE[signum]), delay
+            interrupted += 1
+    assert interrupted >= len(DELAYS) // 2, "too few runs were interrupted to tell anything"
+
+
+# ---- a destructive get prints exactly what it removed -------------------------------------
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_get_all_json_printed_exactly_what_it_removed_as_a_whole_array(cli, spawn, tmp_path, signum):
+    fill(cli, 400_000)
+    interrupted = 0
+    for delay in (0.0, 0.02, 0.07, 0.15):
+        before = depth(cli)
+        got = tmp_path / "got.json"
+        with open(got, "wb") as out:
+            proc = spawn(cli, "get", "q", "--all", "-o", "json", stdout=out)
+            wait_for(lambda: got.stat().st_size > 0, proc)
+            time.sleep(delay)
+            proc.send_signal(signum)
+            code, err = finish(proc)
+        array = json.loads(got.read_bytes())  # whole: the array is closed
+        assert len(array) == before - depth(cli), (delay, code, err)
+        if code != 0:
+            assert code == CODE[signum]
+            assert err.splitlines()[0] + "\n" == MESSAGE[signum] and "Traceback" not in err
+            interrupted += 1
+    assert interrupted >= 2
+
+
+def test_an_interrupted_move_reports_how_many_messages_it_moved(cli, spawn, tmp_path):
+    fill(cli, 300_000)
+    cli.ok("queue", "create", "r", "-q")
+    proc = spawn(cli, "move", "q", "r", "-o", "json", stdout=subprocess.PIPE)
+    wait_for(lambda: depth(cli, "r") >= 5_000, proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.decode().splitlines()[0] + "\n" == INTERRUPTED
+    report = json.loads(out)
+    assert report["interrupted"] is True
+    assert report["moved"] == depth(cli, "r") == 300_000 - depth(cli, "q")
+
+
 # ---- export --to is whole or nothing ------------------------------------------------------
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

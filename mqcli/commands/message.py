@@ -17,6 +17,7 @@ from ..durations import parse_duration
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import Output, age, iso, progress
+from ..signals import Deferral, deferred
 
 BATCH = 1000
 
@@ -99,11 +100,12 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
     total = 0
     with progress(f"put {queue}") as bar, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
         for batch in items:
-            if keep_ids:
-                done = st.import_messages(queue, batch)  # type: ignore[arg-type]
-            else:
-                done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx)  # type: ignore[arg-type]
-            stream.extend(done)
+            with deferred():  # what is committed is printed: Ctrl-C waits for the ids
+                if keep_ids:
+                    done = st.import_messages(queue, batch)  # type: ignore[arg-type]
+                else:
+                    done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx)  # type: ignore[arg-type]
+                stream.extend(done)
             total += len(done)
             bar.advance(len(done))
     return total
@@ -195,7 +197,9 @@ def put(
                                            for chunk in _chunks(bodies, BATCH)),
                         False, confirm_id, lease_s, tx)
         elif count == 1 and confirm_id is None:
-            s.out.msg_ids(st.put_many(queue, [NewMessage(_body(body, file), **fields)], lease=lease_s, tx=tx))
+            message = NewMessage(_body(body, file), **fields)
+            with deferred():
+                s.out.msg_ids(st.put_many(queue, [message], lease=lease_s, tx=tx))
         else:
             data = _body(body, file)
             _put_stream(st, s.out, queue,
@@ -259,14 +263,14 @@ def get(
                    priority=priority, confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
-            st.get(queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
+            _delivered(st.get, queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
             return
         left = count
         with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
             while left is None or left > 0:
                 try:
-                    got = st.get_many(queue, BATCH if left is None else min(left, BATCH),
-                                      wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
+                    got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
+                                     wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
                 except (errors.Timeout, errors.UnknownLockId):
                     if stream.count == 0:
                         raise
@@ -276,6 +280,22 @@ def get(
                     left -= len(got)
                 if msg_id is not None or unique_id is not None or lookup_id is not None:
                     break  # an exact id names one message
+
+
+def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]
+    """`get(*args, deliver=...)` with Ctrl-C and SIGTERM held from the moment the output is
+    written until the removal has committed (or failed): what was printed is what was removed.
+    While the get waits, and before its output starts, a signal acts at once."""
+    gate = Deferral()
+
+    def deliver_held(found: list[Message]) -> None:
+        gate.hold()
+        deliver(found)
+
+    try:
+        return get(*args, deliver=deliver_held, **kw)
+    finally:
+        gate.release()
 
 
 def browse(
@@ -437,10 +457,22 @@ def move(
             s.out.document({"source": source, "target": target, "would_move": n, "dry_run": True})
             return
         moved = 0
-        with progress(f"{'copy' if copy else 'move'} {source} → {target}", total=count) as bar:
-            for batch in st.move(source, target, count=count, copy=copy, tx=tx, **filters):  # type: ignore[arg-type]
-                moved += len(batch)
-                bar.advance(len(batch))
+        batches = st.move(source, target, count=count, copy=copy, tx=tx, **filters)  # type: ignore[arg-type]
+        try:
+            with progress(f"{'copy' if copy else 'move'} {source} → {target}", total=count) as bar:
+                while True:
+                    with deferred():  # a batch that commits is counted
+                        batch = next(batches, None)
+                        if batch is None:
+                            break
+                        moved += len(batch)
+                    bar.advance(len(batch))
+        except KeyboardInterrupt:
+            # the batches that committed stay moved: say how many (a rerun of --copy would
+            # copy them again), then exit 130
+            s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved,
+                            "interrupted": True})
+            raise
     s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved})
 
 
