@@ -5,6 +5,7 @@ more of them than the limit."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -69,3 +70,77 @@ def test_a_store_path_that_is_not_a_directory_is_exit_11_naming_it(tmp_path, kin
     assert (code, out) == (11, b""), err
     assert err.startswith(f"mqcli: error: cannot open the store at {path}: ")
     assert err.count("\n") == 1 and "[MQ_ERROR_STORE_UNAVAILABLE]" in err
+
+
+# ---- bodies over the store's max-message-size ---------------------------------------------
+
+TOO_LARGE = ("mqcli: error: {where}the message body is larger than the store's max-message-size of "
+             "4194304 bytes (`mqcli qmgr set --max-message-size`) [MQ_ERROR_INSUFFICIENT_RESOURCES]\n")
+
+# Runs the command as its only child and prints that child's exit code and max RSS (os.wait4):
+# a small parent, because a child's max RSS starts from its parent's size. Its data segment is
+# capped, so that a command that reads an endless body fails fast instead of filling memory.
+LAUNCHER = """
+import os, resource, subprocess, sys
+resource.setrlimit(resource.RLIMIT_DATA, (1536 << 20, 1536 << 20))
+proc = subprocess.Popen(sys.argv[2:], stdin=open(sys.argv[1], "rb"), stderr=subprocess.PIPE)
+err = proc.stderr.read()
+_, status, usage = os.wait4(proc.pid, 0)
+sys.stderr.buffer.write(err)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def measured(cli, *args, stdin="/dev/null"):
+    """(exit code, max RSS in MiB, stderr) of `mqcli ARGS` run on `cli`'s store."""
+    proc = subprocess.run([sys.executable, "-c", LAUNCHER, stdin, *mqcli_command(), *map(str, args)],
+                          capture_output=True, env={**os.environ, **cli.env}, timeout=60)
+    code, maxrss_kib = map(int, proc.stdout.split())
+    return code, maxrss_kib / 1024, proc.stderr.decode("utf-8", "backslashreplace")
+
+
+@pytest.mark.parametrize("args, stdin, where", [
+    (["--file", "/dev/zero"], "/dev/null", ""),
+    (["--file", "/dev/zero", "--count", "3"], "/dev/null", ""),
+    (["-"], "/dev/zero", ""),
+    (["--lines", "/dev/zero"], "/dev/null", "line 1: "),
+    (["--lines", "-"], "/dev/zero", "line 1: "),
+], ids=["file", "file-count", "stdin", "lines", "lines-stdin"])
+def test_an_endless_body_is_refused_at_the_max_message_size_without_reading_it_all(cli, args, stdin, where):
+    code, maxrss_mib, err = measured(cli, "put", "q", *args, stdin=stdin)
+    assert (code, err) == (8, TOO_LARGE.format(where=where))
+    assert maxrss_mib < 150  # the limit is 4 MiB; the old code read until MemoryError
+    assert cli.json("queue", "show", "q")["depth"] == 0
+
+
+def test_a_long_line_is_refused_naming_it_and_the_lines_before_its_batch_are_stored(cli, tmp_path):
+    lines = tmp_path / "lines.txt"
+    with open(lines, "wb") as out:
+        out.write(b"short\n" * 2500)  # two whole batches of 1,000 and half of the third
+        out.write(b"x" * (4194304 + 10) + b"\n")
+        out.write(b"after\n")
+    result = cli.subprocess("put", "q", "--lines", lines)
+    assert result.code == 8
+    assert result.stderr == TOO_LARGE.format(where="line 2501: ")
+    assert len(result.out.splitlines()) == cli.json("queue", "show", "q")["depth"] == 2000
+
+
+def test_lines_of_exactly_the_max_message_size_are_stored_with_lf_or_crlf(cli, tmp_path):
+    lines = tmp_path / "lines.txt"
+    body = b"y" * 4194304
+    lines.write_bytes(body + b"\r\n" + body + b"\n" + body)
+    result = cli.subprocess("put", "q", "--lines", lines)
+    assert result.code == 0 and len(result.out.splitlines()) == 3
+    got = cli.subprocess("get", "q", "--all", "-o", "body", "--delimiter", "|")
+    assert got.stdout == (body + b"|") * 3
+
+
+def test_a_large_file_is_refused_with_its_size_as_the_store_says_it(cli, tmp_path):
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(3 << 30)  # sparse: 3 GiB that take no disk
+    code, maxrss_mib, err = measured(cli, "put", "q", "--file", big)
+    assert code == 8 and maxrss_mib < 150
+    assert err == ("mqcli: error: the message body is 3221225472 bytes, more than the store's "
+                   "max-message-size of 4194304 bytes (`mqcli qmgr set --max-message-size`) "
+                   "[MQ_ERROR_INSUFFICIENT_RESOURCES]\n")

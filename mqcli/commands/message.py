@@ -53,19 +53,60 @@ def _delimiter(text: str) -> bytes:
 
 # ---- put --------------------------------------------------------------------------------
 
-def _body(body: Optional[str], file: Optional[Path]) -> bytes:
+def _body(body: Optional[str], file: Optional[Path], st: Store) -> bytes:
     if body is not None and file is not None:
         raise UsageError("give the body as an argument or with --file, not both")
     if file is not None:
         try:
-            return file.read_bytes()
+            with open(file, "rb") as stream:
+                return _read_body(stream, st)
         except OSError as exc:
             raise UsageError(f"cannot read --file {file}: {exc.strerror}") from None
     if body is None:
         raise UsageError("give a BODY, --file FILE, or - to read the body from stdin (or use --jsonl/--lines)")
     if body == "-":
-        return sys.stdin.buffer.read()
+        return _read_body(sys.stdin.buffer, st)
     return os.fsencode(body)  # the argument's own bytes, even if they are not UTF-8
+
+
+def _read_body(stream: BinaryIO, st: Store) -> bytes:
+    """The body in `stream`, read no further than one byte past the store's max-message-size:
+    a larger one is refused as the store would refuse it (exit 8), without reading it all
+    (`--file /dev/zero` ran out of memory, a 3 GB file took 3 GB)."""
+    limit = st.info().max_message_size
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise _too_large(limit, os.fstat(stream.fileno()).st_size if _is_file(stream) else None)
+    return data
+
+
+def _is_file(stream: BinaryIO) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _too_large(limit: int, size: Optional[int] = None, where: str = "") -> errors.MessageTooLarge:
+    """The store's refusal (store.txn), for a body not read to its end: its size is the
+    file's, or only known to be over the limit."""
+    shown = f"is {size} bytes, more" if size is not None and size > limit else "is larger"
+    return errors.MessageTooLarge(
+        f"{where}the message body {shown} than the store's max-message-size of "
+        f"{limit} bytes (`mqcli qmgr set --max-message-size`)")
+
+
+def _lines(stream: BinaryIO, st: Store) -> Iterator[bytes]:
+    """The bodies of `put --lines`: each line without its end (LF or CRLF). A line longer
+    than the store's max-message-size is refused after reading that much of it, not all."""
+    limit = st.info().max_message_size
+    cap = limit + 2  # a body of `limit` bytes and its CRLF
+    for number, line in enumerate(iter(lambda: stream.readline(cap), b""), 1):
+        if len(line) == cap and not line.endswith(b"\n"):
+            raise _too_large(limit, where=f"line {number}: ")
+        yield line.rstrip(b"\n").removesuffix(b"\r")
 
 
 def _open_input(name: str) -> BinaryIO:
@@ -192,16 +233,15 @@ def put(
             _put_stream(st, s.out, queue, batches, True, None, None)
         elif lines is not None:
             stream = _open_input(lines)
-            bodies = (line.rstrip(b"\n").removesuffix(b"\r") for line in stream)
             _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
-                                           for chunk in _chunks(bodies, BATCH)),
+                                           for chunk in _chunks(_lines(stream, st), BATCH)),
                         False, confirm_id, lease_s, tx)
         elif count == 1 and confirm_id is None:
-            message = NewMessage(_body(body, file), **fields)
+            message = NewMessage(_body(body, file, st), **fields)
             with deferred():
                 s.out.msg_ids(st.put_many(queue, [message], lease=lease_s, tx=tx))
         else:
-            data = _body(body, file)
+            data = _body(body, file, st)
             _put_stream(st, s.out, queue,
                         ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
                         False, confirm_id, lease_s, tx)
