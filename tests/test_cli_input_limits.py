@@ -144,3 +144,9 @@ def test_a_large_file_is_refused_with_its_size_as_the_store_says_it(cli, tmp_pat
     assert err == ("mqcli: error: the message body is 3221225472 bytes, more than the store's "
                    "max-message-size of 4194304 bytes (`mqcli qmgr set --max-message-size`) "
                    "[MQ_ERROR_INSUFFICIENT_RESOURCES]\n")
+
+
+def test_a_piped_body_a_little_over_the_limit_is_refused_with_its_size(cli):
+    result = cli.subprocess("put", "q", "-", input=b"m" * (4194304 + 5))
+    assert (result.code, result.stdout) == (8, b"")
+    assert result.stderr.startswith("mqcli: error: the message body is 4194309 bytes, more than")

@@ -76,8 +76,21 @@ def _read_body(stream: BinaryIO, st: Store) -> bytes:
     limit = st.info().max_message_size
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise _too_large(limit, os.fstat(stream.fileno()).st_size if _is_file(stream) else None)
+        size = os.fstat(stream.fileno()).st_size if _is_file(stream) else _size_if_it_ends(stream, len(data))
+        raise _too_large(limit, size)
     return data
+
+
+def _size_if_it_ends(stream: BinaryIO, read: int, further: int = 64 << 20) -> Optional[int]:
+    """The size of a body from a pipe that is over the limit, if it ends within `further`
+    more bytes (read and dropped a MiB at a time); None for one that goes on (/dev/zero)."""
+    while further > 0:
+        chunk = stream.read(min(1 << 20, further))
+        if not chunk:
+            return read
+        read += len(chunk)
+        further -= len(chunk)
+    return None
 
 
 def _is_file(stream: BinaryIO) -> bool:
