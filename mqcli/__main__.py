@@ -4,9 +4,40 @@ import sys
 
 
 def main() -> None:
-    from .app import run
+    try:
+        from . import signals  # first: SIGTERM is an interruption from here on
 
-    sys.exit(run())
+        signals.install()
+        from .app import run  # the imports take a few tenths of a second: Ctrl-C may land here
+
+        code = run()
+    except KeyboardInterrupt as exc:
+        code = _interrupted(exc)
+    _quiet_exit()
+    sys.exit(code)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C or SIGTERM outside `run` (during the imports): the one-line error, no traceback."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)  # a second Ctrl-C does not break the report
+    from .exits import report, wants_json
+    from .signals import Terminated
+
+    return report(exc if isinstance(exc, Terminated) else KeyboardInterrupt(),
+                  json_errors=wants_json(sys.argv[1:]))
+
+
+def _quiet_exit() -> None:
+    """The command is done and its exit code decided: a signal that comes while the
+    interpreter shuts down changes neither, and prints no traceback."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import __version__
-from .exits import ExitCode, UsageError, report
+from . import __version__, signals
+from .exits import ExitCode, UsageError, report, wants_json
 from .render import OutputClosed
 from .options import SETTINGS_KEY, OutputOpt, QuietOpt, Settings, StoreOpt, UnsafeOpt
 
@@ -70,31 +70,23 @@ def _register() -> None:
 _register()
 
 
-def _wants_json(argv: list[str]) -> bool:
-    for i, arg in enumerate(argv):
-        if arg in ("-o", "--output") and i + 1 < len(argv):
-            return argv[i + 1] in ("json", "jsonl")
-        if arg.startswith("--output=") or (arg.startswith("-o") and len(arg) > 2):
-            return arg.split("=", 1)[-1].lstrip("-o") in ("json", "jsonl")
-    return False
-
-
 def run(argv: list[str] | None = None) -> int:
     """Run the command line and return the exit code."""
     import click
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    json_errors = _wants_json(argv)
+    json_errors = wants_json(argv)
     command = typer.main.get_command(app)
     try:
         if command.main(args=argv, prog_name="mqcli", standalone_mode=False) == ExitCode.INTERRUPTED:
-            # typer turns Ctrl-C into a return value of 130 when not in standalone mode
-            return report(KeyboardInterrupt(), json_errors=json_errors)
+            # typer turns Ctrl-C (and SIGTERM, a KeyboardInterrupt too) into a return value of
+            # 130 when not in standalone mode
+            return report(signals.interruption(), json_errors=json_errors)
         return ExitCode.OK
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
-        return report(KeyboardInterrupt(), json_errors=json_errors)
+        return report(signals.interruption(), json_errors=json_errors)
     except click.exceptions.NoArgsIsHelpError as exc:  # `mqcli`, `mqcli queue`: show the help
         sys.stderr.write(exc.ctx.get_help() + "\n")
         return ExitCode.USAGE

@@ -30,6 +30,7 @@ class ExitCode(IntEnum):
     BAD_DATA = 12
     CHANNEL = 13
     INTERRUPTED = 130
+    TERMINATED = 143         # SIGTERM (128 + 15), handled as Ctrl-C is
 
 
 class UsageError(Exception):
@@ -54,6 +55,16 @@ def _one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def wants_json(argv: list[str]) -> bool:
+    """Whether the command line asks for `-o json|jsonl` (its errors are JSON objects too)."""
+    for i, arg in enumerate(argv):
+        if arg in ("-o", "--output") and i + 1 < len(argv):
+            return argv[i + 1] in ("json", "jsonl")
+        if arg.startswith("--output=") or (arg.startswith("-o") and len(arg) > 2):
+            return arg.split("=", 1)[-1].lstrip("-o") in ("json", "jsonl")
+    return False
+
+
 def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = None) -> int:
     """Print the one-line error for `exc` and return its exit code."""
     stream = stream or sys.stderr
@@ -71,7 +82,12 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
     elif isinstance(exc, UsageError):
         code, status, mq_code, message = ExitCode.USAGE, "USAGE", None, str(exc)
     elif isinstance(exc, KeyboardInterrupt):
-        code, status, mq_code, message = ExitCode.INTERRUPTED, "INTERRUPTED", None, "interrupted"
+        from .signals import Terminated
+
+        if isinstance(exc, Terminated):
+            code, status, mq_code, message = ExitCode.TERMINATED, "INTERRUPTED", None, "terminated (SIGTERM)"
+        else:
+            code, status, mq_code, message = ExitCode.INTERRUPTED, "INTERRUPTED", None, "interrupted"
     else:
         code, status, mq_code = ExitCode.INTERNAL, "INTERNAL", None
         message = f"internal error: {type(exc).__name__}: {exc} (a bug; rerun with --traceback and report it)"

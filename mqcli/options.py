@@ -36,7 +36,9 @@ def _check_mode(value: Optional[str]) -> Optional[str]:
 
 
 StoreOpt = Annotated[Optional[Path], typer.Option(
-    "--store", metavar="PATH", show_default=False,
+    # readable=False: Typer checks a Path option's readability by default, which made an
+    # unreadable store a usage error (exit 2); opening it says so, exit 11 (SPEC §6)
+    "--store", metavar="PATH", show_default=False, readable=False,
     help="Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).")]
 OutputOpt = Annotated[Optional[str], typer.Option(
     "--output", "-o", metavar="text|json|jsonl|body", callback=_check_mode, show_default=False,
@@ -66,8 +68,25 @@ class Session:
         """Open the store; SPEC §2 creates it on first use (0700/0600), named `name`."""
         from store import Store
 
-        return Store.open(self.store_path, create=create, name=name,
-                          allow_unsafe_permissions=self.allow_unsafe)
+        try:
+            return Store.open(self.store_path, create=create, name=name,
+                              allow_unsafe_permissions=self.allow_unsafe)
+        except (PermissionError, NotADirectoryError, FileExistsError) as exc:
+            raise unusable_store(self.store_path, exc) from None
+
+
+def unusable_store(path: Path, exc: OSError) -> Exception:
+    """A store path that cannot be used (not permitted, not a directory) is exit 11, naming
+    it; the store raises its own errors for most of these, this catches what it lets through."""
+    from store.errors import StorePermission, StoreUnavailable
+
+    where = f" ({exc.filename})" if exc.filename and os.fspath(exc.filename) != os.fspath(path) else ""
+    if isinstance(exc, PermissionError):
+        return StorePermission(f"cannot open the store at {path}: permission denied{where}; run as its "
+                               f"owner or give another --store")
+    what = "is not a directory" if isinstance(exc, FileExistsError) else "has a part that is not a directory"
+    return StoreUnavailable(f"cannot open the store at {path}: the path {what}{where}; give a store "
+                            f"directory with --store")
 
 
 def settings(ctx: typer.Context) -> Settings:

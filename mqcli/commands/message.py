@@ -17,6 +17,7 @@ from ..durations import parse_duration
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import Output, age, iso, progress
+from ..signals import Deferral, deferred
 
 BATCH = 1000
 
@@ -52,19 +53,73 @@ def _delimiter(text: str) -> bytes:
 
 # ---- put --------------------------------------------------------------------------------
 
-def _body(body: Optional[str], file: Optional[Path]) -> bytes:
+def _body(body: Optional[str], file: Optional[Path], st: Store) -> bytes:
     if body is not None and file is not None:
         raise UsageError("give the body as an argument or with --file, not both")
     if file is not None:
         try:
-            return file.read_bytes()
+            with open(file, "rb") as stream:
+                return _read_body(stream, st)
         except OSError as exc:
             raise UsageError(f"cannot read --file {file}: {exc.strerror}") from None
     if body is None:
         raise UsageError("give a BODY, --file FILE, or - to read the body from stdin (or use --jsonl/--lines)")
     if body == "-":
-        return sys.stdin.buffer.read()
+        return _read_body(sys.stdin.buffer, st)
     return os.fsencode(body)  # the argument's own bytes, even if they are not UTF-8
+
+
+def _read_body(stream: BinaryIO, st: Store) -> bytes:
+    """The body in `stream`, read no further than one byte past the store's max-message-size:
+    a larger one is refused as the store would refuse it (exit 8), without reading it all
+    (`--file /dev/zero` ran out of memory, a 3 GB file took 3 GB)."""
+    limit = st.info().max_message_size
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        size = os.fstat(stream.fileno()).st_size if _is_file(stream) else _size_if_it_ends(stream, len(data))
+        raise _too_large(limit, size)
+    return data
+
+
+def _size_if_it_ends(stream: BinaryIO, read: int, further: int = 64 << 20) -> Optional[int]:
+    """The size of a body from a pipe that is over the limit, if it ends within `further`
+    more bytes (read and dropped a MiB at a time); None for one that goes on (/dev/zero)."""
+    while further > 0:
+        chunk = stream.read(min(1 << 20, further))
+        if not chunk:
+            return read
+        read += len(chunk)
+        further -= len(chunk)
+    return None
+
+
+def _is_file(stream: BinaryIO) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _too_large(limit: int, size: Optional[int] = None, where: str = "") -> errors.MessageTooLarge:
+    """The store's refusal (store.txn), for a body not read to its end: its size is the
+    file's, or only known to be over the limit."""
+    shown = f"is {size} bytes, more" if size is not None and size > limit else "is larger"
+    return errors.MessageTooLarge(
+        f"{where}the message body {shown} than the store's max-message-size of "
+        f"{limit} bytes (`mqcli qmgr set --max-message-size`)")
+
+
+def _lines(stream: BinaryIO, st: Store) -> Iterator[bytes]:
+    """The bodies of `put --lines`: each line without its end (LF or CRLF). A line longer
+    than the store's max-message-size is refused after reading that much of it, not all."""
+    limit = st.info().max_message_size
+    cap = limit + 2  # a body of `limit` bytes and its CRLF
+    for number, line in enumerate(iter(lambda: stream.readline(cap), b""), 1):
+        if len(line) == cap and not line.endswith(b"\n"):
+            raise _too_large(limit, where=f"line {number}: ")
+        yield line.rstrip(b"\n").removesuffix(b"\r")
 
 
 def _open_input(name: str) -> BinaryIO:
@@ -99,11 +154,12 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
     total = 0
     with progress(f"put {queue}") as bar, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
         for batch in items:
-            if keep_ids:
-                done = st.import_messages(queue, batch)  # type: ignore[arg-type]
-            else:
-                done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx)  # type: ignore[arg-type]
-            stream.extend(done)
+            with deferred():  # what is committed is printed: Ctrl-C waits for the ids
+                if keep_ids:
+                    done = st.import_messages(queue, batch)  # type: ignore[arg-type]
+                else:
+                    done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx)  # type: ignore[arg-type]
+                stream.extend(done)
             total += len(done)
             bar.advance(len(done))
     return total
@@ -190,14 +246,15 @@ def put(
             _put_stream(st, s.out, queue, batches, True, None, None)
         elif lines is not None:
             stream = _open_input(lines)
-            bodies = (line.rstrip(b"\n").removesuffix(b"\r") for line in stream)
             _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
-                                           for chunk in _chunks(bodies, BATCH)),
+                                           for chunk in _chunks(_lines(stream, st), BATCH)),
                         False, confirm_id, lease_s, tx)
         elif count == 1 and confirm_id is None:
-            s.out.msg_ids(st.put_many(queue, [NewMessage(_body(body, file), **fields)], lease=lease_s, tx=tx))
+            message = NewMessage(_body(body, file, st), **fields)
+            with deferred():
+                s.out.msg_ids(st.put_many(queue, [message], lease=lease_s, tx=tx))
         else:
-            data = _body(body, file)
+            data = _body(body, file, st)
             _put_stream(st, s.out, queue,
                         ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
                         False, confirm_id, lease_s, tx)
@@ -259,14 +316,14 @@ def get(
                    priority=priority, confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
-            st.get(queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
+            _delivered(st.get, queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
             return
         left = count
         with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
             while left is None or left > 0:
                 try:
-                    got = st.get_many(queue, BATCH if left is None else min(left, BATCH),
-                                      wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
+                    got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
+                                     wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
                 except (errors.Timeout, errors.UnknownLockId):
                     if stream.count == 0:
                         raise
@@ -276,6 +333,22 @@ def get(
                     left -= len(got)
                 if msg_id is not None or unique_id is not None or lookup_id is not None:
                     break  # an exact id names one message
+
+
+def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]
+    """`get(*args, deliver=...)` with Ctrl-C and SIGTERM held from the moment the output is
+    written until the removal has committed (or failed): what was printed is what was removed.
+    While the get waits, and before its output starts, a signal acts at once."""
+    gate = Deferral()
+
+    def deliver_held(found: list[Message]) -> None:
+        gate.hold()
+        deliver(found)
+
+    try:
+        return get(*args, deliver=deliver_held, **kw)
+    finally:
+        gate.release()
 
 
 def browse(
@@ -437,10 +510,22 @@ def move(
             s.out.document({"source": source, "target": target, "would_move": n, "dry_run": True})
             return
         moved = 0
-        with progress(f"{'copy' if copy else 'move'} {source} → {target}", total=count) as bar:
-            for batch in st.move(source, target, count=count, copy=copy, tx=tx, **filters):  # type: ignore[arg-type]
-                moved += len(batch)
-                bar.advance(len(batch))
+        batches = st.move(source, target, count=count, copy=copy, tx=tx, **filters)  # type: ignore[arg-type]
+        try:
+            with progress(f"{'copy' if copy else 'move'} {source} → {target}", total=count) as bar:
+                while True:
+                    with deferred():  # a batch that commits is counted
+                        batch = next(batches, None)
+                        if batch is None:
+                            break
+                        moved += len(batch)
+                    bar.advance(len(batch))
+        except KeyboardInterrupt:
+            # the batches that committed stay moved: say how many (a rerun of --copy would
+            # copy them again), then exit 130
+            s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved,
+                            "interrupted": True})
+            raise
     s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved})
 
 

@@ -14,6 +14,7 @@ from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..outfile import written_whole
 from ..render import OutputClosed, json_line, progress, write_all
+from ..signals import deferred
 from .message import BATCH, _open_input, read_records
 
 
@@ -111,21 +112,27 @@ def import_(
         def flush() -> None:
             nonlocal imported
             if pending:
-                imported += len(st.import_messages(target, pending, create=True))  # type: ignore[arg-type]
+                with deferred():  # a batch that commits is counted
+                    imported += len(st.import_messages(target, pending, create=True))  # type: ignore[arg-type]
                 if target.casefold() not in known:  # type: ignore[union-attr]
                     known.add(target.casefold())  # type: ignore[union-attr]
                     s.out.note(f"created queue {target!r}")
                 pending.clear()
 
-        with progress("import") as bar:
-            for number, m in read_records(stream):
-                name = _target(number, m, queue)
-                if name != target or len(pending) >= BATCH:
-                    flush()
-                    target = name
-                pending.append(m)
-                bar.advance()
-            flush()
+        try:
+            with progress("import") as bar:
+                for number, m in read_records(stream):
+                    name = _target(number, m, queue)
+                    if name != target or len(pending) >= BATCH:
+                        flush()
+                        target = name
+                    pending.append(m)
+                    bar.advance()
+                flush()
+        except KeyboardInterrupt:
+            # the batches that committed stay imported: say how many, then exit 130
+            s.out.document({"imported": imported, "interrupted": True})
+            raise
     if stream is not sys.stdin.buffer:
         stream.close()
     s.out.document({"imported": imported})

@@ -15,6 +15,7 @@ import typer
 from ..durations import parse_duration
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import age, iso
+from ..signals import deferred
 
 if TYPE_CHECKING:
     from store import Message
@@ -71,12 +72,12 @@ def begin(
     """
     seconds = None if timeout is None else parse_duration(timeout, what="timeout")
     s = session(ctx, store, output, quiet)
-    with s.open() as st:
+    with s.open() as st, deferred():  # a transaction begun is printed: Ctrl-C waits for its id
         tx = st.tx_begin(timeout=seconds)
-    if s.out.mode in ("json", "jsonl"):
-        s.out.document({"tx": tx, "timeout_s": seconds})
-    else:
-        s.out.value(tx, "tx")
+        if s.out.mode in ("json", "jsonl"):
+            s.out.document({"tx": tx, "timeout_s": seconds})
+        else:
+            s.out.value(tx, "tx")
 
 
 @app.command("commit")

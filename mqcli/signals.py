@@ -1,0 +1,95 @@
+"""Ctrl-C and SIGTERM: exit 130 and 143, with nothing half-done left behind (SPEC §6).
+
+SIGTERM is treated as Ctrl-C: it raises `Terminated`, a KeyboardInterrupt, so the clean-up
+that runs for Ctrl-C (a `.part` file removed, a JSON array closed, a transaction aborted) runs
+for it too; only the exit code (128 + 15) and the message differ.
+
+A command that commits and then prints what it committed (the ids of a put) must not be
+interrupted in between: the messages would be stored and their ids never shown, and a script
+that reruns the failed put would store them twice. `deferred()` holds both signals over such a
+window and acts on them when it closes.
+
+This module is imported first thing at start-up: it imports nothing that start-up does not
+import anyway.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where a KeyboardInterrupt would be (exit 143)."""
+
+
+# Typer turns a KeyboardInterrupt into a bare exit code, 130, so the signal that caused it is
+# kept here for `interruption()`.
+_received: int | None = None
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    global _received
+    _received = signum
+    raise Terminated()
+
+
+def install() -> None:
+    """Make SIGTERM raise `Terminated` (unless it is ignored, as `nohup` and some supervisors
+    start us). For the `mqcli` process only; `listen` and `dispatch` put their own handlers
+    over it while they serve."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
+
+
+def interruption() -> KeyboardInterrupt:
+    """The exception to report for an interrupted command: Ctrl-C, or SIGTERM."""
+    return Terminated() if _received == signal.SIGTERM else KeyboardInterrupt()
+
+
+class Deferral:
+    """Holds SIGINT and SIGTERM from `hold()` until `release()`, which then acts on the first
+    one that came, as if it had come then (the handler that was in place runs)."""
+
+    def __init__(self) -> None:
+        self._saved: dict[int, Any] = {}
+        self._pending: list[int] = []
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self._pending.append(signum)
+
+    def hold(self) -> None:
+        if self._saved or threading.current_thread() is not threading.main_thread():
+            return  # held already; or not the main thread, which no signal interrupts
+        for signum in SIGNALS:
+            handler = signal.getsignal(signum)
+            if handler is not signal.SIG_IGN and handler is not None:
+                self._saved[signum] = signal.signal(signum, self._note)
+
+    def release(self) -> None:
+        """Put the handlers back; then deliver a signal that came while they were held."""
+        saved, self._saved = self._saved, {}
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        if self._pending:
+            signum = self._pending[0]
+            self._pending.clear()
+            signal.raise_signal(signum)  # the restored handler raises here (or the default acts)
+
+
+@contextmanager
+def deferred() -> Iterator[Deferral]:
+    """Hold SIGINT and SIGTERM over the block; a signal that came is acted on at its end (also
+    when the block failed: the interruption is what is reported, and no signal is lost)."""
+    gate = Deferral()
+    gate.hold()
+    try:
+        yield gate
+    finally:
+        gate.release()
