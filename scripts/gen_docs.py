@@ -399,6 +399,7 @@ EXIT_MEANINGS = {
     "BAD_DATA": "Bad data: a malformed label, body, format name, JSONL record, or import file.",
     "CHANNEL": "Channel error: a link cannot be reached, authenticated, or broke.",
     "INTERRUPTED": "Interrupted (Ctrl-C); nothing half-done is left behind.",
+    "TERMINATED": "Terminated (SIGTERM), handled as Ctrl-C is; nothing half-done is left behind.",
 }
 
 

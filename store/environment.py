@@ -283,6 +283,10 @@ def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple
     except lmdb.Error as exc:
         if "No space left" in str(exc):
             raise StoreFull(f"the disk is full: cannot open the store at {path} ({exc})") from None
+        if "Cannot allocate memory" in str(exc):  # mmap of the whole map: address space, not RAM
+            raise StoreUnavailable(
+                f"cannot open the store at {path}: its map needs {map_size:,} bytes of address "
+                f"space (reserved, not used); a limit on virtual memory (`ulimit -v`) forbids it") from None
         raise StoreUnavailable(f"cannot open the store at {path}: {exc}") from None
     for name in ("data.mdb", "lock.mdb"):
         file = path / name

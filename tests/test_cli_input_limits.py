@@ -48,7 +48,8 @@ def test_a_store_the_user_may_not_read_is_exit_11_naming_it(public_dir, how):
         store = store / "sub"
         code, out, err = mqcli("--store", store, "info", user=NOBODY)
     assert (code, out) == (11, b""), err
-    assert err.startswith(f"mqcli: error: cannot open the store at {store}: permission denied")
+    # the store's own error (store/environment.py layout_error), one line naming the path
+    assert err.startswith("mqcli: error: ") and str(store) in err and "permission" in err.lower()
     assert err.endswith("[MQ_ERROR_ACCESS_DENIED]\n") and err.count("\n") == 1
 
 
@@ -68,7 +69,7 @@ def test_a_store_path_that_is_not_a_directory_is_exit_11_naming_it(tmp_path, kin
         path = tmp_path / "afile" / "sub"
     code, out, err = mqcli("--store", path, "info")
     assert (code, out) == (11, b""), err
-    assert err.startswith(f"mqcli: error: cannot open the store at {path}: ")
+    assert err.startswith("mqcli: error: ") and str(path) in err
     assert err.count("\n") == 1 and "[MQ_ERROR_STORE_UNAVAILABLE]" in err
 
 

@@ -147,3 +147,24 @@ def test_an_init_killed_at_random_moments_is_finished_by_the_next(tmp_path):
         with Store.open(path) as st:
             assert st.info().guid == guid
     assert killed_inside > 0, "no kill landed inside a creation"
+
+
+def test_mqcli_init_finishes_an_unfinished_store_and_says_so(tmp_path):
+    path = tmp_path / "s"
+    prepare_directory(path)
+    write_marker(path, 1 << 30, creating=True)
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    get = subprocess.run([sys.executable, "-m", "mqcli", "--store", str(path), "info"],
+                         capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert get.returncode == 0  # every command opens with create: it finishes the store too
+    again = subprocess.run([sys.executable, "-m", "mqcli", "--store", str(path), "init"],
+                           capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert again.returncode == 0 and "already exists" in again.stderr
+    path2 = tmp_path / "s2"
+    prepare_directory(path2)
+    write_marker(path2, 1 << 30, creating=True)
+    init = subprocess.run([sys.executable, "-m", "mqcli", "--store", str(path2), "init"],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert init.returncode == 0 and "left unfinished" in init.stderr, init.stderr
+    with Store.open(path2) as st:
+        assert system_queues(st) == SYSTEM and st.check() == []

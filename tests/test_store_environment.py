@@ -141,3 +141,20 @@ def test_a_closed_handle_says_so_and_closing_twice_is_harmless(tmp_path):
             use()
     with Store.open(tmp_path / "s") as again:
         assert again.check() == [] and again.queue_info("q").depth == 0
+
+
+def test_a_virtual_memory_limit_too_small_for_the_map_is_said_plainly(tmp_path):
+    Store.open(tmp_path / "s", create=True).close()  # a 1 TiB map of address space
+    code = textwrap.dedent("""
+        import resource, sys
+        from store import Store, errors
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        try:
+            Store.open(sys.argv[1])
+        except errors.StoreUnavailable as exc:
+            print(exc.exit_code, exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s")],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("11 ") and "ulimit -v" in out.stdout

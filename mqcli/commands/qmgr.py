@@ -42,11 +42,14 @@ def init(
       mqcli --store /var/lib/mq/qm1 init --name qm1
     """
     s = session(ctx, store, output, quiet)
-    from store.environment import store_exists
+    from store.environment import read_marker, store_exists
 
     existed = store_exists(s.store_path)
+    unfinished = existed and bool(read_marker(s.store_path).get("creating"))
     with s.open(name=name) as st:
-        if existed:
+        if unfinished:
+            s.out.note(f"finished the store at {s.store_path}, which an earlier init left unfinished")
+        elif existed:
             s.out.note(f"a store already exists at {s.store_path}; leaving it as it is")
         info = st.info()
     s.out.document(_info_doc(info))
