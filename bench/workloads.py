@@ -593,6 +593,7 @@ PQ = "persist-queue"
 LQ = "litequeue"
 LQ_FULL = "litequeue/FULL"
 FSYNC_FLOOR = "fsync floor"
+LMDB_ONE_COMMIT = "py-lmdb/one commit"  # workload 4's floor for an LMDB store: the confirm's commit alone
 
 WORKLOADS: list[Workload] = [
     Workload(
@@ -646,9 +647,10 @@ WORKLOADS: list[Workload] = [
             LQ: ("LiteQueue: m = pop(); done(m.message_id)", lq_get_done),
             LQ_FULL: ("LiteQueue pop+done, synchronous=FULL", lq_full_get_done),
             FSYNC_FLOOR: ("one 4 KiB pwrite + fdatasync per pair", fsync_floor_pair),
+            LMDB_ONE_COMMIT: ("one txn.put per write txn: one durable LMDB commit per pair", lmdb_put_single),
         },
         target=Target(PQ, 3.0),
-        floor=FSYNC_FLOOR,
+        floor=LMDB_ONE_COMMIT,
     ),
     Workload(
         key="tx_commit",

@@ -19,7 +19,7 @@ WORKLOADS = {
     "put_batched": {"store", "py-lmdb"},
     "get_batched": {"store", "py-lmdb"},
     "get_confirm": {"store", "py-lmdb/store-pattern", "persist-queue", "litequeue", "litequeue/FULL",
-                    "fsync floor"},
+                    "fsync floor", "py-lmdb/one commit"},
     "tx_commit": {"store", "py-lmdb"},
     "label_decode": {"store", "store/distinct-seconds", "store/parser-only"},
 }
@@ -78,5 +78,5 @@ def test_bench_states_the_ceiling_of_the_one_at_a_time_targets(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(out.read_text())
     bounds = {key: wl["target"]["bound"]["floor"] for key, wl in doc["workloads"].items()}
-    assert bounds == {"put_single": "py-lmdb/store-pattern", "get_confirm": "fsync floor"}
+    assert bounds == {"put_single": "py-lmdb/store-pattern", "get_confirm": "py-lmdb/one commit"}
     assert proc.stdout.count("ceiling: a store costing exactly the") == 2
