@@ -42,6 +42,28 @@ def cli(tmp_path):
     return runner
 
 
+@pytest.fixture
+def spawn():
+    """Start `mqcli ARGS` with Popen; whatever is still running at teardown is killed."""
+    import os
+    import subprocess
+
+    from cli_helpers import mqcli_command
+
+    started = []
+
+    def start(cli, *args, **kw):
+        proc = subprocess.Popen([*mqcli_command(), *map(str, args)], env={**os.environ, **cli.env}, **kw)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 # ---- the data pipeline (tests/test_analytics_*.py) -----------------------------------------
 
 @pytest.fixture(scope="session")

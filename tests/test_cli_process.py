@@ -11,24 +11,7 @@ import tty
 
 import pytest
 
-from cli_helpers import Cli, mqcli_command
-
-
-@pytest.fixture
-def spawn():
-    """Start `mqcli ARGS` with Popen; whatever is still running at teardown is killed."""
-    started = []
-
-    def start(cli, *args, **kw):
-        proc = subprocess.Popen([*mqcli_command(), *map(str, args)], env={**os.environ, **cli.env}, **kw)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+from cli_helpers import Cli
 
 
 def test_binary_body_of_every_byte_value_round_trips_through_processes(cli):

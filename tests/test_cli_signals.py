@@ -2,6 +2,7 @@
 left behind"; SIGTERM is treated the same, exit 143): what a command committed is what it
 printed, files are whole or untouched, and the error is one line with no traceback."""
 
+import functools
 import json
 import os
 import signal
@@ -20,21 +21,9 @@ MESSAGE = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}
 
 
 @pytest.fixture
-def spawn():
-    """Start `mqcli ARGS` with Popen; whatever is still running at teardown is killed."""
-    started = []
-
-    def start(cli, *args, **kw):
-        proc = subprocess.Popen([*mqcli_command(), *map(str, args)], env={**os.environ, **cli.env},
-                                stderr=subprocess.PIPE, **kw)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+def spawn(spawn):
+    """tests/conftest.py's `spawn`, with stderr piped: the tests read the one-line error."""
+    return functools.partial(spawn, stderr=subprocess.PIPE)
 
 
 def depth(cli: Cli, queue: str = "q") -> int:
