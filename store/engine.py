@@ -23,7 +23,7 @@ from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text
 from .environment import (
     DEFAULT_MAP_SIZE, MARKER, check_permissions, creation_lock, discard_unfinished_data, open_environment,
-    prepare_directory, read_marker, store_exists, write_marker,
+    prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
@@ -335,7 +335,7 @@ class Store(Forwarding):
             free = fs.f_bavail * fs.f_frsize
         except OSError:
             free = None
-        if "No space left" in text or "quota exceeded" in text.lower() or (
+        if says_disk_full(exc) or (
                 "Input/output error" in text and free is not None and free < _DISK_NEARLY_FULL):
             return StoreFull(f"{what}the disk holding {disk} is full "
                              f"({free if free is not None else '?'} bytes free); free space, or get or purge messages")

@@ -63,6 +63,14 @@ def layout_error(path: Path, exc: OSError) -> StoreCorrupt | StoreFull | StorePe
     return StoreUnavailable(f"cannot use {path} as a store: {what}")
 
 
+_DISK_FULL_TEXTS = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
+
+
+def says_disk_full(exc: lmdb.Error) -> bool:
+    """Whether LMDB failed for want of disk space (it gives errno only as strerror text)."""
+    return any(text in str(exc) for text in _DISK_FULL_TEXTS)
+
+
 def prepare_directory(path: Path) -> None:
     """Make `path` a store's directory (0700, with `wait/`), or refuse it unchanged: a path
     that is not a directory, a directory holding anything else, or one holding an LMDB data
@@ -281,7 +289,7 @@ def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple
     except lmdb.InvalidError as exc:
         raise StoreCorrupt(f"the store at {path} is corrupt: {exc}") from None
     except lmdb.Error as exc:
-        if "No space left" in str(exc):
+        if says_disk_full(exc):
             raise StoreFull(f"the disk is full: cannot open the store at {path} ({exc})") from None
         if "Cannot allocate memory" in str(exc):  # mmap of the whole map: address space, not RAM
             raise StoreUnavailable(
@@ -301,7 +309,7 @@ def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple
                 dbs = {name.decode(): env.open_db(name, txn=txn) for name in DATABASES}
     except lmdb.Error as exc:
         env.close()
-        if "No space left" in str(exc):
+        if says_disk_full(exc):
             raise StoreFull(f"the disk is full: cannot make the tables of the store at {path}") from None
         raise StoreCorrupt(f"the store at {path} lacks its tables: {exc}") from None
     return env, dbs
