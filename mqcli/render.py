@@ -87,6 +87,7 @@ class Output:
         self.delimiter = delimiter
         self.out = stdout if stdout is not None else sys.stdout.buffer
         self.err = stderr if stderr is not None else sys.stderr
+        self.torn = False  # a write to stdout failed or was interrupted part-way
 
     # ---- diagnostics -------------------------------------------------------------------
 
@@ -101,7 +102,11 @@ class Output:
             write_all(self.out, data)
             self.out.flush()
         except BrokenPipeError:
+            self.torn = True
             raise OutputClosed() from None
+        except BaseException:
+            self.torn = True  # interrupted part-way: what follows could not be parsed
+            raise
 
     # ---- messages ----------------------------------------------------------------------
 
@@ -190,8 +195,9 @@ class MessageStream:
         self.output._write(b"".join(self._encode(m) for m in messages))
 
     def close(self, failed: bool = False) -> None:
-        """End the JSON array; after a failure with nothing written, write nothing."""
-        if self.output.mode == "json" and not (failed and self.count == 0):
+        """End the JSON array; after a failure with nothing written, or a torn write, write
+        nothing."""
+        if self.output.mode == "json" and not (failed and (self.count == 0 or self.output.torn)):
             self.output._write(b"[]\n" if self.count == 0 else b"]\n")
 
 

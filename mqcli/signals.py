@@ -83,6 +83,61 @@ class Deferral:
             signal.raise_signal(signum)  # the restored handler raises here (or the default acts)
 
 
+class WritingGate(Deferral):
+    """A Deferral for a destructive get, which the store asks to deliver one message at a
+    time with no write transaction open, and which then removes what was delivered and puts
+    back what was not.
+
+    A signal that comes while a message is being written waits for that write to finish, and
+    then stops the get before the next message: what was printed is exactly what is removed.
+    But a reader that stalls (a full pipe, Ctrl-Z) must not make Ctrl-C or SIGTERM wait: if
+    the write has not finished `GRACE` seconds after the signal, the signal interrupts it. That
+    message goes back to its queue though part of it may have gone out (a get may show a
+    message again, never lose one), and the output is marked torn.
+    """
+
+    GRACE = 0.5
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = False
+        self._alarm: Any = None
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self._pending.append(signum)
+        if self.writing and self._alarm is None:
+            self._alarm = signal.signal(signal.SIGALRM, self._stalled)
+            signal.setitimer(signal.ITIMER_REAL, self.GRACE)
+
+    def _stalled(self, signum: int, frame: FrameType | None) -> None:
+        if self.writing and self._pending:
+            self.act()
+
+    def act(self) -> None:
+        """Act on a signal that came, now (its handler raises)."""
+        if not self._pending:
+            return
+        signum = self._pending[0]
+        self._pending.clear()
+        handler = self._saved.get(signum)
+        if callable(handler):
+            handler(signum, None)
+        self.release()  # the default action: put it back and let it act
+        signal.raise_signal(signum)
+
+    def start_writing(self) -> None:
+        self.hold()
+        self.act()  # a signal came since the last message: stop before this one
+        self.writing = True
+
+    def stop_writing(self) -> None:
+        self.writing = False
+        if self._alarm is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._alarm)
+            self._alarm = None
+
+
 @contextmanager
 def deferred() -> Iterator[Deferral]:
     """Hold SIGINT and SIGTERM over the block; a signal that came is acted on at its end (also

@@ -41,7 +41,7 @@ from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PRIORITY, GET_UNCONFIRMED,
     LOCKED_BROWSE, MAX_BODY_BYTES, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, guid_text, validate_fields,
 )
-from . import outgoing, reports, transactions
+from . import holders, outgoing, reports, transactions
 from .transactions import TxInfo
 from .txn import Txn, new_guid
 
@@ -184,6 +184,7 @@ class Store(Forwarding):
         self._clock = clock
         self._wait_dir = str(path / WAIT_DIR)
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
+        self._holder = holders.Holder(path)
 
     # ---- opening -----------------------------------------------------------------------
 
@@ -287,6 +288,7 @@ class Store(Forwarding):
         """Close the handle (again: nothing). A forked child leaves its parent's handle alone."""
         if not self._closed and os.getpid() == self._pid:
             self._lmdb.close()
+            self._holder.close()
         self._closed = True
 
     def __enter__(self) -> Store:
@@ -307,6 +309,8 @@ class Store(Forwarding):
                 t = Txn(lt, self._dbs, self._now(), self._queue_cache)
                 if maintain:
                     t.maintain()
+                    if holders.any_held(t):
+                        holders.recover(t, self._holder)
                 result = fn(t)
                 t.flush()
         except lmdb.MapFullError:
@@ -354,7 +358,8 @@ class Store(Forwarding):
     def _maintenance_due(self) -> bool:
         with self._env.begin() as lt:
             t = Txn(lt, self._dbs, self._now(), self._queue_cache)
-            return bool(t.due(keys.LEASE) or t.due(keys.EXPIRY) or t.due(keys.TX_TIMEOUT))
+            return bool(t.due(keys.LEASE) or t.due(keys.EXPIRY) or t.due(keys.TX_TIMEOUT)
+                        or (holders.any_held(t) and holders.recovery_due(t, self._holder)))
 
     # ---- the queue manager -------------------------------------------------------------
 
@@ -570,7 +575,7 @@ class Store(Forwarding):
             unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
             priority: int | None = None,
             confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
-            deliver: Callable[[list[Message]], None] | None = None, tx: int | None = None) -> Message:
+            deliver: Callable[[Message], None] | None = None, tx: int | None = None) -> Message:
         """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
         return self.get_many(queue, 1, wait=wait, msg_id=msg_id, unique_id=unique_id, correl_id=correl_id,
                              lookup_id=lookup_id, priority=priority, confirm_id=confirm_id,
@@ -580,12 +585,18 @@ class Store(Forwarding):
                  unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
                  priority: int | None = None,
                  confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
-                 deliver: Callable[[list[Message]], None] | None = None,
+                 deliver: Callable[[Message], None] | None = None,
                  tx: int | None = None) -> list[Message]:
         """Get up to `count` messages in one commit, waiting for the first one if asked.
 
         With `tx` the messages are dequeued inside that transaction (tx-locked until commit,
         back in place with a backout on abort); seed 002 makes it exclusive with two-phase.
+
+        `deliver(m)` is called for each message taken, in order, with no write transaction
+        open (store/holders.py): a destructive get holds its messages under this process
+        while they are delivered, then removes those whose call returned and puts the others
+        back without a backout if a call raised (the exception then propagates). A process
+        killed meanwhile loses nothing: its messages go back when the next writer sees it gone.
         """
         if tx is not None and confirm_id is not None:
             raise InvalidArgument("a get is either in a transaction or two-phase, not both (seed 002)")
@@ -602,8 +613,11 @@ class Store(Forwarding):
         plain = not f.exact and correl_id is None and lock_id is None
         if f.exact or lock_id is not None:
             waits = False  # an exact id either names a message now or does not (seed 002)
+        held = deliver is not None and tx is None and confirm_id is None
+        token: int | None = None
 
         def take(t: Txn) -> tuple[int, list[Message]]:
+            nonlocal token
             q = t.queue(queue)
             if tx is not None:
                 _transactional_queue(q, True)
@@ -611,6 +625,10 @@ class Store(Forwarding):
                 found = t.take(q, f, count, lock_id)
                 for m in found:
                     transactions.lock_for_dequeue(t, tx, record, m)
+            elif held:
+                found = t.take(q, f, count, lock_id)
+                if found:
+                    token = self._holder.hold(t, q, found, holders.GET)
             elif confirm_id is None and plain:
                 found = t.get_next(q, priority, count)
             else:
@@ -625,8 +643,6 @@ class Store(Forwarding):
                             state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
                             lease_expires=t.now + lease_us if lease_us else m.lease_expires,
                         )
-            if found and deliver is not None:
-                deliver(found)  # SPEC §5: the output is written before the removal commits
             return q.qid, found
 
         deadline = None if wait is None else time.monotonic() + max(wait, 0.0)
@@ -635,7 +651,7 @@ class Store(Forwarding):
             while True:
                 qid, found = self._write(take)
                 if found:
-                    return found
+                    break
                 remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
                 if not waits or remaining <= 0:
                     raise Timeout(" ".join(filter(None, ("no message", f.describe(), f"in queue {queue!r}",
@@ -652,6 +668,43 @@ class Store(Forwarding):
         finally:
             if waiter is not None:
                 waiter.close()
+        if deliver is not None:
+            self._deliver(queue, found, deliver, hold=token if held else None,
+                          two_phase=confirm_id if tx is None else None)
+        return found
+
+    def _deliver(self, queue: str, found: list[Message], deliver: Callable[[Message], None], *,
+                 hold: int | None, two_phase: int | None) -> None:
+        """Call `deliver` for each message, no transaction open; then end the `hold` (remove
+        what was delivered, put back the rest) or, for a `two_phase` get, put back what was
+        not delivered. A get in a transaction keeps its messages either way: the
+        transaction's abort returns them."""
+        delivered: set[int] = set()
+        try:
+            for m in found:
+                deliver(m)
+                delivered.add(m.seq)
+        except BaseException:
+            if hold is not None or two_phase is not None:
+                self._end_delivery(queue, hold, two_phase, delivered)
+            raise
+        if hold is not None:
+            self._end_delivery(queue, hold, None, delivered)
+
+    def _end_delivery(self, queue: str, hold: int | None, two_phase: int | None, delivered: set[int]) -> None:
+        def end(t: Txn) -> None:
+            if hold is None:  # a two-phase get: what was delivered stays under its confirm id
+                for m in t.with_token(t.queue(queue), two_phase):  # type: ignore[arg-type]
+                    if m.seq not in delivered:
+                        holders.give_back(t, m)
+                return
+            found = holders.lookup(t, hold)
+            if found is None or not t.queue_exists(found.qid):
+                return  # the queue was deleted meanwhile, and its messages with it
+            q = t.queue(t.queue_name(found.qid))
+            removed, _ = holders.finish(t, found, q, delivered)
+            t.got(q, removed)
+        self._write(end)
 
     # ---- browse ------------------------------------------------------------------------
 
@@ -706,6 +759,7 @@ class Store(Forwarding):
 
         def confirm(t: Txn) -> int:
             q = t.queue(queue)
+            _not_held_by_a_process(t, confirm_id)
             pending = t.with_confirm_id(q, confirm_id)
             got = []
             for m in pending:
@@ -728,6 +782,7 @@ class Store(Forwarding):
         def undo(t: Txn) -> int:
             q = t.queue(queue)
             if confirm_id is not None:
+                _not_held_by_a_process(t, confirm_id)
                 pending = t.with_confirm_id(q, confirm_id)
             else:
                 pending = [m for m in t.with_lock_id(q, lock_id) if m.state == LOCKED_BROWSE]  # type: ignore[arg-type]
@@ -847,7 +902,7 @@ class Store(Forwarding):
             done = 0
             for name in names:
                 for m in t.in_flight(t.queue(name)):  # held records only, not the whole queue
-                    if m.state == TX_LOCKED:
+                    if m.state == TX_LOCKED or _held_by_a_process(t, m):
                         continue
                     if limit_us is not None and t.now - (m.since or t.now) < limit_us:
                         continue
@@ -958,6 +1013,7 @@ class Store(Forwarding):
         total = SweepResult()
         while True:
             def one(t: Txn) -> SweepResult:
+                holders.recover(t, self._holder)
                 return SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages(),
                                    transactions_aborted=transactions.abort_timed_out(t))
             step = self._write(one, maintain=False)
@@ -977,6 +1033,19 @@ class Store(Forwarding):
         from .check import check_store
         with self._env.begin() as lt:
             return check_store(Txn(lt, self._dbs, self._now(), self._queue_cache))
+
+
+def _held_by_a_process(t: Txn, m: Message) -> bool:
+    return m.confirm_id is not None and holders.lookup(t, m.confirm_id) is not None
+
+
+def _not_held_by_a_process(t: Txn, confirm_id: int) -> None:
+    """A holder's token is not a confirm id anyone may confirm or undo: its messages are being
+    written out or sent right now, and go back by themselves if that process dies."""
+    hold = holders.lookup(t, confirm_id)
+    if hold is not None:
+        raise AlreadyReceived(f"id {confirm_id} belongs to a {hold.what} that is delivering its "
+                              f"messages; they return by themselves if it dies")
 
 
 def _transactional_queue(q: QueueInfo, in_transaction: bool) -> None:

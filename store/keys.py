@@ -43,13 +43,15 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
   lost ack is stored once (SPEC §8), in two entries per arrival (store/outgoing.py):
   ``M origin(16) n(4)`` → arrival time(8), and ``T time(8) origin(16) n(4)`` → ``b""`` in time
   order, for forgetting them after a retention period.
+- ``holders`` token u64 → the live process holding messages in flight under that token while
+  it writes them out or sends them (store/holders.py).
 """
 
 from __future__ import annotations
 
 import struct
 
-DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs", b"links", b"outq", b"seen")
+DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs", b"links", b"outq", b"seen", b"holders")
 
 POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY = b"P", b"M", b"U", b"C", b"K", b"L", b"E", b"X"
 TX, TX_TIMEOUT = b"T", b"Y"

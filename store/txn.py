@@ -683,6 +683,10 @@ class Txn:
             raise UnknownConfirmId(f"no message of queue {q.name!r} is pending under confirm id {confirm_id}")
         return found
 
+    def with_token(self, q: QueueInfo, token: int) -> list[Message]:
+        """The messages of a queue in flight under a confirm id or a holder's token; maybe none."""
+        return list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, token)))
+
     def with_lock_id(self, q: QueueInfo, lock_id: int) -> list[Message]:
         found = list(self.by_index(keys.id_in_queue_prefix(keys.LOCK, q.qid, lock_id)))
         if not found:

@@ -17,7 +17,7 @@ from ..durations import parse_duration
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import Output, age, iso, progress
-from ..signals import Deferral, deferred
+from ..signals import WritingGate, deferred
 
 BATCH = 1000
 
@@ -316,14 +316,14 @@ def get(
                    priority=priority, confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
-            _delivered(st.get, queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
+            _delivered(st.get, queue, wait=seconds, deliver=s.out.message, **filters)
             return
         left = count
         with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
             while left is None or left > 0:
                 try:
                     got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
-                                     wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
+                                     wait=seconds if stream.count == 0 else 0, deliver=stream.write, **filters)
                 except (errors.Timeout, errors.UnknownLockId):
                     if stream.count == 0:
                         raise
@@ -336,17 +336,21 @@ def get(
 
 
 def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]
-    """`get(*args, deliver=...)` with Ctrl-C and SIGTERM held from the moment the output is
-    written until the removal has committed (or failed): what was printed is what was removed.
-    While the get waits, and before its output starts, a signal acts at once."""
-    gate = Deferral()
+    """`get(*args, deliver=...)`, the store calling `deliver` for each message with no write
+    transaction open. Ctrl-C and SIGTERM act at once while the get waits; once output has
+    started they stop it between two messages (or interrupt a write stalled for long, see
+    WritingGate), and wait while the get commits the removal of what was written."""
+    gate = WritingGate()
 
-    def deliver_held(found: list[Message]) -> None:
-        gate.hold()
-        deliver(found)
+    def deliver_one(m: Message) -> None:
+        gate.start_writing()
+        try:
+            deliver(m)
+        finally:
+            gate.stop_writing()
 
     try:
-        return get(*args, deliver=deliver_held, **kw)
+        return get(*args, deliver=deliver_one, **kw)
     finally:
         gate.release()
 

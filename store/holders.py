@@ -1,0 +1,213 @@
+"""Messages held by a live process while it does I/O with no write transaction open.
+
+A destructive get that writes its messages somewhere (a terminal, a pipe, a file) and a
+dispatcher that sends a batch over a socket must not hold the store's one LMDB write lock
+while they wait on that I/O: a reader that stalls (`get q --all | sleep 20`, Ctrl-Z, a full
+pipe) would block every other process on the store. So they take their messages in a light
+commit into an in-flight state under a fresh token, do the I/O with no transaction open, and
+finish in a second commit (remove what was delivered, put back what was not).
+
+What if the process dies in between? Its messages must go back, and only its own: a put
+awaiting its confirm, a consumer's two-phase get or a browse lock on the same queue belong to
+someone who may still come back. Each holder (one per open `Store` that holds something) keeps
+an exclusive `flock` on its own file `holders/<holder id>` in the store directory for as long
+as it lives; the kernel drops the lock when the process ends, however it ends (SIGKILL, a
+crash, power loss). Table `holders` maps each token to its holder and queue, written in the
+commit that takes the messages. Every write transaction looks at that table (usually empty:
+one cursor step) and returns the messages of holders whose lock is free: they died.
+
+A held message is `get-unconfirmed` under the token (`browse-get-unconfirmed` when it was got
+under a browse lock, so that it goes back to `locked-browse`), with no lease: it is held for as
+long as the holder lives. Going back costs no backout: a failed delivery is not the message's
+fault. Table `holders`: token u64 → holder id (16) ‖ pid u32 ‖ kind u8 ‖ qid u32 ‖ since u64.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .records import AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, Message
+
+if TYPE_CHECKING:
+    from .queues import QueueInfo
+    from .txn import Txn
+
+HOLDERS_DIR = "holders"
+GET, DISPATCH = 1, 2
+KINDS = {GET: "get", DISPATCH: "dispatch"}
+_ROW = struct.Struct(">16sIBIQ")
+_TOKEN = struct.Struct(">Q")
+# how long a holder seen alive is taken to be alive without asking the kernel again: a dead
+# holder's messages come back within this time of the next write, and a store with a holder
+# writing to a stalled pipe costs other writers one lock probe a second, not one per commit
+_ALIVE_FOR = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    token: int
+    holder: bytes
+    pid: int
+    kind: int
+    qid: int
+    since: int
+
+    @property
+    def what(self) -> str:
+        return f"{KINDS.get(self.kind, 'a process')} in process {self.pid}"
+
+
+def new_token() -> int:
+    return secrets.randbits(62) + 1
+
+
+def decode(key: bytes, value: bytes) -> Hold:
+    holder, pid, kind, qid, since = _ROW.unpack(value)
+    return Hold(_TOKEN.unpack(key)[0], holder, pid, kind, qid, since)
+
+
+def lookup(t: Txn, token: int) -> Hold | None:
+    raw = t.lt.get(_TOKEN.pack(token), db=t.dbs["holders"])
+    return None if raw is None else decode(_TOKEN.pack(token), bytes(raw))
+
+
+def holds(t: Txn) -> list[Hold]:
+    return [decode(bytes(k), bytes(v)) for k, v in t.lt.cursor(db=t.dbs["holders"])]
+
+
+def any_held(t: Txn) -> bool:
+    return t.lt.cursor(db=t.dbs["holders"]).first()
+
+
+class Holder:
+    """This process's side: the locked file that says it is alive, made on first use, and a
+    cache of which other holders were seen alive lately."""
+
+    def __init__(self, store_dir: Path) -> None:
+        self.dir = store_dir / HOLDERS_DIR
+        self.id = secrets.token_bytes(16)
+        self.pid = os.getpid()
+        self._fd: int | None = None
+        self._alive: dict[bytes, float] = {}
+
+    def ensure(self) -> None:
+        """Make and lock this holder's file; before the first commit that names it."""
+        if self._fd is not None:
+            return
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(self.dir / self.id.hex(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def hold(self, t: Txn, q: QueueInfo, messages: list[Message], kind: int) -> int:
+        """Put `messages` (available, or locked-browse) in flight under a new token held by
+        this process; returns the token. The `Message` objects are left as they were found.
+        Light: a lost hold only means the messages were not taken."""
+        self.ensure()
+        token = new_token()
+        for m in messages:
+            # the caller keeps the message as it was found (what a get shows); the record changes
+            was = m.state, m.confirm_id, m.since
+            state = BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED
+            t.transition(m, durable=False, state=state, confirm_id=token, since=t.now)
+            m.state, m.confirm_id, m.since = was
+        t.lt.put(_TOKEN.pack(token), _ROW.pack(self.id, self.pid, kind, q.qid, t.now), db=t.dbs["holders"])
+        return token
+
+    def is_alive(self, holder: bytes) -> bool:
+        if holder == self.id:
+            return True
+        seen = self._alive.get(holder)
+        now = time.monotonic()
+        if seen is not None and now - seen < _ALIVE_FOR:
+            return True
+        alive = _locked(self.dir / holder.hex())
+        if alive:
+            self._alive[holder] = now
+        else:
+            self._alive.pop(holder, None)
+        return alive
+
+    def close(self) -> None:
+        """Drop the lock and the file (rows naming this holder, if any are left, are then
+        returned by the next writer, as for a holder that died)."""
+        if self._fd is not None and os.getpid() == self.pid:
+            try:
+                os.unlink(self.dir / self.id.hex())
+            except OSError:
+                pass
+            os.close(self._fd)
+        self._fd = None
+
+
+def _locked(path: Path) -> bool:
+    """Whether a live process holds the lock on `path`. A missing file has no holder."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell (another user's file?): never take a live holder's messages
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True  # EWOULDBLOCK: its holder lives; anything else: cannot tell, so alive
+    finally:
+        os.close(fd)
+    return False
+
+
+def finish(t: Txn, hold: Hold, q: QueueInfo, delivered: set[int]) -> tuple[list[Message], list[Message]]:
+    """End a hold: the messages whose seq is in `delivered` are removed (a get) and returned
+    first; the rest go back, without a backout. Light: the caller makes the removal durable."""
+    held = t.with_token(q, hold.token)
+    done = [m for m in held if m.seq in delivered]
+    back = [m for m in held if m.seq not in delivered]
+    if done:
+        t.remove_many(done)
+    for m in back:
+        give_back(t, m)
+    t.lt.delete(_TOKEN.pack(hold.token), db=t.dbs["holders"])
+    return done, back
+
+
+def give_back(t: Txn, m: Message) -> Message:
+    """A held message back where the hold found it: available, or locked-browse under its lock."""
+    if m.state == BROWSE_GET_UNCONFIRMED:
+        return t.transition(m, durable=False, state=LOCKED_BROWSE, confirm_id=None, since=t.now)
+    return t.transition(m, durable=False, state=AVAILABLE)
+
+
+def recover(t: Txn, me: Holder) -> int:
+    """Return the messages of holders that died; the number returned."""
+    returned = 0
+    for hold in holds(t):
+        if me.is_alive(hold.holder):
+            continue
+        if t.queue_exists(hold.qid):
+            q = t.queue(t.queue_name(hold.qid))
+            _, back = finish(t, hold, q, set())
+            returned += len(back)
+        else:
+            t.lt.delete(_TOKEN.pack(hold.token), db=t.dbs["holders"])
+        try:
+            os.unlink(me.dir / hold.holder.hex())
+        except OSError:
+            pass
+    return returned
+
+
+def recovery_due(t: Txn, me: Holder) -> bool:
+    """Whether a reader should run a write first: a dead holder's messages are waiting."""
+    return any(not me.is_alive(h.holder) for h in holds(t))
