@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import links, outgoing
+from . import holders, links, outgoing
 from .errors import InvalidArgument, QueueNotAvailable
 from .links import LinkExists, LinkInfo, LinkNotFound
 from .records import AVAILABLE
@@ -61,6 +61,7 @@ class Forwarding:
     _write: Callable[..., Any]
     _read: Callable[..., Any]
     _now: Callable[[], int]
+    _holder: holders.Holder
 
     # ---- links ----------------------------------------------------------------------------
 
@@ -152,14 +153,14 @@ class Forwarding:
 
     def outgoing_take(self, queue: str, max_count: int = 1000, max_bytes: int = 4 << 20,
                       lease: float | None = None) -> Taken | None:
-        """Put up to max_count available messages of an outgoing queue in flight under a new
-        token (no lease: one dispatcher runs per store, and its start returns what a killed
-        one left in flight); None if none is available."""
+        """Hold up to max_count available messages of an outgoing queue in flight under a new
+        token, held by this process (no lease: when it dies they go back, store/holders.py);
+        None if none is available."""
         if max_count < 1 or max_bytes < 1:
             raise InvalidArgument("max_count and max_bytes must be at least 1")
 
         def take(t: Txn) -> Taken | None:
-            token, items = outgoing.take(t, _outgoing(t, queue), max_count, max_bytes)
+            token, items = outgoing.take(t, _outgoing(t, queue), max_count, max_bytes, self._holder)
             return Taken(token, items) if items else None
         return self._write(take)
 
@@ -167,15 +168,7 @@ class Forwarding:
         return self._write(lambda t: outgoing.done(t, _outgoing(t, queue), token))
 
     def outgoing_return(self, queue: str, token: int) -> int:
-        def back(t: Txn) -> int:
-            q = _outgoing(t, queue)
-            return outgoing.give_back(t, t.with_confirm_id(q, token))
-        return self._write(back)
-
-    def outgoing_release_all(self) -> int:
-        def release(t: Txn) -> int:
-            return sum(outgoing.give_back(t, t.in_flight(q)) for q in outgoing.outgoing_queues(t))
-        return self._write(release)
+        return self._write(lambda t: outgoing.give_back(t, _outgoing(t, queue), token))
 
     def outgoing_event(self, queues: list[str], event: str, detail: str = "",
                        retry_at: float | None = None) -> None:

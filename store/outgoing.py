@@ -12,10 +12,13 @@ destination is a direct format name over HTTP or HTTPS. Here:
   reason a retry cannot fix, e.g. the key), the phase of the last attempt (connecting,
   active, waiting for a retry), the last error, the next retry time and the connection
   history (the seed's ConnectionHistory), the newest 20 events.
-- In flight: the dispatcher takes a batch under a token (the messages go get-unconfirmed, so
-  nobody else takes them), and on the peer's ack removes them in one light commit (a lost
-  removal only makes the batch go again, and the receiver drops what it has seen); unacked
-  batches go back in order, without a backout: a failed send is not the message's fault.
+- In flight: the dispatcher holds a batch under a token (store/holders.py: the messages go
+  get-unconfirmed, held by the dispatcher's process, so nobody else takes them), and on the
+  peer's ack removes them in one light commit (a lost removal only makes the batch go again,
+  and the receiver drops what it has seen); unacked batches go back in order, without a
+  backout: a failed send is not the message's fault. A killed dispatcher's batches go back
+  when the next writer sees it gone, and only those: a producer's unconfirmed put, a
+  consumer's two-phase get or a browse lock on an outgoing queue are theirs.
 - Arrival (`receive`): one durable commit per batch that records each (origin queue manager,
   msg_id) in `seen`, so a batch resent after a lost ack is stored once; adds a hop; puts each
   message in its target queue, or in the next outgoing queue when this queue manager forwards
@@ -29,7 +32,7 @@ import secrets
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from . import formatnames, keys, reports
+from . import formatnames, holders, keys, reports
 from .errors import BadData, InvalidArgument, QueueNotAvailable, StoreError
 from .queues import QueueInfo, dead_letter_queue, queue_key
 from .records import (
@@ -184,10 +187,11 @@ def outgoing_queues(t: Txn) -> list[QueueInfo]:
     return [q for q in (t.queue(n) for n in t.queue_names()) if q.outgoing is not None]
 
 
-def take(t: Txn, q: QueueInfo, max_count: int, max_bytes: int) -> tuple[int, list[tuple[str, bytes]]]:
+def take(t: Txn, q: QueueInfo, max_count: int, max_bytes: int,
+         holder: holders.Holder) -> tuple[int, list[tuple[str, bytes]]]:
     """Up to max_count available messages (and max_bytes of records, at least one) in queue
-    order, put in flight under a new token; their records as they go on the wire."""
-    token = secrets.randbits(62) + 1
+    order, held in flight by this dispatcher under a new token (store/holders.py); their
+    records as they go on the wire."""
     items: list[tuple[str, bytes]] = []
     size = 0
     taken = []
@@ -199,23 +203,28 @@ def take(t: Txn, q: QueueInfo, max_count: int, max_bytes: int) -> tuple[int, lis
         items.append((q.name, record))
         size += len(record)
         taken.append(decode(record, q.name))
-    for m in taken:
-        t.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=token, since=t.now)
-    return token, items
+    if not taken:
+        return 0, items
+    return holder.hold(t, q, taken, holders.DISPATCH), items
 
 
 def done(t: Txn, q: QueueInfo, token: int) -> int:
-    sent = t.with_confirm_id(q, token)
-    t.remove_many(sent)
+    hold = holders.lookup(t, token)
+    if hold is None:
+        return 0
+    sent, _ = holders.finish(t, hold, q, {m.seq for m in t.with_token(q, token)})
     t.durable = False  # light: a lost removal resends the batch, which the receiver drops
     reports.emit(t, sent, reports.SENT, delivered=False)
     return len(sent)
 
 
-def give_back(t: Txn, messages: list[Message]) -> int:
-    for m in messages:
-        t.transition(m, durable=False, state=AVAILABLE)
-    return len(messages)
+def give_back(t: Txn, q: QueueInfo, token: int) -> int:
+    """A batch that was not acknowledged, back in its place without a backout."""
+    hold = holders.lookup(t, token)
+    if hold is None:
+        return 0
+    _, back = holders.finish(t, hold, q, set())
+    return len(back)
 
 
 def record_event(t: Txn, q: QueueInfo, event: str, detail: str, retry_at: int | None) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from store import NewMessage, Store, links, trace
 from store.errors import (
+    AlreadyReceived,
     BadData,
     InvalidArgument,
     QueueNotAvailable,
@@ -155,7 +156,7 @@ def test_take_hides_a_batch_return_puts_it_back_in_order_without_a_backout(qms):
     assert [m.msg_id for m in again] == order and {m.backouts for m in again} == {0}
     taken = a.outgoing_take(TO_B, 100, max_bytes=1)  # at least one, even over max_bytes
     assert len(taken.items) == 1
-    assert a.outgoing_release_all() == 1
+    assert a.outgoing_return(TO_B, taken.token) == 1
     taken = a.outgoing_take(TO_B, 100)
     assert a.outgoing_done(TO_B, taken.token) == 6 and a.browse(TO_B) == []
     assert a.outgoing_take(TO_B, 100) is None
@@ -258,14 +259,24 @@ def test_arrivals_are_forgotten_after_the_retention_a_few_at_each_receive(qms, c
     assert b.prune_seen(older_than=-1) == 1
 
 
-def test_dispatch_plan_may_ignore_the_retry_timer_and_release_all_returns_only_in_flight(qms, clock):
+def test_dispatch_plan_may_ignore_the_retry_timer(qms, clock):
     a, _ = qms
     a.put_many(TO_B, [NewMessage(b"x") for _ in range(3)])
     a.outgoing_event([TO_B], "error", "refused", retry_at=clock.now + 60)
     assert a.dispatch_plan() == []
     assert [r.queues for r in a.dispatch_plan(ignore_retry=True)] == [[TO_B]]
-    a.outgoing_take(TO_B, 2)
-    assert a.outgoing_release_all() == 2 and len(a.browse(TO_B)) == 3
+
+
+def test_a_held_batch_is_nobody_elses_to_confirm_or_undo(qms):
+    a, _ = qms
+    a.put_many(TO_B, [NewMessage(b"x") for _ in range(3)])
+    taken = a.outgoing_take(TO_B, 2)
+    with pytest.raises(AlreadyReceived, match="dispatch in process"):
+        a.confirm(TO_B, taken.token)
+    with pytest.raises(AlreadyReceived, match="dispatch in process"):
+        a.undo(TO_B, confirm_id=taken.token)
+    assert a.undo_inflight(TO_B) == 0  # an operator's undo --all leaves a live holder's batch
+    assert a.outgoing_done(TO_B, taken.token) == 2 and len(a.browse(TO_B)) == 1
 
 
 def test_arrivals_for_a_transactional_queue_are_dead_lettered_to_dead_letter_tx(qms, clock):

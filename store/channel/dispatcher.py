@@ -7,9 +7,10 @@ send it, and on its ACK — which the listener sends only after its commit — r
 (`outgoing_done`). Two batches are in flight at once, so the listener commits one while the
 next crosses the wire. A batch not acked (connection lost, timeout, refusal, shutdown) goes
 back to the queue in order (`outgoing_return`) and is sent again later; the listener drops what
-it already stored. A dispatcher killed outright leaves its batches in flight: the next one
-returns them at start (`outgoing_release_all`), which is safe because only one dispatcher runs
-per store (`DispatchLock`).
+it already stored. A dispatcher killed outright leaves its batches held by a dead process: the
+next write to the store, by anyone, returns them (store/holders.py), and nothing else: a
+producer's unconfirmed put or a consumer's two-phase get on an outgoing queue stays theirs.
+One dispatcher runs per store (`DispatchLock`).
 
 `--once` sends everything sendable now and reports each link; `--follow` keeps doing it,
 polling the plan (a cheap read) between rounds and retrying a failed link after an exponential
@@ -195,10 +196,6 @@ class Dispatcher:
         self._stopped.set()
 
     # ---- the two modes ------------------------------------------------------------------
-
-    async def start(self) -> int:
-        """Return to their queues the batches a killed dispatcher left in flight."""
-        return await self._call(self.st.outgoing_release_all)
 
     async def once(self) -> list[LinkResult]:
         # an operator asked for it now: a retry time that `--follow` recorded does not hold it back
@@ -434,9 +431,6 @@ def run(st: Store, config: DispatchConfig, *, follow: bool, log: Callable[[str],
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, d.stop, signum)
             try:
-                released = await d.start()
-                if released:
-                    log(f"returned {released} messages left in flight by an earlier dispatcher")
                 results = await (d.follow() if follow else d.once())
             finally:
                 for signum in (signal.SIGTERM, signal.SIGINT):

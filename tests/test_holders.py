@@ -1,0 +1,217 @@
+"""No write transaction is open while a process writes output or sends: a destructive get and a
+dispatcher hold their messages under their process (store/holders.py). A reader that stalls
+blocks nobody; a holder that is killed gives back its messages, and only its own. Real
+processes, real pipes, SIGKILL."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from channel_helpers import ListenerProc, keygen, make_store, mqcli, wait_until
+from cli_helpers import mqcli_command
+from store import NewMessage, Store
+
+DEST = "DIRECT=OS:qmB\\q"
+
+
+def fill(path, n, size=100, queue="q"):
+    with Store.open(path) as st:
+        for at in range(0, n, 1000):
+            st.put_many(queue, [NewMessage(b"%0*d" % (size, i)) for i in range(at, min(n, at + 1000))])
+
+
+def ids(path, queue="q", states=None):
+    with Store.open(path) as st:
+        return [m.msg_id for m in st.browse(queue, states=states)]
+
+
+def held(path, queue="q"):
+    with Store.open(path) as st:
+        return [m for m in st.browse(queue, states="all") if m.state != "available"]
+
+
+def child(path, code):
+    """A Python process using the store library (the worktree's, via PYTHONPATH)."""
+    script = f"import sys, time\nfrom store import Store\nst = Store.open({str(path)!r})\n" + textwrap.dedent(code)
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_a_get_killed_while_delivering_gives_its_messages_back_without_a_backout(cli):
+    fill(cli.store, 20)
+    before = ids(cli.store)
+    proc = child(cli.store, """
+        def stall(m):
+            print("delivering", flush=True)
+            time.sleep(600)
+        st.get_many("q", 5, deliver=stall)
+    """)
+    try:
+        assert proc.stdout.readline() == b"delivering\n"
+        assert len(held(cli.store)) == 5 and all(m.state == "get-unconfirmed" for m in held(cli.store))
+        assert len(ids(cli.store)) == 15  # held: nobody else gets them
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    with Store.open(cli.store) as st:
+        st.sweep()  # any write returns a dead holder's messages
+        back = st.browse("q")
+    assert [m.msg_id for m in back] == before and {m.backouts for m in back} == {0}
+    assert cli.ok("check").code == 0
+
+
+def test_a_delivery_that_fails_part_way_removes_what_was_delivered_and_returns_the_rest(st):
+    st.put_many("q", [NewMessage(b"%d" % i) for i in range(5)])
+    seen = []
+
+    def deliver(m):
+        if len(seen) == 3:
+            raise BrokenPipeError()
+        seen.append(m.body)
+
+    with pytest.raises(BrokenPipeError):
+        st.get_many("q", 5, deliver=deliver)
+    assert seen == [b"0", b"1", b"2"]
+    left = st.browse("q", states="all")
+    assert [m.body for m in left] == [b"3", b"4"] and {(m.state, m.backouts) for m in left} == {("available", 0)}
+    assert st.get_many("q", 5, deliver=lambda m: None)[0].state == "available"  # shown as it was got
+    assert st.browse("q", states="all") == []
+
+
+def test_a_two_phase_get_whose_output_fails_keeps_only_what_was_delivered(st):
+    st.put_many("q", [NewMessage(b"%d" % i) for i in range(4)])
+    seen = []
+
+    def deliver(m):
+        if len(seen) == 2:
+            raise KeyboardInterrupt()
+        seen.append(m.body)
+
+    with pytest.raises(KeyboardInterrupt):
+        st.get_many("q", 4, confirm_id=42, deliver=deliver)
+    assert {m.body for m in st.browse("q", states={"get-unconfirmed"})} == {b"0", b"1"}
+    assert [(m.body, m.backouts) for m in st.browse("q")] == [(b"2", 0), (b"3", 0)]
+    assert st.confirm("q", 42) == 2
+
+
+def test_a_killed_dispatchers_batch_goes_back_and_nothing_else(tmp_path):
+    a = tmp_path / "a"
+    make_store(a, "qmA")
+    key = keygen(tmp_path / "k.key")
+    assert mqcli(a, "link", "add", "qmB", "127.0.0.1:9", "--key-file", key).code == 0
+    with Store.open(a) as st:
+        st.put(DEST, b"unconfirmed put", confirm_id=77)
+        st.put_many(DEST, [NewMessage(b"%d" % i) for i in range(4)])
+        outq = st.outgoing_list()[0].name
+        [two_phase] = st.get_many(outq, 1, confirm_id=88)
+    proc = child(a, f"""
+        taken = st.outgoing_take({outq!r}, 2)
+        print(len(taken.items), flush=True)
+        time.sleep(600)
+    """)
+    try:
+        assert proc.stdout.readline() == b"2\n"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    with Store.open(a) as st:
+        st.sweep()
+        states = sorted((m.state, m.confirm_id, m.backouts) for m in st.browse(outq, states="all"))
+        assert states == [("available", None, 0)] * 3 + [("get-unconfirmed", 88, 0), ("put-unconfirmed", 77, 0)]
+        assert st.undo(outq, confirm_id=77) == 1 and st.confirm(outq, 88) == 1
+        assert two_phase.body == b"0"
+        assert st.check() == []
+
+
+def test_a_dispatcher_start_leaves_an_unconfirmed_put_and_a_two_phase_get_alone(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_store(a, "qmA")
+    make_store(b, "qmB", "q")
+    key = keygen(tmp_path / "k.key")
+    with ListenerProc(b, key) as listener:
+        assert mqcli(a, "link", "add", "qmB", f"127.0.0.1:{listener.port}", "--key-file", key).code == 0
+        assert mqcli(a, "put", DEST, "awaiting its confirm", "--confirm-id", "77").code == 0
+        assert mqcli(a, "put", DEST, "taken two-phase").code == 0
+        assert mqcli(a, "put", DEST, "to send").code == 0
+        outq = json.loads(mqcli(a, "-o", "json", "outgoing", "list").stdout)[0]["name"]
+        got = mqcli(a, "-o", "json", "get", outq, "--confirm-id", "88")
+        assert got.code == 0 and json.loads(got.stdout)["body"] == "taken two-phase"
+        for _ in range(2):  # a dispatcher start, and another: nothing of theirs moves
+            assert mqcli(a, "dispatch", "--once").code == 0
+        assert [m.body for m in Store.open(b).browse("q")] == [b"to send"]
+        assert mqcli(a, "confirm", outq, "--confirm-id", "77").code == 0
+        assert mqcli(a, "confirm", outq, "--confirm-id", "88").code == 0
+        assert mqcli(a, "dispatch", "--once").code == 0
+        assert sorted(m.body for m in Store.open(b).browse("q")) == [b"awaiting its confirm", b"to send"]
+        assert listener.stop() == 0
+    for store in (a, b):
+        assert mqcli(store, "check").code == 0
+
+
+@pytest.mark.slow
+def test_a_stalled_reader_blocks_no_other_process(cli, spawn):
+    # 5,000 bodies of 100 bytes: far more than a pipe holds, so the get blocks in a write
+    fill(cli.store, 5000)
+    cli.ok("queue", "create", "work", "-q")
+    fill(cli.store, 20, queue="work")
+    reader = spawn(cli, "get", "q", "--all", "-o", "body", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: held(cli.store), 30, "the get to hold its first messages")
+    started = time.monotonic()
+    for i in range(100):  # each finishes while nobody reads the get's pipe
+        assert cli.subprocess("put", "q", f"new {i}", timeout=30).code == 0
+    for i in range(20):
+        got = cli.subprocess("get", "work", "--confirm-id", str(1000 + i), "-o", "json", timeout=30)
+        assert got.code == 0
+        assert cli.subprocess("confirm", "work", "--confirm-id", str(1000 + i), timeout=30).code == 0
+    assert reader.poll() is None, "the reader was supposed to be stalled all along"
+    elapsed = time.monotonic() - started
+    time.sleep(max(0.0, 10 - elapsed))  # stalled 10 s in all
+    assert reader.poll() is None
+    out, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0, err
+    bodies = out.split(b"\n")[:-1]
+    assert len(bodies) == 5100 and len(set(bodies)) == 5100
+    assert ids(cli.store, "work") == [] and ids(cli.store) == []
+    assert cli.ok("check").code == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(25))
+def test_a_get_killed_at_a_random_moment_loses_nothing(cli, spawn, trial):
+    rng = random.Random(trial)
+    fill(cli.store, 20000)  # about a second of output: the kill lands while it runs
+    everything = set(ids(cli.store))
+    reader = spawn(cli, "get", "q", "--all", "-o", "jsonl", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    lines: list[bytes] = []
+
+    def read_slowly():  # a consumer that sometimes lags, so the get blocks in its writes
+        for line in reader.stdout:
+            lines.append(line)
+            if rng.random() < 0.01:
+                time.sleep(0.02)
+
+    t = threading.Thread(target=read_slowly, daemon=True)
+    t.start()
+    wait_until(lambda: lines, 30, "the get's first output")
+    time.sleep(rng.uniform(0.0, 0.5))
+    reader.send_signal(signal.SIGKILL)
+    assert reader.wait(timeout=30) == -signal.SIGKILL, "the get finished before it was killed"
+    t.join(timeout=30)
+    shown = {json.loads(line)["msg_id"] for line in lines if line.endswith(b"\n")}
+    with Store.open(cli.store) as st:
+        st.sweep()  # a write: the killed get's held messages come back
+        left = [m for m in st.browse("q", states="all")]
+        assert st.check() == []
+    assert {m.state for m in left} <= {"available"}, "a dead holder's messages stayed held"
+    assert {m.backouts for m in left} <= {0}
+    assert shown | {m.msg_id for m in left} == everything  # nothing lost
+    assert left, "the get was killed after it took everything"
+    # shown again: at most the batch in hand (SIGKILL leaves no time to remove what was written)
+    assert len(left) + len(shown) - len(everything) <= 1000
