@@ -39,7 +39,8 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PRIORITY, GET_UNCONFIRMED,
-    LOCKED_BROWSE, MAX_BODY_BYTES, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, guid_text, validate_fields,
+    LOCKED_BROWSE, MAX_BODY_BYTES, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
+    validate_fields,
 )
 from . import holders, outgoing, reports, transactions
 from .transactions import TxInfo
@@ -615,16 +616,25 @@ class Store(Forwarding):
             waits = False  # an exact id either names a message now or does not (seed 002)
         held = deliver is not None and tx is None and confirm_id is None
         token: int | None = None
+        held_at: list[tuple[bytes, bytes]] | None = None  # a plain held get's positions and records
+        queue_name = queue
 
         def take(t: Txn) -> tuple[int, list[Message]]:
-            nonlocal token
+            nonlocal token, held_at, queue_name
             q = t.queue(queue)
+            queue_name = q.name
             if tx is not None:
                 _transactional_queue(q, True)
                 record = transactions.load(t, tx)
                 found = t.take(q, f, count, lock_id)
                 for m in found:
                     transactions.lock_for_dequeue(t, tx, record, m)
+            elif held and plain:
+                token = holders.new_token()
+                held_at = t.hold_next(q, priority, count, token)
+                if held_at:
+                    self._holder.register(t, token, q, holders.GET)
+                return q.qid, held_at  # type: ignore[return-value]  # decoded after the commit
             elif held:
                 found = t.take(q, f, count, lock_id)
                 if found:
@@ -668,13 +678,18 @@ class Store(Forwarding):
         finally:
             if waiter is not None:
                 waiter.close()
+        records = None
+        if held_at is not None:
+            records = [(decode(raw, queue_name), raw) for _, raw in held_at]
+            found = [m for m, _ in records]
         if deliver is not None:
-            self._deliver(queue, found, deliver, hold=token if held else None,
+            self._deliver(queue, found, deliver, hold=token if held else None, records=records,
                           two_phase=confirm_id if tx is None else None)
         return found
 
     def _deliver(self, queue: str, found: list[Message], deliver: Callable[[Message], None], *,
-                 hold: int | None, two_phase: int | None) -> None:
+                 hold: int | None, records: list[tuple[Message, bytes]] | None,
+                 two_phase: int | None) -> None:
         """Call `deliver` for each message, no transaction open; then end the `hold` (remove
         what was delivered, put back the rest) or, for a `two_phase` get, put back what was
         not delivered. A get in a transaction keeps its messages either way: the
@@ -686,12 +701,13 @@ class Store(Forwarding):
                 delivered.add(m.seq)
         except BaseException:
             if hold is not None or two_phase is not None:
-                self._end_delivery(queue, hold, two_phase, delivered)
+                self._end_delivery(queue, hold, records, two_phase, delivered)
             raise
         if hold is not None:
-            self._end_delivery(queue, hold, None, delivered)
+            self._end_delivery(queue, hold, records, None, delivered)
 
-    def _end_delivery(self, queue: str, hold: int | None, two_phase: int | None, delivered: set[int]) -> None:
+    def _end_delivery(self, queue: str, hold: int | None, records: list[tuple[Message, bytes]] | None,
+                      two_phase: int | None, delivered: set[int]) -> None:
         def end(t: Txn) -> None:
             if hold is None:  # a two-phase get: what was delivered stays under its confirm id
                 for m in t.with_token(t.queue(queue), two_phase):  # type: ignore[arg-type]
@@ -702,7 +718,11 @@ class Store(Forwarding):
             if found is None or not t.queue_exists(found.qid):
                 return  # the queue was deleted meanwhile, and its messages with it
             q = t.queue(t.queue_name(found.qid))
-            removed, _ = holders.finish(t, found, q, delivered)
+            if records is not None:
+                removed, _ = t.end_hold(q, hold, records, delivered)
+                holders.forget(t, hold)
+            else:
+                removed, _ = holders.finish(t, found, q, delivered)
             t.got(q, removed)
         self._write(end)
 

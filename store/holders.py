@@ -110,19 +110,24 @@ class Holder:
             raise
         self._fd = fd
 
+    def register(self, t: Txn, token: int, q: QueueInfo, kind: int) -> None:
+        """Record that this process holds `token`, in the commit that puts messages under it."""
+        self.ensure()
+        t.lt.put(_TOKEN.pack(token), _ROW.pack(self.id, self.pid, kind, q.qid, t.now), db=t.dbs["holders"])
+
     def hold(self, t: Txn, q: QueueInfo, messages: list[Message], kind: int) -> int:
         """Put `messages` (available, or locked-browse) in flight under a new token held by
         this process; returns the token. The `Message` objects are left as they were found.
-        Light: a lost hold only means the messages were not taken."""
-        self.ensure()
+        Light: a lost hold only means the messages were not taken. (A plain get holds the
+        next messages faster with Txn.hold_next.)"""
         token = new_token()
+        self.register(t, token, q, kind)
         for m in messages:
             # the caller keeps the message as it was found (what a get shows); the record changes
             was = m.state, m.confirm_id, m.since
             state = BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED
             t.transition(m, durable=False, state=state, confirm_id=token, since=t.now)
             m.state, m.confirm_id, m.since = was
-        t.lt.put(_TOKEN.pack(token), _ROW.pack(self.id, self.pid, kind, q.qid, t.now), db=t.dbs["holders"])
         return token
 
     def is_alive(self, holder: bytes) -> bool:
@@ -178,8 +183,12 @@ def finish(t: Txn, hold: Hold, q: QueueInfo, delivered: set[int]) -> tuple[list[
         t.remove_many(done)
     for m in back:
         give_back(t, m)
-    t.lt.delete(_TOKEN.pack(hold.token), db=t.dbs["holders"])
+    forget(t, hold.token)
     return done, back
+
+
+def forget(t: Txn, token: int) -> None:
+    t.lt.delete(_TOKEN.pack(token), db=t.dbs["holders"])
 
 
 def give_back(t: Txn, m: Message) -> Message:
@@ -200,7 +209,7 @@ def recover(t: Txn, me: Holder) -> int:
             _, back = finish(t, hold, q, set())
             returned += len(back)
         else:
-            t.lt.delete(_TOKEN.pack(hold.token), db=t.dbs["holders"])
+            forget(t, hold.token)
         try:
             os.unlink(me.dir / hold.holder.hex())
         except OSError:

@@ -56,6 +56,12 @@ _HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])  # one
  _H_LEASE, _H_SINCE, _H_N_CORREL, _H_N_LABEL, _H_N_RQ, _H_N_REASON, _H_N_ORIG, _H_N_PROPS,
  _H_N_BODY) = range(26)
 
+# where a record's header keeps its in-flight fields: a hold rewrites them in place
+_AT_STATE = struct.calcsize(">BB")
+_AT_CONFIRM = struct.calcsize(">BBBBIQB16sIqqiHH")
+_AT_SINCE = struct.calcsize(">BBBBIQB16sIqqiHHqqqq")
+_Q = struct.Struct(">q")
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _GUID_TEXT: dict[bytes, str] = {}
 
@@ -267,6 +273,16 @@ def encode(m: Message) -> bytes:
         return fixed + m.body  # the common case: no optional fields
     return b"".join((fixed, correl or b"", label, report_queue or b"", reason or b"",
                      original or b"", props, m.body))
+
+
+def held_record(raw: bytes, state: str, confirm_id: int, since: int) -> bytes:
+    """An available message's record (no in-flight fields set), now in flight under
+    `confirm_id` since `since`: the header changed in place, no decode or encode."""
+    out = bytearray(raw)
+    out[_AT_STATE] = _STATE_CODE[state]
+    _Q.pack_into(out, _AT_CONFIRM, confirm_id)
+    _Q.pack_into(out, _AT_SINCE, since)
+    return bytes(out)
 
 
 def decode(buf: bytes, queue: str = "") -> Message:

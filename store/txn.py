@@ -35,7 +35,7 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
-    PUT_UNCONFIRMED, TX_LOCKED, Message, decode, encode, guid_text, iso_time,
+    PUT_UNCONFIRMED, TX_LOCKED, Message, decode, encode, guid_text, held_record, iso_time,
 )
 
 if TYPE_CHECKING:
@@ -759,6 +759,89 @@ class Txn:
             self._count(q.qid, -len(taken), -size, durable)
             self.got(q, taken)
         return taken
+
+    def hold_next(self, q: QueueInfo, priority: int | None, count: int, token: int) -> list[tuple[bytes, bytes]]:
+        """The next `count` available messages, put in flight (get-unconfirmed) under a
+        holder's token (store/holders.py): cursor steps on the position list as in get_next,
+        each record moved to `msg` with its header changed in place. Returns each one's
+        position key and record as they were; nothing is decoded here, so the write
+        transaction stays short (the caller decodes after the commit)."""
+        prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
+        cur = self.lt.cursor(db=self.pos_db)
+        taken: list[tuple[bytes, bytes]] = []
+        records, entries = [], []
+        if not cur.set_range(prefix):
+            return taken
+        confirm = keys.CONFIRM
+        token_bytes = U64.pack(token)
+        now = self.now
+        while len(taken) < count:
+            pos, raw = cur.item()
+            if not pos.startswith(prefix):
+                break
+            taken.append((pos, raw))
+            # a position key is tag qid(4) 7-priority(1) seq(8); a confirm entry tag qid id
+            # 7-priority seq (keys.POS_KEY, keys.ID_IN_QUEUE_KEY); `msg` is keyed by seq
+            records.append((pos[6:], held_record(raw, GET_UNCONFIRMED, token, now)))
+            entries.append((confirm + pos[1:5] + token_bytes + pos[5:], pos[1:6]))
+            if not cur.delete():  # deletes the position and steps to the next entry
+                break
+        if records:
+            records.sort()  # queue order is priority first: seq order may differ
+            msgs = self.lt.cursor(db=self.msg_db)
+            # usually every held record is newer than any in `msg`: appended, no tree descents
+            append = not msgs.last() or msgs.key() < records[0][0]
+            if msgs.putmulti(records, append=append)[1] != len(records):
+                raise StoreCorrupt("a held message's seq is in the msg table already")
+            self.lt.cursor(db=self.idx_db).putmulti(entries)
+        return taken
+
+    def end_hold(self, q: QueueInfo, token: int, held: list[tuple[Message, bytes]],
+                 delivered: set[int]) -> tuple[list[Message], list[Message]]:
+        """End a hold_next: remove the messages whose seq is in `delivered` (returned first),
+        put the others back in their places as they were. A message no longer held under
+        `token` (purged meanwhile) is left alone."""
+        lt, idx = self.lt, self.idx_db
+        # the token's confirm entries are one run of the index, in queue order: one cursor walk
+        prefix = keys.id_in_queue_prefix(keys.CONFIRM, q.qid, token)
+        cur = lt.cursor(db=idx)
+        still: set[int] = set()
+        if cur.set_range(prefix):
+            while True:
+                key = cur.key()
+                if not key.startswith(prefix):
+                    break
+                still.add(keys.seq_of(key))
+                if not cur.delete():
+                    break
+        removed: list[Message] = []
+        back: list[Message] = []
+        positions = []
+        msgs = lt.cursor(db=self.msg_db)
+        for m, raw in held:
+            if m.seq not in still:
+                continue
+            if msgs.set_key(keys.seq_key(m.seq)):
+                msgs.delete()
+            if m.seq in delivered:
+                removed.append(m)
+            else:
+                positions.append((_pack_pos(keys.POS, m.qid, 7 - m.priority, m.seq), raw))
+                back.append(m)
+        if positions:
+            lt.cursor(db=self.pos_db).putmulti(positions)
+            self.woke.add(q.qid)
+        if removed:
+            size = 0
+            durable = False
+            for m in removed:
+                for key in identity_entries(m):
+                    lt.delete(key, db=idx)
+                size += len(m.body)
+                durable = durable or not m.express
+            identity.release(lt, self.dbs, removed)
+            self._count(q.qid, -len(removed), -size, durable)
+        return removed, back
 
     def take(self, q: QueueInfo, f: Filter, count: int, lock_id: int | None = None) -> list[Message]:
         taken = []
