@@ -736,7 +736,7 @@ def _mb_max(values: list) -> float | None:
 LIB_GETTER = r"""
 import json, sys
 from store import Store
-def deliver(got):  # like the CLI: write before the removal commits
+def deliver(got):  # like the CLI: write with no write transaction open, then the get commits
     sys.stdout.buffer.write(json.dumps(got[0].to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
     sys.stdout.buffer.flush()
 with Store.open(sys.argv[1]) as st:

@@ -9,6 +9,7 @@ rich is imported only when a text table or a progress bar is drawn.
 
 from __future__ import annotations
 
+import bisect
 import os
 import select
 import sys
@@ -97,6 +98,38 @@ class Output:
             self.err.write(text + "\n")
             self.err.flush()
 
+    def write_counted(self, data: bytes, ends: Sequence[int]) -> None:
+        """Write `data`, made of parts that end at the offsets `ends`, straight to the file
+        (not into a buffer), so that when the write fails or is interrupted the exception
+        can say in `delivered` how many parts went out whole (a destructive get removes just
+        those). Counted after each write returns: a signal in between undercounts, which
+        only shows a message again."""
+        out = self.out
+        raw = getattr(out, "raw", None)
+        written = 0
+        try:
+            if raw is not None:  # a buffered stdout: empty its buffer, then write past it
+                out.flush()
+                out = raw
+            view = memoryview(data)
+            while written < len(data):
+                n = out.write(view[written:])
+                if n is None:  # a non-blocking stream that is full
+                    select.select([], [out], [])
+                    continue
+                written += n
+            if raw is None:
+                out.flush()
+        except BaseException as exc:
+            delivered = bisect.bisect_right(ends, written)
+            self.torn = written != (ends[delivered - 1] if delivered else 0)  # a part was cut
+            if isinstance(exc, BrokenPipeError):
+                exc = OutputClosed()
+                exc.delivered = delivered  # type: ignore[attr-defined]
+                raise exc from None
+            exc.delivered = delivered  # type: ignore[attr-defined]
+            raise
+
     def _write(self, data: bytes) -> None:
         try:
             write_all(self.out, data)
@@ -177,22 +210,36 @@ class MessageStream:
         self.output = output
         self.count = 0
 
-    def _encode(self, m: Message) -> bytes:
+    def _encode(self, m: Message, number: int) -> bytes:
+        """Message `number` (1, 2, ...) of the stream."""
         o = self.output
-        self.count += 1
         if o.mode == "json":
-            return (b"[" if self.count == 1 else b",\n") + json_line(m.to_dict())
+            return (b"[" if number == 1 else b",\n") + json_line(m.to_dict())
         if o.mode == "jsonl":
             return json_line(m.to_dict()) + b"\n"
         if o.mode == "body":
             return m.body + o.delimiter
-        return _text_message(m, self.count).encode("utf-8")
+        return _text_message(m, number).encode("utf-8")
 
     def write(self, m: Message) -> None:
-        self.output._write(self._encode(m))
+        self.output._write(self._encode(m, self.count + 1))
+        self.count += 1
 
     def extend(self, messages: Sequence[Message]) -> None:
-        self.output._write(b"".join(self._encode(m) for m in messages))
+        """Write a batch with one write (a destructive get's delivery): if it fails, the
+        exception's `delivered` says how many of the messages went out whole."""
+        parts, ends, at = [], [], 0
+        for i, m in enumerate(messages, self.count + 1):
+            part = self._encode(m, i)
+            parts.append(part)
+            at += len(part)
+            ends.append(at)
+        try:
+            self.output.write_counted(b"".join(parts), ends)
+        except BaseException as exc:
+            self.count += getattr(exc, "delivered", 0)
+            raise
+        self.count += len(messages)
 
     def close(self, failed: bool = False) -> None:
         """End the JSON array; after a failure with nothing written, or a torn write, write

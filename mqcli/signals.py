@@ -84,16 +84,17 @@ class Deferral:
 
 
 class WritingGate(Deferral):
-    """A Deferral for a destructive get, which the store asks to deliver one message at a
-    time with no write transaction open, and which then removes what was delivered and puts
-    back what was not.
+    """A Deferral for a destructive get, which the store asks to deliver a batch with no
+    write transaction open, and which then removes what was delivered and puts back what was
+    not.
 
-    A signal that comes while a message is being written waits for that write to finish, and
-    then stops the get before the next message: what was printed is exactly what is removed.
+    A signal that comes while a batch is being written waits for that write to finish, and
+    then stops the get before the next batch: what was printed is exactly what is removed.
     But a reader that stalls (a full pipe, Ctrl-Z) must not make Ctrl-C or SIGTERM wait: if
-    the write has not finished `GRACE` seconds after the signal, the signal interrupts it. That
-    message goes back to its queue though part of it may have gone out (a get may show a
-    message again, never lose one), and the output is marked torn.
+    the write has not finished `GRACE` seconds after the signal, the signal interrupts it.
+    The messages written whole are removed, the rest go back to the queue (the one cut part
+    way may have partly gone out: a get may show a message again, never lose one), and the
+    output is marked torn.
     """
 
     GRACE = 0.5

@@ -576,7 +576,7 @@ class Store(Forwarding):
             unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
             priority: int | None = None,
             confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
-            deliver: Callable[[Message], None] | None = None, tx: int | None = None) -> Message:
+            deliver: Callable[[list[Message]], None] | None = None, tx: int | None = None) -> Message:
         """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
         return self.get_many(queue, 1, wait=wait, msg_id=msg_id, unique_id=unique_id, correl_id=correl_id,
                              lookup_id=lookup_id, priority=priority, confirm_id=confirm_id,
@@ -586,17 +586,18 @@ class Store(Forwarding):
                  unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
                  priority: int | None = None,
                  confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
-                 deliver: Callable[[Message], None] | None = None,
+                 deliver: Callable[[list[Message]], None] | None = None,
                  tx: int | None = None) -> list[Message]:
         """Get up to `count` messages in one commit, waiting for the first one if asked.
 
         With `tx` the messages are dequeued inside that transaction (tx-locked until commit,
         back in place with a backout on abort); seed 002 makes it exclusive with two-phase.
 
-        `deliver(m)` is called for each message taken, in order, with no write transaction
-        open (store/holders.py): a destructive get holds its messages under this process
-        while they are delivered, then removes those whose call returned and puts the others
-        back without a backout if a call raised (the exception then propagates). A process
+        `deliver(messages)` is called with the messages taken, in order, with no write
+        transaction open (store/holders.py): a destructive get holds them under this process
+        while they are delivered, then removes them. If `deliver` raises, the first
+        `exc.delivered` of them (an int attribute of the exception, 0 if absent) are removed
+        and the others go back without a backout; the exception then propagates. A process
         killed meanwhile loses nothing: its messages go back when the next writer sees it gone.
         """
         if tx is not None and confirm_id is not None:
@@ -687,24 +688,24 @@ class Store(Forwarding):
                           two_phase=confirm_id if tx is None else None)
         return found
 
-    def _deliver(self, queue: str, found: list[Message], deliver: Callable[[Message], None], *,
+    def _deliver(self, queue: str, found: list[Message], deliver: Callable[[list[Message]], None], *,
                  hold: int | None, records: list[tuple[Message, bytes]] | None,
                  two_phase: int | None) -> None:
-        """Call `deliver` for each message, no transaction open; then end the `hold` (remove
-        what was delivered, put back the rest) or, for a `two_phase` get, put back what was
-        not delivered. A get in a transaction keeps its messages either way: the
-        transaction's abort returns them."""
-        delivered: set[int] = set()
+        """Call `deliver(found)` with no transaction open; then end the `hold` (remove what
+        was delivered, put back the rest) or, for a `two_phase` get, put back what was not
+        delivered. If `deliver` raises, the exception's `delivered` attribute (default 0)
+        says how many of the first messages it delivered whole. A get in a transaction keeps
+        its messages either way: the transaction's abort returns them."""
         try:
-            for m in found:
-                deliver(m)
-                delivered.add(m.seq)
-        except BaseException:
+            deliver(found)
+        except BaseException as exc:
+            done = getattr(exc, "delivered", 0)
+            done = done if type(done) is int and 0 <= done <= len(found) else 0
             if hold is not None or two_phase is not None:
-                self._end_delivery(queue, hold, records, two_phase, delivered)
+                self._end_delivery(queue, hold, records, two_phase, {m.seq for m in found[:done]})
             raise
         if hold is not None:
-            self._end_delivery(queue, hold, records, None, delivered)
+            self._end_delivery(queue, hold, records, None, {m.seq for m in found})
 
     def _end_delivery(self, queue: str, hold: int | None, records: list[tuple[Message, bytes]] | None,
                       two_phase: int | None, delivered: set[int]) -> None:

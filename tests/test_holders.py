@@ -48,7 +48,7 @@ def test_a_get_killed_while_delivering_gives_its_messages_back_without_a_backout
     fill(cli.store, 20)
     before = ids(cli.store)
     proc = child(cli.store, """
-        def stall(m):
+        def stall(found):
             print("delivering", flush=True)
             time.sleep(600)
         st.get_many("q", 5, deliver=stall)
@@ -69,30 +69,28 @@ def test_a_get_killed_while_delivering_gives_its_messages_back_without_a_backout
 
 def test_a_delivery_that_fails_part_way_removes_what_was_delivered_and_returns_the_rest(st):
     st.put_many("q", [NewMessage(b"%d" % i) for i in range(5)])
-    seen = []
 
-    def deliver(m):
-        if len(seen) == 3:
-            raise BrokenPipeError()
-        seen.append(m.body)
+    def deliver(found):  # the reader went away after three of them
+        assert [m.body for m in found] == [b"0", b"1", b"2", b"3", b"4"]
+        exc = BrokenPipeError()
+        exc.delivered = 3
+        raise exc
 
     with pytest.raises(BrokenPipeError):
         st.get_many("q", 5, deliver=deliver)
-    assert seen == [b"0", b"1", b"2"]
     left = st.browse("q", states="all")
     assert [m.body for m in left] == [b"3", b"4"] and {(m.state, m.backouts) for m in left} == {("available", 0)}
-    assert st.get_many("q", 5, deliver=lambda m: None)[0].state == "available"  # shown as it was got
+    assert st.get_many("q", 5, deliver=lambda found: None)[0].state == "available"  # shown as it was got
     assert st.browse("q", states="all") == []
 
 
 def test_a_two_phase_get_whose_output_fails_keeps_only_what_was_delivered(st):
     st.put_many("q", [NewMessage(b"%d" % i) for i in range(4)])
-    seen = []
 
-    def deliver(m):
-        if len(seen) == 2:
-            raise KeyboardInterrupt()
-        seen.append(m.body)
+    def deliver(found):
+        exc = KeyboardInterrupt()
+        exc.delivered = 2
+        raise exc
 
     with pytest.raises(KeyboardInterrupt):
         st.get_many("q", 4, confirm_id=42, deliver=deliver)

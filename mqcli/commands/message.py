@@ -316,14 +316,14 @@ def get(
                    priority=priority, confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
-            _delivered(st.get, queue, wait=seconds, deliver=s.out.message, **filters)
+            _delivered(st.get, queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
             return
         left = count
         with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
             while left is None or left > 0:
                 try:
                     got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
-                                     wait=seconds if stream.count == 0 else 0, deliver=stream.write, **filters)
+                                     wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
                 except (errors.Timeout, errors.UnknownLockId):
                     if stream.count == 0:
                         raise
@@ -336,21 +336,21 @@ def get(
 
 
 def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]
-    """`get(*args, deliver=...)`, the store calling `deliver` for each message with no write
+    """`get(*args, deliver=...)`, the store calling `deliver` with each batch with no write
     transaction open. Ctrl-C and SIGTERM act at once while the get waits; once output has
-    started they stop it between two messages (or interrupt a write stalled for long, see
-    WritingGate), and wait while the get commits the removal of what was written."""
+    started they stop it after the batch being written (or interrupt a write stalled for
+    long, see WritingGate), and wait while the get commits the removal of what was written."""
     gate = WritingGate()
 
-    def deliver_one(m: Message) -> None:
+    def deliver_held(found: list[Message]) -> None:
         gate.start_writing()
         try:
-            deliver(m)
+            deliver(found)
         finally:
             gate.stop_writing()
 
     try:
-        return get(*args, deliver=deliver_one, **kw)
+        return get(*args, deliver=deliver_held, **kw)
     finally:
         gate.release()
 
