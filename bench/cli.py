@@ -20,6 +20,12 @@ Three parts, each measured in one run on this machine with its baseline next to 
    one message with the store library and reads the getter's stdout pipe: latency = time the
    output line arrives - time just before the put (both `time.perf_counter` in this process).
    A library-only getter (`Store.get(wait=None)`, context) is interleaved with it.
+4. stalled reader -- durable puts (`Store.put`, timed one by one in this process) into another
+   queue of the same store, first with nothing else running (context), then while a
+   `mqcli get q --all -o body` writes 5,000 messages into a pipe nobody reads (it holds its
+   batch and blocks in a write). The reader must have held the store's write lock across its
+   output for the puts to wait; p99 is the target. Then the pipe is drained and every message
+   counted.
 
 Children run with MQCLI_STORE pointing at a store in a fresh temp directory, stdin from
 /dev/null and stderr to a file (so never a terminal: no progress bars).
@@ -44,7 +50,7 @@ from dataclasses import dataclass
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join("bench", "results", "cli.json")
-PARTS = ("startup", "bulk", "wait")
+PARTS = ("startup", "bulk", "wait", "stalled")
 QUEUE = "q"
 BODY = (b"mqcli-bench-256-byte-body/" * 10)[:256]  # the store suite's body
 assert len(BODY) == 256
@@ -104,6 +110,7 @@ TARGETS = {
     "bulk_get_max_rss": Target("bulk_get_max_rss", "max RSS of mqcli get --all -o jsonl, worst round", "<=", 150, "MB"),
     "wait_latency_median": Target("wait_latency_median", "put start -> getter's output line, median", "<=", 10, "ms"),
     "wait_latency_p99": Target("wait_latency_p99", "put start -> getter's output line, p99 (nearest rank)", "<=", 50, "ms"),
+    "stalled_put_p99": Target("stalled_put_p99", "durable put while a get blocks writing to a full pipe, p99 (nearest rank)", "<=", 50, "ms"),
 }
 
 
@@ -877,6 +884,71 @@ def run_wait(sizes: CliSizes, tmp_root: str, log) -> dict:
 
 
 # --------------------------------------------------------------------------------------
+# 4. put latency next to a stalled reader
+# --------------------------------------------------------------------------------------
+
+STALLED_MESSAGES = 5000  # 1.3 MB of bodies: far more than a pipe holds (64 KiB)
+
+
+def run_stalled(sizes: CliSizes, tmp_root: str, log) -> dict:
+    from store import NewMessage, Store
+
+    mq = mqcli_path()
+    work = tempfile.mkdtemp(prefix="stalled-", dir=tmp_root)
+    store_path = os.path.join(work, "store")
+    _new_store(store_path, queues=(QUEUE, "other"))
+    n = max(100, 4 * sizes.latency_samples)
+    with Store.open(store_path) as st:
+        for _ in range(STALLED_MESSAGES // 1000):
+            st.put_many(QUEUE, [NewMessage(BODY) for _ in range(1000)])
+
+        def puts() -> list[float]:
+            out = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                st.put("other", BODY)
+                out.append((time.perf_counter() - t0) * 1000)
+            return out
+
+        log(f"stalled reader: {n} durable puts alone, then {n} while a get blocks on a full pipe")
+        quiet = puts()
+        reader = subprocess.Popen([mq, "get", QUEUE, "--all", "-o", "body"], env=_child_env(store_path),
+                                  cwd=empty_cwd(work), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.perf_counter() + 30
+            while not st.browse(QUEUE, states={"get-unconfirmed"}):  # it holds its first batch
+                if reader.poll() is not None or time.perf_counter() > deadline:
+                    raise BenchError(f"the reader never held a batch (exit {reader.poll()})")
+                time.sleep(0.005)
+            time.sleep(0.2)  # by now its write has filled the pipe
+            stalled = puts()
+            if reader.poll() is not None:
+                raise BenchError("the reader ended while it should have been stalled")
+            data = reader.stdout.read()  # type: ignore[union-attr]
+            rc = reader.wait(60)
+        finally:
+            if reader.poll() is None:
+                reader.kill()
+                reader.wait()
+        got = data.count(b"\n")
+        if rc != 0 or got != STALLED_MESSAGES or st.queue_info(QUEUE).depth != 0:
+            raise BenchError(f"the reader exited {rc} with {got} of {STALLED_MESSAGES} messages, "
+                             f"{st.queue_info(QUEUE).depth} left in the queue")
+    shutil.rmtree(work, ignore_errors=True)
+    results = {}
+    for name, lat in (("alone", quiet), ("stalled reader", stalled)):
+        results[name] = {"puts": len(lat), "latency_ms_median": statistics.median(lat),
+                         "latency_ms_p99": percentile(lat, 99), "latency_ms_max": max(lat)}
+    return {"reader": f"mqcli get {QUEUE} --all -o body, {STALLED_MESSAGES} messages of {len(BODY)} "
+                      "bytes, its stdout a pipe read only after the puts",
+            "put": "st.put(other, body) in the bench process (recoverable: commit + fsync)",
+            "results": results,
+            "targets": {"stalled_put_p99": _target_result(
+                "stalled_put_p99", results["stalled reader"]["latency_ms_p99"])}}
+
+
+# --------------------------------------------------------------------------------------
 # the suite: table and JSON
 # --------------------------------------------------------------------------------------
 
@@ -985,6 +1057,20 @@ def render_table(doc: dict) -> str:
                     f"p99 {e['latency_ms_p99']:.2f} ms", "context", "")
             title = ""
         lines.append("")
+    st = doc.get("stalled_reader")
+    if st:
+        title = "4. put next to a stalled get"
+        for name, e in st["results"].items():
+            n = str(e["puts"])
+            if name == "stalled reader":
+                t, m = tgt(st["targets"]["stalled_put_p99"])
+                row(title, "st.put while get blocks on a pipe", n, f"{e['latency_ms_median']:.2f} ms", "",
+                    f"p99 {e['latency_ms_p99']:.2f} ms", t, m)
+            else:
+                row(title, "st.put alone", n, f"{e['latency_ms_median']:.2f} ms", "",
+                    f"p99 {e['latency_ms_p99']:.2f} ms", "context", "")
+            title = ""
+        lines.append("")
     lines.append("spread = (max - min) / median over runs/rounds; value = ratio to python -c pass, "
                  "rate, max RSS or latency; MB = 10^6 bytes.")
 
@@ -1064,10 +1150,12 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
         doc["bulk"] = run_bulk(sizes, tmp_root, log, profile=getattr(args, "profile", False))
     if "wait" in parts:
         doc["wait_latency"] = run_wait(sizes, tmp_root, log)
+    if "stalled" in parts:
+        doc["stalled_reader"] = run_stalled(sizes, tmp_root, log)
     elapsed = time.perf_counter() - t0
     info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     targets = {}
-    for part in ("startup", "bulk", "wait_latency"):
+    for part in ("startup", "bulk", "wait_latency", "stalled_reader"):
         targets.update(doc.get(part, {}).get("targets", {}))
     la0, la1 = info.get("loadavg_start"), info.get("loadavg_end")
     cpus = info.get("cpus_usable") or info.get("cpu_count") or 1
@@ -1095,7 +1183,7 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
                          "max RSS from os.wait4 (ru_maxrss); latency median and nearest-rank p99",
             "elapsed_s": round(elapsed, 1),
         },
-        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency")},
+        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader")},
         "targets": targets,
         "targets_met": all(t["met"] for t in targets.values()),
         "notes": notes,
