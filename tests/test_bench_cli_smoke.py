@@ -13,7 +13,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MQCLI = os.path.join(os.path.dirname(sys.executable), "mqcli")
 
 TARGETS = {"startup_put_ratio", "startup_help_ratio", "bulk_put_rate", "bulk_get_rate",
-           "bulk_put_max_rss", "bulk_get_max_rss", "wait_latency_median", "wait_latency_p99"}
+           "bulk_put_max_rss", "bulk_get_max_rss", "wait_latency_median", "wait_latency_p99",
+           "stalled_put_p99"}
 STARTUP = {"python -c pass", "mqcli put q hello", "mqcli --help", "python -c 'import typer'",
            "mqcli put q hello, caller's env"}
 
@@ -67,6 +68,11 @@ def test_bench_cli_quick_runs_and_writes_json(tmp_path):
         e = w["results"][who]
         assert len(e["latency_ms"]) == 2
         assert 0 < e["latency_ms_median"] <= e["latency_ms_p99"]
+
+    stalled = doc["stalled_reader"]["results"]
+    for who in ("alone", "stalled reader"):
+        assert stalled[who]["puts"] >= 100
+        assert 0 < stalled[who]["latency_ms_median"] <= stalled[who]["latency_ms_p99"] <= stalled[who]["latency_ms_max"]
 
     assert set(doc["targets"]) == TARGETS
     for key, t in doc["targets"].items():
