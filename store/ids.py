@@ -60,8 +60,8 @@ class Lapse:
         total = self.returned + self.dead_lettered + self.discarded
         parts = []
         if self.returned:
-            parts.append(f"{_subject(self.returned, total)} went back to queue {self.queue!r} "
-                         f"(backouts {'up to ' if self.returned > 1 else ''}{self.backouts})")
+            backouts = f" (backouts {'up to ' if self.returned > 1 else ''}{self.backouts})" if self.backouts else ""
+            parts.append(f"{_subject(self.returned, total)} went back to queue {self.queue!r}{backouts}")
         if self.dead_lettered:
             parts.append(f"{_subject(self.dead_lettered, total)} went to the dead-letter queue "
                          f"{self.dead_letter_queue!r} (max-backouts reached)")
