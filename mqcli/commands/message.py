@@ -315,6 +315,7 @@ def get(
     Examples:
       mqcli get orders --wait 30s
       mqcli get orders --confirm-id 42 --lease 1m -o json && mqcli confirm orders --confirm-id 42
+      C=$(mqcli get orders --confirm-id auto -o json | jq .confirm_id) && mqcli confirm orders --confirm-id "$C"
       mqcli get orders --all -o jsonl > drained.jsonl
       mqcli get orders --tx "$T" -o json > order.json
       mqcli get orders --unique-id "$(mqcli browse orders -n 1 -o json | jq -r '.[0].unique_id')"
