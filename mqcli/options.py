@@ -44,6 +44,30 @@ OutputOpt = Annotated[Optional[str], typer.Option(
     "--output", "-o", metavar="text|json|jsonl|body", callback=_check_mode, show_default=False,
     help="Output format.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No diagnostics on stderr.")]
+AUTO = "auto"
+_MAX_ID = (1 << 63) - 1
+
+
+def _id_or_auto(value: Optional[str]) -> Optional[int | str]:
+    """A confirm id or lock id a new holder names: a positive 63-bit integer, or `auto` for a
+    fresh one the store draws (and the command prints)."""
+    if value is None or value == AUTO:
+        return value
+    try:
+        number = int(value, 10)
+    except ValueError:
+        number = 0
+    if not 0 < number <= _MAX_ID:
+        raise typer.BadParameter(f"{value!r} is not a positive 63-bit integer or auto")
+    return number
+
+
+NewConfirmOpt = Annotated[Optional[str], typer.Option(
+    "--confirm-id", metavar="ID|auto", callback=_id_or_auto, show_default=False,
+    help="Confirm id: a positive 63-bit integer no one holds in the queue, or auto for a fresh one (printed).")]
+NewLockOpt = Annotated[Optional[str], typer.Option(
+    "--lock-id", metavar="ID|auto", callback=_id_or_auto, show_default=False,
+    help="Lock id: a positive 63-bit integer no one holds in the queue, or auto (the default) for a fresh one.")]
 UnsafeOpt = Annotated[bool, typer.Option(
     "--allow-unsafe-permissions", help="Open a store whose directory others may write to.")]
 

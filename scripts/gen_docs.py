@@ -386,8 +386,10 @@ EXIT_MEANINGS = {
     "INTERNAL": "Unexpected internal error (a bug): a one-line message; --traceback shows more.",
     "USAGE": "Usage error: a bad option, argument or duration.",
     "TIMEOUT": "No message within --wait (an empty queue with no wait too).",
-    "NOT_FOUND": "No message with that id, confirm id or lock id.",
-    "ALREADY_RECEIVED": "The message is held by another lock, confirm or transaction.",
+    "NOT_FOUND": "No message with that id, confirm id or lock id, or the id's lease lapsed.",
+    "ALREADY_RECEIVED": "The message is held by another lock, confirm or transaction, or the "
+                        "confirm id or lock id named is pending in the queue or lapsed less "
+                        "than 24 hours ago.",
     "QUEUE_NOT_AVAILABLE": "The queue does not exist or was deleted.",
     "QUEUE_QUOTA": "Enqueue status 1: the queue quota would be exceeded.",
     "STORE_QUOTA": "Enqueue status 2: the store quota would be exceeded, the store is throttled, "

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import lmdb
 
-from . import identity, keys, links, outgoing
+from . import identity, ids, keys, links, outgoing
 from .errors import BadData, InvalidArgument, StoreCorrupt, StoreError, StoreUnavailable
 from .queues import SYSTEM_QUEUES, QueueInfo, decode_queue, queue_key, validate_attrs
 from .records import (
@@ -203,6 +203,9 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
     _check_links(t, report)
     _check_outq(t, queues_by_key, report)
     _check_seen(t, report)
+    if "ids" in t.dbs:  # a store opened read-only before its ``ids`` table was made has none
+        for problem in ids.check(t):
+            report(problem)
 
 
 def _check_runs(runs: list[tuple[bytes, bytes]], identities: dict[int, tuple[bytes, int, int, bytes]],

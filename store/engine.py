@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 import socket
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import lmdb
 
@@ -31,6 +30,7 @@ from .errors import (
 )
 from .filters import Filter
 from .forwarding import Forwarding
+from .ids import AUTO
 from .keys import U32, U64
 from .notify import WAIT_DIR, Waiter, wake
 from .queues import (
@@ -42,15 +42,16 @@ from .records import (
     LOCKED_BROWSE, MAX_BODY_BYTES, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
     validate_fields,
 )
-from . import holders, outgoing, reports, transactions
+from . import holders, ids, outgoing, reports, transactions
 from .transactions import TxInfo
-from .txn import Txn, new_guid
+from .txn import MAINTENANCE_BATCH, Txn, new_guid
 
 T = TypeVar("T")
 FOREVER = None
 _DISK_NEARLY_FULL = 64 << 20  # an EIO from a write with less free than this: a full disk
 _WAIT_SLICE = 1.0  # a waiting getter re-checks at least this often (lapsed leases wake no one)
 MAX_ID = (1 << 63) - 1
+NewId = int | Literal["auto"]  # a confirm id or lock id a new holder names: AUTO draws a fresh one
 
 
 @dataclass(slots=True)
@@ -132,9 +133,23 @@ class SweepResult:
     transactions_aborted: int = 0
 
 
-def _check_id(value: int | None, what: str) -> None:
+def _check_id(value: int | None, what: str, *, auto: bool = False) -> None:
+    if auto and value == AUTO:
+        return
     if value is not None and (not is_int(value) or not 0 < value <= MAX_ID):
-        raise InvalidArgument(f"{what} must be a positive 63-bit integer, got {value!r}")
+        also = f" or {AUTO!r}" if auto else ""
+        raise InvalidArgument(f"{what} must be a positive 63-bit integer{also}, got {value!r}")
+
+
+def _new_id(t: Txn, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None:
+    """The id a new holder takes: a fresh one for AUTO, else the one named, if no one else
+    holds it (ids.claim: IdInUse otherwise)."""
+    if ident is None:
+        return None
+    if ident == AUTO:
+        return ids.draw(t, tag, q)
+    ids.claim(t, tag, q, ident, extend=extend)  # type: ignore[arg-type]
+    return ident  # type: ignore[return-value]
 
 
 def _seconds(value: float | None, what: str) -> int | None:
@@ -490,19 +505,23 @@ class Store(Forwarding):
 
     # ---- put ---------------------------------------------------------------------------
 
-    def put(self, queue: str, body: bytes, *, confirm_id: int | None = None, lease: float | None = None,
+    def put(self, queue: str, body: bytes, *, confirm_id: NewId | None = None, lease: float | None = None,
             tx: int | None = None, **fields: Any) -> Message:
         return self.put_many(queue, [NewMessage(body, **fields)], confirm_id=confirm_id, lease=lease, tx=tx)[0]
 
-    def put_many(self, queue: str, messages: Iterable[NewMessage], *, confirm_id: int | None = None,
-                 lease: float | None = None, tx: int | None = None) -> list[Message]:
+    def put_many(self, queue: str, messages: Iterable[NewMessage], *, confirm_id: NewId | None = None,
+                 lease: float | None = None, tx: int | None = None, extend: bool = False) -> list[Message]:
         """Put messages in one commit, all or none (seed 000 checks for each in turn).
+
+        With `confirm_id` the messages are put-unconfirmed under it. The id must not be pending
+        in the queue (IdInUse) unless `extend`: the caller's own earlier batches of one bulk put
+        hold it. AUTO draws a fresh id; the messages carry it.
 
         With `tx` the messages are enqueued inside that transaction: tx-locked (invisible)
         until it commits. A transactional queue takes puts only inside a transaction, and a
         transaction puts only to transactional queues (MSMQ).
         """
-        _check_id(confirm_id, "confirm id")
+        _check_id(confirm_id, "confirm id", auto=True)
         if tx is not None and confirm_id is not None:
             raise InvalidArgument("a put is either in a transaction or two-phase, not both")
         if lease is not None and confirm_id is None:
@@ -512,6 +531,7 @@ class Store(Forwarding):
 
         def put(t: Txn) -> list[Message]:
             q = outgoing.destination(t, queue)
+            cid = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
             origin, now = t.origin, t.now
             first_n, first_time = t.allocate_ids(len(batch))
             in_flight = confirm_id is not None
@@ -527,7 +547,7 @@ class Store(Forwarding):
                         new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
                         0, first_time + i, expires, new.correl_id, new.label, dict(new.props) if new.props else {},
                         new.app_specific, False, new.express, new.trace, new.dead_letter, new.report_queue,
-                        0, 0, confirm_id, None, None, lease_expires, since, None, None,
+                        0, 0, cid, None, None, lease_expires, since, None, None,
                     )
                     validate_fields(m)
                     out.append(m)
@@ -575,7 +595,7 @@ class Store(Forwarding):
     def get(self, queue: str, *, wait: float | None = FOREVER, msg_id: str | None = None,
             unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
             priority: int | None = None,
-            confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
+            confirm_id: NewId | None = None, lock_id: int | None = None, lease: float | None = None,
             deliver: Callable[[list[Message]], None] | None = None, tx: int | None = None) -> Message:
         """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
         return self.get_many(queue, 1, wait=wait, msg_id=msg_id, unique_id=unique_id, correl_id=correl_id,
@@ -585,10 +605,16 @@ class Store(Forwarding):
     def get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
                  unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
                  priority: int | None = None,
-                 confirm_id: int | None = None, lock_id: int | None = None, lease: float | None = None,
+                 confirm_id: NewId | None = None, lock_id: int | None = None, lease: float | None = None,
                  deliver: Callable[[list[Message]], None] | None = None,
-                 tx: int | None = None) -> list[Message]:
+                 tx: int | None = None, extend: bool = False) -> list[Message]:
         """Get up to `count` messages in one commit, waiting for the first one if asked.
+
+        With `confirm_id` a two-phase get: the messages are held under it until confirmed or
+        undone. The id must not be pending in the queue (IdInUse) unless `extend`: the caller's
+        own earlier batches of one bulk get hold it. With `lock_id` too, the messages of that
+        browse lock are taken (the lock's own holder names it). AUTO draws a fresh confirm id;
+        the messages carry it.
 
         With `tx` the messages are dequeued inside that transaction (tx-locked until commit,
         back in place with a backout on abort); seed 002 makes it exclusive with two-phase.
@@ -605,7 +631,7 @@ class Store(Forwarding):
         _check_count(count, "count")
         if wait is not None and not is_seconds(wait):
             raise InvalidArgument(_not_seconds(wait, "wait") + " (None waits forever)")
-        _check_id(confirm_id, "confirm id")
+        _check_id(confirm_id, "confirm id", auto=True)
         _check_id(lock_id, "lock id")
         if lease is not None and confirm_id is None:
             raise InvalidArgument("a lease goes with a confirm id: it bounds how long the get stays unconfirmed")
@@ -643,14 +669,15 @@ class Store(Forwarding):
             elif confirm_id is None and plain:
                 found = t.get_next(q, priority, count)
             else:
+                cid = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
                 found = t.take(q, f, count, lock_id)
-                if confirm_id is None:
+                if cid is None:
                     t.remove_many(found)
                     t.got(q, found)
                 else:
                     for m in found:  # two-phase read (seed 002 iTwoPhaseRead)
                         t.transition(
-                            m, durable=False, confirm_id=confirm_id, since=t.now,
+                            m, durable=False, confirm_id=cid, since=t.now,
                             state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
                             lease_expires=t.now + lease_us if lease_us else m.lease_expires,
                         )
@@ -684,8 +711,9 @@ class Store(Forwarding):
             records = [(decode(raw, queue_name), raw) for _, raw in held_at]
             found = [m for m, _ in records]
         if deliver is not None:
+            two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
             self._deliver(queue, found, deliver, hold=token if held else None, records=records,
-                          two_phase=confirm_id if tx is None else None)
+                          two_phase=two_phase)
         return found
 
     def _deliver(self, queue: str, found: list[Message], deliver: Callable[[list[Message]], None], *,
@@ -753,15 +781,20 @@ class Store(Forwarding):
     def browse_lock(self, queue: str, *, msg_id: str | None = None, unique_id: str | None = None,
                     correl_id: str | None = None,
                     lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
-                    lock_id: int | None = None, lease: float | None = None) -> tuple[int, list[Message]]:
-        """Browse with lock (MQe browseWithLock): each match becomes locked-browse(lock_id)."""
-        _check_id(lock_id, "lock id")
+                    lock_id: NewId | None = None, lease: float | None = None) -> tuple[int, list[Message]]:
+        """Browse with lock (MQe browseWithLock): each match becomes locked-browse(lock_id).
+
+        The lock id must not be pending in the queue nor reserved after a lapse (IdInUse);
+        without one (or with AUTO) a fresh one is drawn. Returns it with the messages."""
+        _check_id(lock_id, "lock id", auto=True)
         lease_us = _seconds(lease, "lease")
         f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
-        lock = lock_id or secrets.randbits(62) + 1
+        lock = 0
 
         def lock_them(t: Txn) -> list[Message]:
+            nonlocal lock
             q = t.queue(queue)
+            lock = _new_id(t, keys.LOCK, q, lock_id or AUTO)  # type: ignore[assignment]
             found = _first(t.candidates(q, f), limit)
             for m in found:
                 t.transition(m, durable=False, state=LOCKED_BROWSE, lock_id=lock, since=t.now,
@@ -1033,15 +1066,20 @@ class Store(Forwarding):
                                    transactions_aborted=len(t.due(keys.TX_TIMEOUT)))
         total = SweepResult()
         while True:
+            forgotten = 0
+
             def one(t: Txn) -> SweepResult:
+                nonlocal forgotten
                 holders.recover(t, self._holder)
-                return SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages(),
+                step = SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages(),
                                    transactions_aborted=transactions.abort_timed_out(t))
+                forgotten = ids.prune(t, MAINTENANCE_BATCH)  # lapsed ids older than a day
+                return step
             step = self._write(one, maintain=False)
             total.expired += step.expired
             total.leases_undone += step.leases_undone
             total.transactions_aborted += step.transactions_aborted
-            if not (step.expired or step.leases_undone or step.transactions_aborted):
+            if not (step.expired or step.leases_undone or step.transactions_aborted or forgotten):
                 return total
 
     def inflight(self, queue: str | None = None) -> list[Message]:

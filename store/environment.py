@@ -277,6 +277,9 @@ def reserve_lock_file(path: Path) -> None:
         raise layout_error(path, exc) from None
 
 
+_ADDED_LATER = frozenset((b"ids",))
+
+
 def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple[lmdb.Environment, dict]:
     verify_data_file(path)
     if not readonly:
@@ -303,7 +306,15 @@ def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple
     env.reader_check()
     try:
         if readonly:
-            dbs = {name.decode(): env.open_db(name, create=False) for name in DATABASES}
+            dbs = {}
+            for name in DATABASES:
+                try:
+                    dbs[name.decode()] = env.open_db(name, create=False)
+                except lmdb.NotFoundError:
+                    # a table added in a later version (``ids``) is made by the first writable
+                    # open; a reader of a store no such version opened yet does without it
+                    if name not in _ADDED_LATER:
+                        raise
         else:
             with env.begin(write=True) as txn:
                 dbs = {name.decode(): env.open_db(name, txn=txn) for name in DATABASES}

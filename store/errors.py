@@ -56,12 +56,32 @@ class UnknownLockId(MessageNotFound):
     """No message of the queue is locked under this lock id."""
 
 
+class LeaseLapsed(MessageNotFound):
+    """Nothing is pending under the id because its lease lapsed: the messages went back to
+    their queue (or to a dead-letter queue) and may have a new holder. A late confirm or undo
+    is told so rather than that the id is unknown (store/ids.py keeps the record)."""
+
+
+class ConfirmIdLapsed(LeaseLapsed, UnknownConfirmId):
+    """The lease of the confirm id lapsed; the confirm or undo changes nothing."""
+
+
+class LockIdLapsed(LeaseLapsed, UnknownLockId):
+    """The lease of the lock id lapsed; the unlock, undo, get or delete changes nothing."""
+
+
 class AlreadyReceived(StoreError):
     """The message is held by another lock, confirm id or transaction."""
 
     status = "MQ_ERROR_MESSAGE_ALREADY_RECEIVED"
     code = "0xC00E001D"
     exit_code = 5
+
+
+class IdInUse(AlreadyReceived):
+    """A get, put or browse with lock named a confirm id or lock id that some in-flight message
+    of the queue holds, or one whose lease lapsed less than a day ago (store/ids.py): an id has
+    one holder, so the call changes nothing."""
 
 
 class QueueNotAvailable(StoreError):

@@ -45,13 +45,20 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
   order, for forgetting them after a retention period.
 - ``holders`` token u64 → the live process holding messages in flight under that token while
   it writes them out or sends them (store/holders.py).
+- ``ids``   confirm ids and lock ids whose lease lapsed, kept a day (store/ids.py) so that a late
+  confirm or undo is told what happened and no new get, put or browse with lock takes the id
+  meanwhile: ``K qid(4) confirm_id(8)`` and ``L qid(4) lock_id(8)`` → the lapse record (JSON:
+  when, and where the id's messages went), and ``T time(8) K|L qid(4) id(8)`` → ``b""`` in
+  time order, for forgetting them a few at a time. Written only when a lease lapses, so the
+  hot path never touches it.
 """
 
 from __future__ import annotations
 
 import struct
 
-DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs", b"links", b"outq", b"seen", b"holders")
+DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs", b"links", b"outq", b"seen",
+             b"holders", b"ids")
 
 POS, MSGID, UNIQ, CORREL, CONFIRM, LOCK, LEASE, EXPIRY = b"P", b"M", b"U", b"C", b"K", b"L", b"E", b"X"
 TX, TX_TIMEOUT = b"T", b"Y"

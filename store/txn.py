@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 import lmdb
 
-from . import identity, keys
+from . import identity, ids, keys
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable,
     QueueQuotaExceeded,
-    MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled, UnknownConfirmId, UnknownLockId,
+    MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled,
 )
 from .keys import U32, U64
 from .queues import (
@@ -554,7 +554,9 @@ class Txn:
             m = self.load(seq, location)
             if m is None or m.state in (AVAILABLE, TX_LOCKED):
                 continue
-            self.release(m)  # a lapsed lease undoes the whole in-flight state, lock included
+            held = replace(m)
+            kept = self.release(m)  # a lapsed lease undoes the whole in-flight state, lock included
+            ids.record_lapse(self, held, kept)  # a late confirm or undo is told; the ids rest a day
             done += 1
         return done
 
@@ -680,7 +682,7 @@ class Txn:
     def with_confirm_id(self, q: QueueInfo, confirm_id: int) -> list[Message]:
         found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id)))
         if not found:
-            raise UnknownConfirmId(f"no message of queue {q.name!r} is pending under confirm id {confirm_id}")
+            raise ids.unknown(self, keys.CONFIRM, q, confirm_id)  # unknown, or its lease lapsed
         return found
 
     def with_token(self, q: QueueInfo, token: int) -> list[Message]:
@@ -690,7 +692,7 @@ class Txn:
     def with_lock_id(self, q: QueueInfo, lock_id: int) -> list[Message]:
         found = list(self.by_index(keys.id_in_queue_prefix(keys.LOCK, q.qid, lock_id)))
         if not found:
-            raise UnknownLockId(f"no message of queue {q.name!r} is locked under lock id {lock_id}")
+            raise ids.unknown(self, keys.LOCK, q, lock_id)  # unknown, or its lease lapsed
         return found
 
     def candidates(self, q: QueueInfo, f: Filter, lock_id: int | None = None) -> Iterator[Message]:

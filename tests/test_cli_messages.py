@@ -244,9 +244,8 @@ def test_two_phase_get_then_undo_puts_it_back_with_a_backout(cli):
 
 
 def test_put_with_confirm_id_is_hidden_until_confirmed(cli):
-    m = cli.put("q", "x", "--confirm-id", "7")
-    assert m["state"] == "put-unconfirmed"
-    cli.put("q", "y", "--confirm-id", "7")
+    put = cli.jsonl("put", "q", "--lines", "-", "--confirm-id", "7", input="x\ny\n")
+    assert [m["state"] for m in put] == ["put-unconfirmed"] * 2
     cli.fails(3, "get", "q")
     assert cli.json("browse", "q") == []
     assert cli.json("confirm", "q", "--confirm-id", "7")["confirmed"] == 2

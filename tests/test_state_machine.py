@@ -2,7 +2,8 @@
 
 A Hypothesis ``RuleBasedStateMachine`` drives a real store (fresh per example, fake clock) with
 puts, two-phase puts and gets, browse locks, unlocks, undos, deletes, wrong ids and lapsing
-leases, and transactions (begin, put and get inside T, commit, abort, timeout, wrong or finished
+leases, confirm ids and lock ids named again (refused while pending or for a day after their
+lease lapsed, when a late confirm or undo is told of the lapse), and transactions (begin, put and get inside T, commit, abort, timeout, wrong or finished
 ids, the transactional-queue refusals), and after every step compares what the store shows
 with an in-memory model: the available messages in queue order, every message's state and ids
 (tx-locked ones included), the depths, the active transactions, and (every few steps and at the
@@ -37,7 +38,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from store import NewMessage, Store, errors
+from store import NewMessage, Store, errors, ids
 
 PLAIN = "plain"  # max_backouts 0: never dead-lettered
 POISON = "poison"  # max_backouts 2: the second backout moves the message to dead-letter
@@ -54,6 +55,8 @@ SHOWN = (*QUEUES, DEAD_LETTER, DEAD_LETTER_TX)
 START = 1_700_000_000.0  # seconds; every clock step and lease is a multiple of 1/2 s, so
 US = 1_000_000  # seconds * US is exact in a float and deadlines are exact integers of µs
 CHECK_EVERY = 5  # steps between Store.check() calls (it reads every record)
+DAY = 24 * 3600.0  # a lapsed id is reserved this long (store/ids.py RETENTION_US)
+CONFIRM, LOCK = "confirm", "lock"  # the two kinds of id, each its own namespace per queue
 
 # ids the model has never handed out: far above the counters used for real ids
 NEVER_USED = hs.integers(min_value=1 << 40, max_value=(1 << 62))
@@ -124,6 +127,8 @@ class StoreMachine(RuleBasedStateMachine):
         # lock ids in the order they were handed out: the store picks random ones, and
         # Hypothesis must draw the same lock when it replays an example
         self.used_lock: dict[str, list[int]] = {q: [] for q in QUEUES}
+        # (queue, kind, id) -> µs of the id's latest lease lapse (the store's ``ids`` table)
+        self.lapsed: dict[tuple[str, str, int], int] = {}
         self.txs: dict[int, Tx] = {}  # active transactions by id
         self.tx_done: list[int] = []  # committed, aborted or timed-out ids
         self.steps = 0
@@ -214,6 +219,31 @@ class StoreMachine(RuleBasedStateMachine):
         held = {m.lock_id for m in self.in_queue(q) if state is None or m.state == state}
         return [lock for lock in self.used_lock[q] if lock in held]
 
+    def reserved(self, q: str, kind: str, ident: int) -> bool:
+        """Whether the id's lease lapsed in the queue less than a day ago."""
+        at = self.lapsed.get((q, kind, ident))
+        return at is not None and at + round(DAY * US) > self.clock.now_us()
+
+    def taken(self, q: str, kind: str, ident: int) -> bool:
+        """Whether a new holder naming the id is refused: pending in the queue, or reserved."""
+        held = self.confirm_ids(q) if kind == CONFIRM else self.lock_ids(q, state=None)
+        return ident in held or self.reserved(q, kind, ident)
+
+    def new_confirm_id(self, data: hs.DataObject, q: str) -> int:
+        """A confirm id for a new holder: mostly fresh, else one used in the queue before
+        (pending, lapsed, or finished)."""
+        used = sorted(self.used_confirm[q])
+        if used and data.draw(hs.integers(0, 2), label="reuse confirm id") == 0:
+            return data.draw(hs.sampled_from(used), label="used confirm id")
+        return self.fresh_id()
+
+    def refused(self, call) -> None:  # type: ignore[no-untyped-def]
+        """The call names an id another holder has: IdInUse (exit 5), and nothing changes."""
+        before = self.snapshot()
+        with pytest.raises(errors.IdInUse):
+            call()
+        assert self.snapshot() == before
+
     def deadline(self, lease: float | None) -> int | None:
         return None if lease is None else self.clock.now_us() + round(lease * US)
 
@@ -252,7 +282,11 @@ class StoreMachine(RuleBasedStateMachine):
             raise AssertionError(m)
 
     def lapse(self, m: Msg) -> None:
-        """A lapsed lease acts as undo (SPEC §5), the browse lock included (txn.lapse_leases)."""
+        """A lapsed lease acts as undo (SPEC §5), the browse lock included (txn.lapse_leases);
+        its ids are remembered, and reserved, for a day."""
+        for kind, ident in ((CONFIRM, m.confirm_id), (LOCK, m.lock_id)):
+            if ident is not None:
+                self.lapsed[(m.queue, kind, ident)] = self.clock.now_us()
         if m.state == "put-unconfirmed":
             self.remove(m)
         elif m.state == "locked-browse":
@@ -347,15 +381,18 @@ class StoreMachine(RuleBasedStateMachine):
     # -- puts ----------------------------------------------------------------------------
 
     @rule(q=put_queues, priority=priorities, correl_id=correl_ids, lease=leases,
-          confirm=hs.sampled_from(["no", "no", "new", "reuse"]), data=hs.data())
+          confirm=hs.sampled_from(["no", "no", "yes"]), data=hs.data())
     def put(self, q: str, priority: int, correl_id: str | None, lease: float | None,
             confirm: str, data: hs.DataObject) -> None:
-        """Put; with a confirm id (new, or one already pending a put) put-unconfirmed."""
+        """Put; with a confirm id put-unconfirmed. An id pending in the queue (a put's or a
+        get's) or reserved after a lapse is refused; a finished one may be named again."""
         if confirm == "no":
             self.put_one(q, priority, correl_id, confirm_id=None, lease=None)
             return
-        pending = self.confirm_ids(q, "put-unconfirmed")
-        c = data.draw(hs.sampled_from(pending)) if confirm == "reuse" and pending else self.fresh_id()
+        c = self.new_confirm_id(data, q)
+        if self.taken(q, CONFIRM, c):
+            self.refused(lambda: self.store.put(q, b"x", priority=priority, confirm_id=c, lease=lease))
+            return
         self.put_one(q, priority, correl_id, confirm_id=c, lease=lease)
 
     @rule(q=put_queues, batch=hs.lists(hs.tuples(priorities, correl_ids), min_size=1, max_size=6),
@@ -461,9 +498,10 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(q=queues, lease=leases, data=hs.data())
     def get_unconfirmed(self, q: str, lease: float | None, data: hs.DataObject) -> None:
         flt = self.draw_filter(data, q)
-        pending = self.confirm_ids(q, "get-unconfirmed")
-        reuse = pending and data.draw(hs.booleans(), label="reuse confirm id")
-        c = data.draw(hs.sampled_from(pending)) if reuse else self.fresh_id()
+        c = self.new_confirm_id(data, q)
+        if self.taken(q, CONFIRM, c):  # refused before any message is looked for
+            self.refused(lambda: self.store.get(q, wait=0, confirm_id=c, lease=lease, **flt))
+            return
         want = self.expect_get(q, flt)
         if want is None:
             with pytest.raises(self.refusal(q, flt)):
@@ -476,13 +514,19 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- browse with lock ----------------------------------------------------------------
 
-    @rule(q=queues, lease=leases, limit=hs.none() | hs.integers(1, 3), choose=hs.booleans(),
-          data=hs.data())
-    def browse_lock(self, q: str, lease: float | None, limit: int | None, choose: bool,
+    @rule(q=queues, lease=leases, limit=hs.none() | hs.integers(1, 3),
+          choose=hs.sampled_from(["store", "fresh", "reuse"]), data=hs.data())
+    def browse_lock(self, q: str, lease: float | None, limit: int | None, choose: str,
                     data: hs.DataObject) -> None:
-        """Browse with lock; the lock id is ours or, when none is given, the store's."""
+        """Browse with lock; the lock id is ours or, when none is given, the store's. One used
+        in the queue before is refused while pending or reserved after a lapse."""
         flt = self.draw_filter(data, q)
-        chosen = self.fresh_id() if choose else None
+        chosen = self.fresh_id() if choose == "fresh" or (choose == "reuse" and not self.used_lock[q]) else None
+        if choose == "reuse" and self.used_lock[q]:
+            chosen = data.draw(hs.sampled_from(self.used_lock[q]), label="used lock id")
+            if self.taken(q, LOCK, chosen):
+                self.refused(lambda: self.store.browse_lock(q, limit=limit, lease=lease, lock_id=chosen, **flt))
+                return
         want = [m for m in self.in_queue(q, "available") if self.matches(m, flt)][:limit]
         if not want:
             with pytest.raises(self.refusal(q, flt)):
@@ -491,8 +535,9 @@ class StoreMachine(RuleBasedStateMachine):
         lock, got = self.store.browse_lock(q, limit=limit, lease=lease, lock_id=chosen, **flt)
         assert [g.msg_id for g in got] == [m.msg_id for m in want]
         assert all(g.state == "locked-browse" and g.lock_id == lock for g in got)
-        assert lock == (chosen or lock) and lock not in self.used_lock[q]
-        self.used_lock[q].append(lock)
+        assert lock == (chosen or lock)
+        if lock not in self.used_lock[q]:
+            self.used_lock[q].append(lock)
         for m in want:
             m.state, m.lock_id = "locked-browse", lock
             m.lease = self.deadline(lease)
@@ -540,7 +585,7 @@ class StoreMachine(RuleBasedStateMachine):
         if m.state == "put-unconfirmed" or (m.state == "tx-locked" and m.tx_put):
             refusal: type[errors.StoreError] = errors.MessageNotFound
         elif lock is not None and lock not in self.lock_ids(q, state=None):
-            refusal = errors.UnknownLockId
+            refusal = errors.LockIdLapsed if self.reserved(q, LOCK, lock) else errors.UnknownLockId
         else:
             refusal = errors.AlreadyReceived
         before = self.snapshot()
@@ -565,24 +610,61 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(q=queues, data=hs.data(),
           op=hs.sampled_from(["confirm", "undo-confirm", "unlock", "undo-lock", "get-lock"]))
     def wrong_id(self, q: str, data: hs.DataObject, op: str) -> None:
-        """An unknown confirm or lock id raises its own error and changes nothing."""
+        """An unknown confirm or lock id raises its own error and changes nothing; one whose
+        lease lapsed less than a day ago says so (a late confirm or undo)."""
         before = self.snapshot()
         if op in ("confirm", "undo-confirm"):
             c = self.unknown_confirm(data, q)
-            with pytest.raises(errors.UnknownConfirmId):
+            key = (q, CONFIRM, c)
+            lapsed = self.reserved(*key)
+            with pytest.raises(errors.UnknownConfirmId) as caught:
                 if op == "confirm":
                     self.store.confirm(q, c)
                 else:
                     self.store.undo(q, confirm_id=c)
+            assert type(caught.value) is (errors.ConfirmIdLapsed if lapsed else errors.UnknownConfirmId)
         else:
             lock = self.unknown_lock(data, q)
-            with pytest.raises(errors.UnknownLockId):
+            key = (q, LOCK, lock)
+            lapsed = self.reserved(*key)
+            with pytest.raises(errors.UnknownLockId) as caught:
                 if op == "unlock":
                     self.store.unlock(q, lock)
                 elif op == "undo-lock":
                     self.store.undo(q, lock_id=lock)
                 else:
                     self.store.get(q, wait=0, lock_id=lock)
+            assert type(caught.value) is (errors.LockIdLapsed if lapsed else errors.UnknownLockId)
+        if lapsed:
+            assert caught.value.message.startswith(
+                f"the lease of {key[1]} id {key[2]} lapsed at {ids.when(self.lapsed[key])}; ")
+        assert self.snapshot() == before
+
+    def lapsed_ids(self) -> list[tuple[str, str, int]]:
+        """Ids whose lease lapsed less than a day ago and that nothing holds now."""
+        return [(q, kind, i) for (q, kind, i) in self.lapsed
+                if self.reserved(q, kind, i) and i not in (
+                    self.confirm_ids(q) if kind == CONFIRM else self.lock_ids(q, state=None))]
+
+    @precondition(lambda self: self.lapsed_ids())
+    @rule(data=hs.data(), undo=hs.booleans())
+    def late_confirm(self, data: hs.DataObject, undo: bool) -> None:
+        """The holder whose lease lapsed comes back: its confirm (or undo, unlock) is told of
+        the lapse and touches nothing, whoever holds the messages now."""
+        q, kind, ident = data.draw(hs.sampled_from(self.lapsed_ids()))
+        before = self.snapshot()
+        if kind == CONFIRM:
+            with pytest.raises(errors.ConfirmIdLapsed):
+                if undo:
+                    self.store.undo(q, confirm_id=ident)
+                else:
+                    self.store.confirm(q, ident)
+        else:
+            with pytest.raises(errors.LockIdLapsed):
+                if undo:
+                    self.store.undo(q, lock_id=ident)
+                else:
+                    self.store.unlock(q, ident)
         assert self.snapshot() == before
 
     def got_locks(self) -> list[tuple[str, int]]:
@@ -607,7 +689,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- time ----------------------------------------------------------------------------
 
-    @rule(dt=hs.sampled_from([0.5, 1.0, 2.0, 3.0, 6.0, 12.0]),
+    @rule(dt=hs.sampled_from([0.5, 1.0, 2.0, 3.0, 6.0, 12.0, DAY]),
           then=hs.sampled_from(["sweep", "put"]), priority=priorities)
     def advance_clock(self, dt: float, then: str, priority: int) -> None:
         """Time passes; the next write (a sweep, or any put) undoes every lapsed lease, then

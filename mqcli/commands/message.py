@@ -15,7 +15,7 @@ from store import Message, NewMessage, Store, errors
 
 from ..durations import parse_duration
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import AUTO, NewConfirmOpt, NewLockOpt, OutputOpt, QuietOpt, StoreOpt, session
 from ..render import Output, age, iso, progress
 from ..signals import WritingGate, deferred
 
@@ -149,20 +149,33 @@ def read_records(stream: BinaryIO) -> Iterator[tuple[int, Message]]:
 
 
 def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message] | list[NewMessage]],
-                keep_ids: bool, confirm_id: Optional[int], lease: Optional[float],
+                keep_ids: bool, confirm_id: Optional[int | str], lease: Optional[float],
                 tx: Optional[int] = None) -> int:
     total = 0
+    extend = False  # the later batches add to the confirm id the first one took
     with progress(f"put {queue}") as bar, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
         for batch in items:
             with deferred():  # what is committed is printed: Ctrl-C waits for the ids
                 if keep_ids:
                     done = st.import_messages(queue, batch)  # type: ignore[arg-type]
                 else:
-                    done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx)  # type: ignore[arg-type]
+                    done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
+                                       extend=extend)
                 stream.extend(done)
+            if confirm_id is not None and not extend and done:
+                if confirm_id == AUTO:
+                    _note_id(out, "confirm id", done[0].confirm_id)
+                confirm_id, extend = done[0].confirm_id, True
             total += len(done)
             bar.advance(len(done))
     return total
+
+
+def _note_id(out: Output, what: str, ident: Optional[int]) -> None:
+    """Say the id `auto` drew, on stderr, for the user to copy (with -o json|jsonl the records
+    carry it; -q silences it)."""
+    if out.mode not in ("json", "jsonl"):
+        out.note(f"{what}: {ident}")
 
 
 class _ids:
@@ -196,7 +209,7 @@ def put(
     no_dead_letter: Annotated[bool, typer.Option("--no-dead-letter", help="Drop instead of dead-lettering on expiry.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Request trace reports (needs --report-queue).")] = False,
     report_queue: Annotated[Optional[str], typer.Option("--report-queue", help="Where trace reports go.")] = None,
-    confirm_id: ConfirmOpt = None,
+    confirm_id: NewConfirmOpt = None,
     lease: LeaseOpt = None,
     tx: TxOpt = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Put the body this many times.")] = 1,
@@ -287,7 +300,7 @@ def get(
     lookup_id: LookupOpt = None, priority: PriorityOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="Get up to N messages.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Get every available message.")] = False,
-    confirm_id: ConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
+    confirm_id: NewConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
     tx: TxOpt = None,
     delimiter: DelimiterOpt = "\\n",
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
@@ -302,6 +315,7 @@ def get(
     Examples:
       mqcli get orders --wait 30s
       mqcli get orders --confirm-id 42 --lease 1m -o json && mqcli confirm orders --confirm-id 42
+      C=$(mqcli get orders --confirm-id auto -o json | jq .confirm_id) && mqcli confirm orders --confirm-id "$C"
       mqcli get orders --all -o jsonl > drained.jsonl
       mqcli get orders --tx "$T" -o json > order.json
       mqcli get orders --unique-id "$(mqcli browse orders -n 1 -o json | jq -r '.[0].unique_id')"
@@ -316,7 +330,9 @@ def get(
                    priority=priority, confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
-            _delivered(st.get, queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
+            m = _delivered(st.get, queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
+            if confirm_id == AUTO:
+                _note_id(s.out, "confirm id", m.confirm_id)
             return
         left = count
         with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
@@ -328,6 +344,11 @@ def get(
                     if stream.count == 0:
                         raise
                     break  # the queue, or the lock, has no more: what was got is the result
+                if confirm_id is not None and "extend" not in filters:
+                    if confirm_id == AUTO:
+                        _note_id(s.out, "confirm id", got[0].confirm_id)
+                    # the later batches add to the id the first one took (one holder: this get)
+                    filters.update(confirm_id=got[0].confirm_id, extend=True)
                 bar.advance(len(got))
                 if left is not None:
                     left -= len(got)
@@ -363,7 +384,7 @@ def browse(
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="At most N messages.")] = None,
     state: Annotated[Optional[list[str]], typer.Option("--state", metavar="put-unconfirmed|available|locked-browse|get-unconfirmed|browse-get-unconfirmed|tx-locked|all", help="Show messages in this state (repeatable). Default: available.")] = None,
     lock: Annotated[bool, typer.Option("--lock", help="Browse with lock: lock each match and print the lock id.")] = False,
-    lock_id: LockOpt = None, lease: LeaseOpt = None,
+    lock_id: NewLockOpt = None, lease: LeaseOpt = None,
     delimiter: DelimiterOpt = "\\n",
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
