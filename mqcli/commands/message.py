@@ -307,8 +307,9 @@ def get(
 ) -> None:
     """Get (destructively) the next message; with --confirm-id, a two-phase get.
 
-    The message is written to stdout before its removal commits: a killed get may show a
-    message again, never lose one. Exit 3 when there is none within --wait. With --tx the
+    The messages are held by this process while they are written to stdout, with no lock on
+    the store, and removed once written whole: a killed get may show a message again, never
+    lose one. Exit 3 when there is none within --wait. With --tx the
     message is tx-locked and removed when the transaction commits (back on abort).
 
     \b
