@@ -3,11 +3,12 @@ and why not, the dispatcher's take / done / return, and arrivals (dedup, hops, f
 dead-lettering, trace reports). The wire is tested in tests/test_channel_*.py."""
 
 import os
+import shutil
 import stat
 
 import pytest
 
-from store import NewMessage, Store, links, trace
+from store import NewMessage, Store, keys, links, outgoing, trace
 from store.errors import (
     BadData,
     InvalidArgument,
@@ -283,3 +284,89 @@ def test_arrivals_for_a_transactional_queue_are_dead_lettered_to_dead_letter_tx(
     dead = {m.body: m.dead_letter_reason for m in b.browse("dead-letter-tx")}
     assert dead == {b"789012": "queue quota exceeded (10 bytes)", b"late": "expired in transit"}
     assert b.browse("dead-letter") == []
+
+
+# ---- transfers: (sending incarnation, seq), not msg_ids -----------------------------------------
+
+def test_a_transfer_is_its_incarnation_and_seq_so_a_repeated_msg_id_still_crosses(qms):
+    a, b = qms
+    (m,) = a.put_many("reports", [NewMessage(b"copied")])
+    a.put(TO_B, b"makes the outgoing queue")
+    assert send(a, b)[:2] == (1, 0)
+    list(a.move("reports", TO_B, copy=True))  # a new transfer of the same msg_id
+    list(a.move("reports", TO_B))             # and another
+    taken = a.outgoing_take(TO_B)
+    assert b.receive(a.info().guid, taken.items, taken.incarnation)[:2] == (2, 0)
+    assert b.receive(a.info().guid, taken.items, taken.incarnation)[:2] == (0, 2)  # a resend
+    other = bytes(16) if taken.incarnation != bytes(16) else b"\x01" * 16
+    assert b.receive(a.info().guid, taken.items, other)[:2] == (2, 0)  # another incarnation's
+    assert [x.msg_id for x in b.browse("orders")][1:] == [m.msg_id] * 4
+    with pytest.raises(BadData):
+        b.receive(a.info().guid, taken.items, b"short")
+
+
+def test_the_sending_incarnation_is_renewed_for_a_backup_or_another_data_file(qms, tmp_path):
+    a, _ = qms
+    a.put_many(TO_B, [NewMessage(b"%d" % i) for i in range(4)])
+
+    def incarnation(st):
+        taken = st.outgoing_take(TO_B, 1)
+        st.outgoing_return(TO_B, taken.token)
+        return taken.incarnation
+
+    first = incarnation(a)
+    assert len(first) == 16 and incarnation(a) == first  # kept while the data file is the same
+    a.backup(tmp_path / "bk")
+    shutil.copytree(a.path, tmp_path / "copied", ignore=shutil.ignore_patterns("lock.mdb", "dispatch.lock"))
+    assert incarnation(a) == first  # the backup changes nothing in the store itself
+    with Store.open(tmp_path / "bk") as restored:  # the backup's marker
+        renewed = incarnation(restored)
+        assert renewed != first and incarnation(restored) == renewed  # once, at its first send
+        assert restored.check() == []
+    with Store.open(tmp_path / "copied") as copied:  # another file, no marker
+        other = incarnation(copied)
+        assert other not in (first, renewed) and incarnation(copied) == other
+
+
+def test_old_seen_entries_by_msg_id_pass_check_and_are_forgotten_by_time(qms, clock):
+    a, b = qms
+    now = int(clock() * 1_000_000)
+    old_key = b"M" + bytes(range(16)) + keys.U32.pack(7)  # the layout stores wrote before
+    with b._env.begin(write=True) as lt:
+        lt.put(old_key, keys.U64.pack(now), db=b._dbs["seen"])
+        lt.put(b"T" + keys.U64.pack(now) + old_key[1:], b"", db=b._dbs["seen"])
+    assert b.check() == []
+    assert outgoing.decode_seen(old_key, keys.U64.pack(now)) == (old_key, now)
+    a.put(TO_B, b"new")
+    send(a, b)
+    assert b.prune_seen(older_than=-1) == 2  # the old arrival and the new one
+
+
+def test_sent_is_stamped_at_the_take_and_received_after_it_on_one_clock(qms, clock):
+    a, b = qms
+    m = a.put(TO_B, b"traced", trace=True, report_queue="reports")
+    taken = a.outgoing_take(TO_B)
+    clock.advance(5)  # the batch is on the wire: its ack comes 5 s later
+    b.receive(a.info().guid, taken.items, taken.incarnation, taken.sent_at)
+    a.outgoing_done(TO_B, taken.token)
+    (back,) = b.outgoing_list()
+    send(b, a, back.name)
+    rows = {r.props["mqcli.event"]: r for r in a.browse("reports", correl_id=m.msg_id)}
+    assert rows["enqueued"].put_time < rows["sent"].put_time == taken.sent_at < rows["received"].put_time
+    assert rows["sent"].put_time < rows["received"].put_time - 4_000_000  # not the ack's time
+    assert trace.decode_label(rows["sent"].label).time.timestamp() == taken.sent_at // 1_000_000
+
+
+def test_a_sender_a_little_ahead_is_followed_a_clock_far_ahead_is_not(qms):
+    a, b = qms
+    a.put(TO_B, b"x", trace=True, report_queue="reports")
+    taken = a.outgoing_take(TO_B)
+    b.receive(a.info().guid, taken.items, taken.incarnation, taken.sent_at + 500_000)  # 0.5 s ahead
+    (report,) = [r for q in b.outgoing_list() for r in b.browse(q.name)]
+    assert report.put_time > taken.sent_at + 500_000
+    a.put(TO_B, b"y", trace=True, report_queue="reports")
+    taken = a.outgoing_take(TO_B)
+    far = taken.sent_at + 3600 * 1_000_000  # another machine's clock, an hour ahead: not followed
+    b.receive(a.info().guid, taken.items, taken.incarnation, far)
+    newest = max(r.put_time for q in b.outgoing_list() for r in b.browse(q.name))
+    assert newest < far - 3500 * 1_000_000
