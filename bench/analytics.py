@@ -29,6 +29,14 @@ Two passes over the same stores, in one run:
 
 Both must agree (routes, complete, loops, per-link counts; percentiles within the approximate
 percentile's error), else the run fails. Rate = reports / seconds. Target: spark ≥ 1.5× python.
+
+The synthetic stores are only as true as their model of a transfer, so each run also moves a
+sample of traced messages A → B → C through three real stores with the code a real transfer
+uses (`Store.outgoing_take`, `receive` at the next hop, `outgoing_done`; the reports travel
+back to A the same way) and checks that the reports come in the model's order (enqueued and
+sent at A, received and sent at B, received at C) and that no step goes back in time (`sent`
+is stamped at the take, before the next hop's `received`). A sample that does not is a
+problem of the run, like a disagreement of the passes.
 """
 
 from __future__ import annotations
@@ -162,6 +170,82 @@ def _events(path: list[str], start: int, rng: random.Random) -> list[tuple[int, 
         last = hop == len(path) - 1
         out.append((hop, path[hop], "received", t, last and delivered_at_end))
     return out
+
+
+SAMPLE_MESSAGES = 50
+_NEXT_HOP = {"A": {"qmB": "B", "qmC": "B"}, "B": {"qmC": "C", "qmA": "A"}, "C": {"qmA": "B"}}
+
+
+def real_sample(root: str, messages: int = SAMPLE_MESSAGES) -> dict:
+    """Traced messages A → B → C through real stores and the transfer's own calls (see the
+    docstring); their routes' event order and the least step and link latency in µs."""
+    from store import NewMessage, Store
+    from store.links import generate_key_file
+    from store.reports import describe, route
+
+    folder = tempfile.mkdtemp(prefix="sample-", dir=root)
+    try:
+        key = str(generate_key_file(os.path.join(folder, "k.key")))
+        stores = {qm: Store.open(os.path.join(folder, f"qm{qm}"), create=True, name=f"qm{qm}") for qm in QMS}
+        try:
+            stores["A"].create_queue(QUEUE)
+            stores["C"].create_queue("orders")
+            for qm, hops in _NEXT_HOP.items():
+                for name in hops:
+                    stores[qm].add_link(name, "127.0.0.1:9", key)
+            sent = stores["A"].put_many("DIRECT=OS:qmC\\orders", [
+                NewMessage(b"sample %d" % i, trace=True, report_queue=QUEUE) for i in range(messages)])
+            moved = True
+            while moved:  # until every message and report is where it goes
+                moved = False
+                for qm, st in stores.items():
+                    for out in st.outgoing_list():
+                        taken = st.outgoing_take(out.name, 16)
+                        while taken is not None:
+                            peer = stores[_NEXT_HOP[qm][out.destination_qm]]
+                            peer.receive(st.info().guid, taken.items, taken.incarnation, taken.sent_at)
+                            st.outgoing_done(out.name, taken.token)
+                            moved = True
+                            taken = st.outgoing_take(out.name, 16)
+            guids = {qm: st.info().guid for qm, st in stores.items()}
+            rows = [describe(m) for m in stores["A"].browse(QUEUE)]
+        finally:
+            for st in stores.values():
+                st.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    by_msg: dict[str, list] = defaultdict(list)
+    for r in rows:
+        by_msg[r["msg_id"]].append(r)
+    model = [(hops, guids[qm], event) for hops, qm, event, _, _ in _events(["A", "B", "C"], 0, random.Random(0))]
+    in_order = 0
+    steps_min: int | None = None
+    link_min: dict[str, int] = {}
+    for m in sent:
+        steps = route(by_msg.get(m.msg_id, []))
+        in_order += [(r["hops"], r["computer"], r["event"]) for r in steps] == model
+        gaps = [r["since_previous_us"] for r in steps[1:]]
+        if gaps:
+            steps_min = min(gaps) if steps_min is None else min(steps_min, *gaps)
+        at = {(r["hops"], r["event"]): r["time"] for r in steps}
+        for k, (a, b) in enumerate((("A", "B"), ("B", "C"))):
+            if (k, "sent") in at and (k + 1, "received") in at:
+                link = f"qm{a}>qm{b}"
+                latency = at[(k + 1, "received")] - at[(k, "sent")]
+                link_min[link] = min(link_min.get(link, latency), latency)
+    return {"messages": messages, "routes_in_model_order": in_order, "least_step_us": steps_min,
+            "least_link_latency_us": link_min}
+
+
+def sample_problems(sample: dict) -> list[str]:
+    problems = []
+    if sample["routes_in_model_order"] != sample["messages"]:
+        problems.append(f"real sample: {sample['messages'] - sample['routes_in_model_order']} of "
+                        f"{sample['messages']} routes differ from the synthetic model's events")
+    if (sample["least_step_us"] is None or sample["least_step_us"] < 0
+            or any(v < 0 for v in sample["least_link_latency_us"].values())):
+        problems.append(f"real sample: a route goes back in time ({sample})")
+    return problems
 
 
 def warm(paths: list[str]) -> None:
@@ -303,6 +387,9 @@ def run(args, info: dict, log) -> dict:
         shutil.rmtree(os.path.join(root, f"v{FORMAT}-{reports}-{args.seed}"), ignore_errors=True)
     desc = build_stores(root, reports, args.seed, log)
     paths = desc["paths"]
+    sample = real_sample(root)
+    log(f"real sample: {sample['routes_in_model_order']} of {sample['messages']} routes in the model's order, "
+        f"least step {sample['least_step_us']} µs")
     names = {g: f"qm{qm}" for qm, g in desc["guids"].items()}
 
     t0 = time.perf_counter()
@@ -327,7 +414,7 @@ def run(args, info: dict, log) -> dict:
         if setup.owned:
             setup.spark.stop()
     assert spark_res is not None and python_res is not None
-    problems = compare(spark_res, python_res)
+    problems = compare(spark_res, python_res) + sample_problems(sample)
     if desc["reports"] != spark_res["reports"]:
         problems.append(f"the stores hold {desc['reports']} reports, the passes read {spark_res['reports']}")
     for k in ("routes", "complete", "loops"):
@@ -381,6 +468,7 @@ def run(args, info: dict, log) -> dict:
         "targets_met": ratio >= TARGET_RATIO,
         "result": {"routes": spark_res["routes"], "complete": spark_res["complete"],
                    "loops": spark_res["loops"], "links": links},
+        "real_sample": sample,
         "agreement": {"agree": not problems, "problems": problems},
         "notes": notes,
     }

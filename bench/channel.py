@@ -191,7 +191,7 @@ def library_round(tmp: str, n: int, batch: int) -> dict:
             take += t1 - t0
             if taken is None:
                 break
-            sb.receive(origin, taken.items)
+            sb.receive(origin, taken.items, taken.incarnation, taken.sent_at)
             t2 = time.perf_counter()
             sa.outgoing_done(DEST, taken.token)
             t3 = time.perf_counter()

@@ -288,6 +288,12 @@ def _check_outq(t: Txn, queues_by_key: dict[bytes, QueueInfo], report: Callable[
 
 
 def _check_seen(t: Txn, report: Callable[[str], None]) -> None:
+    raw = t.lt.get(keys.META_INCARNATION, db=t.dbs["meta"])
+    if raw is not None:  # the sender's side of the same promise: a malformed one is replaced at the next send
+        try:
+            outgoing.decode_incarnation(bytes(raw))
+        except BadData as exc:
+            report(f"meta entry {keys.META_INCARNATION!r}: {exc}")
     db = t.dbs["seen"]
     for key, raw in t.lt.cursor(db=db):
         key = bytes(key)

@@ -187,6 +187,19 @@ def _remove_partial_backup(target: Path, made_dir: bool) -> None:
             pass
 
 
+def _mark_backup(target: Path, map_size: int, now: int) -> None:
+    """Mark a backup's copy (meta `backup`): a store restored from it starts a new sending
+    incarnation at its first send, as the SequentialIDs it gives next were given to messages
+    sent after the backup (store/outgoing.py, docs/protocol.md §4)."""
+    env, dbs = open_environment(target, map_size)
+    try:
+        with env.begin(write=True) as lt:
+            lt.put(keys.META_BACKUP, U64.pack(now), db=dbs["meta"])
+        env.sync(True)
+    finally:
+        env.close()
+
+
 class Store(Forwarding):
     """An open store. Use `Store.open(path)`; one per process per directory."""
 
@@ -1017,7 +1030,9 @@ class Store(Forwarding):
         try:
             self._env.copy(str(target), compact=True)
             os.chmod(target / "data.mdb", 0o600)
-            write_marker(target, read_marker(self.path)["map_size"])  # last: only a whole copy is a store
+            map_size = read_marker(self.path)["map_size"]
+            _mark_backup(target, map_size, self._now())
+            write_marker(target, map_size)  # last: only a whole copy is a store
         except BaseException as exc:
             _remove_partial_backup(target, made_dir)
             if isinstance(exc, lmdb.Error):

@@ -7,6 +7,7 @@ modules that hold the rules, store/links.py and store/outgoing.py. The channel
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +36,8 @@ class Route:
 class Taken:
     token: int
     items: list[tuple[str, bytes]]  # (destination format name, record)
+    incarnation: bytes = b""  # the sending incarnation: with each record's seq, names its transfer
+    sent_at: int = 0  # µs: when they leave (the latest `since` of the batch)
 
 
 @dataclass(slots=True)
@@ -62,6 +65,7 @@ class Forwarding:
     _read: Callable[..., Any]
     _now: Callable[[], int]
     _holder: holders.Holder
+    path: Path
 
     # ---- links ----------------------------------------------------------------------------
 
@@ -159,10 +163,18 @@ class Forwarding:
         if max_count < 1 or max_bytes < 1:
             raise InvalidArgument("max_count and max_bytes must be at least 1")
 
+        data_file = self._data_file()
+
         def take(t: Txn) -> Taken | None:
-            token, items = outgoing.take(t, _outgoing(t, queue), max_count, max_bytes, self._holder)
-            return Taken(token, items) if items else None
+            token, items, incarnation, sent_at = outgoing.take(t, _outgoing(t, queue), max_count, max_bytes,
+                                                               data_file, self._holder)
+            return Taken(token, items, incarnation, sent_at) if items else None
         return self._write(take)
+
+    def _data_file(self) -> tuple[int, int]:
+        """(st_dev, st_ino) of this store's data file: a sending incarnation belongs to one file."""
+        st = os.stat(Path(self.path) / "data.mdb")
+        return st.st_dev, st.st_ino
 
     def outgoing_done(self, queue: str, token: int) -> int:
         return self._write(lambda t: outgoing.done(t, _outgoing(t, queue), token))
@@ -171,23 +183,27 @@ class Forwarding:
         return self._write(lambda t: outgoing.give_back(t, _outgoing(t, queue), token))
 
     def outgoing_event(self, queues: list[str], event: str, detail: str = "",
-                       retry_at: float | None = None) -> None:
+                       retry_at: float | None = None, dead_lettered: dict[str, int] | None = None) -> None:
         """Record a dispatch event on outgoing queues (state, last error, next retry, history);
-        retry_at is a time in seconds since the epoch, like time.time()."""
+        retry_at is a time in seconds since the epoch, like time.time(); `dead_lettered` counts
+        by reason the arrivals the receiver dead-lettered (kept with a "sent" event)."""
         when = None if retry_at is None else int(retry_at * 1_000_000)
 
         def record(t: Txn) -> None:
             for name in queues:
-                outgoing.record_event(t, _outgoing(t, name), event, detail, when)
+                outgoing.record_event(t, _outgoing(t, name), event, detail, when, dead_lettered)
         self._write(record)
 
     # ---- arrivals -------------------------------------------------------------------------
 
-    def receive(self, origin_guid: str, items: list[tuple[str, bytes]]) -> tuple[int, int]:
-        """Store a batch received from the queue manager origin_guid in one durable commit:
-        (stored, duplicates). Raises BadData, storing nothing, if any part is malformed."""
+    def receive(self, origin_guid: str, items: list[tuple[str, bytes]], incarnation: bytes,
+                sent_at: int = 0) -> outgoing.Received:
+        """Store a batch received from the queue manager origin_guid in one durable commit; its
+        sending incarnation and each record's seq name the transfers already received (dropped
+        as duplicates), `sent_at` (µs) is when it left (Taken). Raises BadData, storing
+        nothing, if any part is malformed."""
         batch = outgoing.decode_items(items)
-        return self._write(lambda t: outgoing.receive(t, origin_guid, batch))
+        return self._write(lambda t: outgoing.receive(t, origin_guid, batch, incarnation, sent_at))
 
     def prune_seen(self, older_than: float = outgoing.SEEN_RETENTION_US / 1e6) -> int:
         """Forget the arrivals recorded more than `older_than` seconds ago (each receive also

@@ -39,10 +39,12 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
 - ``queues`` casefolded name → queue record (JSON); ``qids`` ``qid(4)`` → casefolded name.
 - ``links`` casefolded link name → link record (JSON, store/links.py).
 - ``outq``  casefolded outgoing queue name → its dispatch state (JSON, store/outgoing.py).
-- ``seen``  msg_ids this queue manager has received over a link, so a message resent after a
-  lost ack is stored once (SPEC §8), in two entries per arrival (store/outgoing.py):
-  ``M origin(16) n(4)`` → arrival time(8), and ``T time(8) origin(16) n(4)`` → ``b""`` in time
-  order, for forgetting them after a retention period.
+- ``seen``  transfers this queue manager has received over a link, so a message resent after a
+  lost ack is stored once, in two entries per arrival (store/outgoing.py):
+  ``I incarnation(16) seq(8)`` → arrival time(8), and ``J time(8) incarnation(16) seq(8)`` →
+  ``b""`` in time order, for forgetting them after a retention period. Stores written before
+  keyed them by msg_id: ``M origin(16) n(4)`` and ``T time(8) origin(16) n(4)``, read and
+  forgotten the same way.
 - ``holders`` token u64 → the live process holding messages in flight under that token while
   it writes them out or sends them (store/holders.py).
 - ``ids``   confirm ids and lock ids whose lease lapsed, kept a day (store/ids.py) so that a late
@@ -76,8 +78,11 @@ META_QUOTA = b"quota"
 META_TX_ID = b"txid"
 META_THROTTLED = b"throttled"
 META_MAX_MESSAGE_SIZE = b"maxmsgsize"  # absent (0): records.DEFAULT_MAX_MESSAGE_SIZE
+META_INCARNATION = b"incarnation"  # the sending incarnation: id(16) st_dev(8) st_ino(8) (store/outgoing.py)
+META_BACKUP = b"backup"  # in a backup's copy only: time(8); its first send starts a new incarnation
 META_NAMES = frozenset((META_FORMAT, META_GUID, META_NAME, META_CREATED, META_COUNTERS, META_NEXT_QID,
-                        META_QUOTA, META_TX_ID, META_THROTTLED, META_MAX_MESSAGE_SIZE))
+                        META_QUOTA, META_TX_ID, META_THROTTLED, META_MAX_MESSAGE_SIZE, META_INCARNATION,
+                        META_BACKUP))
 
 U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")

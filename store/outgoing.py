@@ -19,18 +19,26 @@ destination is a direct format name over HTTP or HTTPS. Here:
   backout: a failed send is not the message's fault. A killed dispatcher's batches go back
   when the next writer sees it gone, and only those: a producer's unconfirmed put, a
   consumer's two-phase get or a browse lock on an outgoing queue are theirs.
-- Arrival (`receive`): one durable commit per batch that records each (origin queue manager,
-  msg_id) in `seen`, so a batch resent after a lost ack is stored once; adds a hop; puts each
-  message in its target queue, or in the next outgoing queue when this queue manager forwards
-  it, or in the dead-letter queue when it expired in transit or its queue does not exist.
+- A transfer is named by (sending incarnation, seq): the sender's incarnation (16 random bytes
+  in its meta table, renewed when the store was restored from a backup or its data file is
+  another file) and the message's SequentialID in the outgoing queue, given at its enqueue
+  there and kept while it waits, is in flight or is given back. msg_ids are not used: a copy,
+  a replay, an import or a restored store repeats them (docs/protocol.md §4 says why the pair
+  does not repeat).
+- Arrival (`receive`): one durable commit per batch that records each transfer in `seen`, so
+  a batch resent after a lost ack is stored once; adds a hop; puts each message in its target
+  queue, or in the next outgoing queue when this queue manager forwards it, or in the
+  dead-letter queue when it expired in transit or its queue does not exist, and says how many
+  went there and why (the ACK carries it back to the sender).
 """
 
 from __future__ import annotations
 
 import json
-import secrets
+import os
+import struct
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import formatnames, holders, keys, reports
 from .errors import BadData, InvalidArgument, QueueNotAvailable, StoreError
@@ -188,10 +196,12 @@ def outgoing_queues(t: Txn) -> list[QueueInfo]:
 
 
 def take(t: Txn, q: QueueInfo, max_count: int, max_bytes: int,
-         holder: holders.Holder) -> tuple[int, list[tuple[str, bytes]]]:
+         data_file: tuple[int, int], holder: holders.Holder) -> tuple[int, list[tuple[str, bytes]], bytes, int]:
     """Up to max_count available messages (and max_bytes of records, at least one) in queue
-    order, held in flight by this dispatcher under a new token (store/holders.py); their
-    records as they go on the wire."""
+    order, held in flight by this dispatcher under a new token (store/holders.py); (token,
+    their records as they go on the wire, the sending incarnation, the time they leave in µs).
+    `data_file` is (st_dev, st_ino) of the store's data.mdb (sending_incarnation)."""
+    token = holders.new_token()
     items: list[tuple[str, bytes]] = []
     size = 0
     taken = []
@@ -204,8 +214,57 @@ def take(t: Txn, q: QueueInfo, max_count: int, max_bytes: int,
         size += len(record)
         taken.append(decode(record, q.name))
     if not taken:
-        return 0, items
-    return holder.hold(t, q, taken, holders.DISPATCH), items
+        return 0, items, b"", t.now
+    holder.register(t, token, q, holders.DISPATCH)
+    incarnation = sending_incarnation(t, data_file)
+    left = t.now
+    for m in taken:
+        # `since` is when the message leaves: the time of its `sent` report (reports.emit at
+        # done), so that report comes before the next hop's `received`. A traced message gets
+        # a put time reserved now, which keeps the report's unique id unique.
+        since = t.allocate_ids(1)[1] if m.trace and m.report_queue else t.now
+        left = max(left, since)
+        t.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=token, since=since)
+    if any(m.express for m in taken):
+        # an express enqueue commits without a sync, so an OS crash could give its seq to
+        # another message later; the seq goes on the wire only once it is on disk
+        t.durable = True
+    return token, items, incarnation, left
+
+
+# The sending incarnation, meta `incarnation`: id(16) st_dev(8) st_ino(8), the file it was made
+# for. A backup's copy holds the meta `backup` marker (Store.backup), so a store restored from it
+# starts a new one at its first send; a data file that is another file (copied back, moved to
+# another file system) starts a new one too. Either way the SequentialIDs it gives next may be
+# ones it already sent before.
+INCARNATION_SIZE = 16
+_INCARNATION = struct.Struct(">16sQQ")
+
+
+def sending_incarnation(t: Txn, data_file: tuple[int, int]) -> bytes:
+    """This store's sending incarnation for a batch taken now: a new one (in this commit, made
+    durable) when there is none, the store was restored from a backup, or `data_file` (st_dev,
+    st_ino of data.mdb) is not the file it was made for."""
+    meta = t.dbs["meta"]
+    raw = t.lt.get(keys.META_INCARNATION, db=meta)
+    restored = t.lt.get(keys.META_BACKUP, db=meta) is not None
+    if raw is not None and len(raw) == _INCARNATION.size and not restored:
+        incarnation, dev, ino = _INCARNATION.unpack(raw)
+        if (dev, ino) == tuple(data_file):
+            return incarnation
+    incarnation = os.urandom(INCARNATION_SIZE)
+    t.lt.put(keys.META_INCARNATION, _INCARNATION.pack(incarnation, *data_file), db=meta)
+    if restored:
+        t.lt.delete(keys.META_BACKUP, db=meta)
+    t.durable = True  # a lost incarnation would resend what was received under it as new
+    return incarnation
+
+
+def decode_incarnation(raw: bytes) -> tuple[bytes, int, int]:
+    """The meta `incarnation` entry as (id, st_dev, st_ino); BadData if it is not one."""
+    if len(raw) != _INCARNATION.size:
+        raise BadData(f"{len(raw)} bytes, not {_INCARNATION.size}")
+    return _INCARNATION.unpack(raw)
 
 
 def done(t: Txn, q: QueueInfo, token: int) -> int:
@@ -214,7 +273,7 @@ def done(t: Txn, q: QueueInfo, token: int) -> int:
         return 0
     sent, _ = holders.finish(t, hold, q, {m.seq for m in t.with_token(q, token)})
     t.durable = False  # light: a lost removal resends the batch, which the receiver drops
-    reports.emit(t, sent, reports.SENT, delivered=False)
+    reports.emit(t, sent, reports.SENT, delivered=False, at=lambda m: m.since)
     return len(sent)
 
 
@@ -227,11 +286,15 @@ def give_back(t: Txn, q: QueueInfo, token: int) -> int:
     return len(back)
 
 
-def record_event(t: Txn, q: QueueInfo, event: str, detail: str, retry_at: int | None) -> None:
+def record_event(t: Txn, q: QueueInfo, event: str, detail: str, retry_at: int | None,
+                 dead_lettered: dict[str, int] | None = None) -> None:
     if event not in EVENTS:
         raise ValueError(f"unknown outgoing event {event!r}")
     state = load_state(t, q)
-    state.history.append({"time": t.now, "event": event, "detail": detail})
+    entry: dict[str, object] = {"time": t.now, "event": event, "detail": detail}
+    if dead_lettered:
+        entry["dead_lettered"] = dict(dead_lettered)
+    state.history.append(entry)
     if event == "connecting":
         state.phase = CONNECTING
     elif event in ("connected", "sent"):
@@ -261,56 +324,98 @@ def decode_items(items: list[tuple[str, bytes]]) -> list[tuple[str, formatnames.
     return out
 
 
-# `seen` holds two entries per arrival: M origin(16) n(4) → arrival time(8), looked up for
-# each arrival, and T time(8) origin(16) n(4) → b"", in time order, so that each receive can
-# forget a few of the oldest past SEEN_RETENTION without a scan: the table stays as large as
-# one retention period of traffic.
+# `seen` holds two entries per arrival: I incarnation(16) seq(8) → arrival time(8), looked up
+# for each arrival, and J time(8) incarnation(16) seq(8) → b"", in time order, so that each
+# receive can forget a few of the oldest past SEEN_RETENTION without a scan: the table stays as
+# large as one retention period of traffic. Stores written before transfers were named so hold
+# M origin(16) n(4) and T time(8) origin(16) n(4) (by msg_id): still read (check) and forgotten
+# by time, never matched against an arrival.
 SEEN_RETENTION_US = 7 * 86400 * 1_000_000
-_SEEN_BY_ID, _SEEN_BY_TIME = b"M", b"T"
-_SEEN_ID_SIZE = 1 + 16 + 4
-_SEEN_TIME_SIZE = 1 + keys.U64.size + 16 + 4
+_SEEN_BY_TRANSFER, _SEEN_BY_TIME = b"I", b"J"
+_OLD_BY_ID, _OLD_BY_TIME = b"M", b"T"
+# tag of an arrival's entry → (tag of its time-ordered entry, size of the arrival's name)
+_SEEN_LAYOUTS = {_SEEN_BY_TRANSFER: (_SEEN_BY_TIME, INCARNATION_SIZE + 8), _OLD_BY_ID: (_OLD_BY_TIME, 16 + 4)}
+_SEEN_ARRIVAL_TAG = {by_time: by_arrival for by_arrival, (by_time, _) in _SEEN_LAYOUTS.items()}
 
 
-def seen_key(m: Message) -> bytes:
-    return _SEEN_BY_ID + m.origin + keys.U32.pack(m.msg_n)
+def seen_key(incarnation: bytes, seq: int) -> bytes:
+    """The entry of the transfer (sending incarnation, seq)."""
+    return _SEEN_BY_TRANSFER + incarnation + keys.U64.pack(seq)
 
 
 def seen_time_key(key: bytes, arrived: int) -> bytes:
     """The time-ordered entry that goes with the entry `key` (seen_key) of an arrival."""
-    return _SEEN_BY_TIME + keys.U64.pack(arrived) + key[1:]
+    return _SEEN_LAYOUTS[key[:1]][0] + keys.U64.pack(arrived) + key[1:]
 
 
 def decode_seen(key: bytes, value: bytes) -> tuple[bytes, int]:
     """An entry of table `seen` as (the seen_key of its arrival, the arrival time in µs);
-    BadData if its key or value does not have one of the two layouts above."""
+    BadData if its key or value does not have one of the layouts above."""
     tag = key[:1]
-    if tag not in (_SEEN_BY_ID, _SEEN_BY_TIME):
-        raise BadData(f"key starts with {tag!r}, neither {_SEEN_BY_ID!r} nor {_SEEN_BY_TIME!r}")
-    by_id = tag == _SEEN_BY_ID
-    size, value_size = (_SEEN_ID_SIZE, keys.U64.size) if by_id else (_SEEN_TIME_SIZE, 0)
+    by_arrival = tag in _SEEN_LAYOUTS
+    if not by_arrival and tag not in _SEEN_ARRIVAL_TAG:
+        known = b"".join(sorted([*_SEEN_LAYOUTS, *_SEEN_ARRIVAL_TAG]))
+        raise BadData(f"key starts with {tag!r}, none of {known.decode()}")
+    name_size = _SEEN_LAYOUTS[tag if by_arrival else _SEEN_ARRIVAL_TAG[tag]][1]
+    size, value_size = (1 + name_size, keys.U64.size) if by_arrival else (1 + keys.U64.size + name_size, 0)
     if len(key) != size:
         raise BadData(f"key is {len(key)} bytes, not {size}")
     if len(value) != value_size:
-        want = "an 8-byte time" if by_id else "empty"
+        want = "an 8-byte time" if by_arrival else "empty"
         raise BadData(f"value is {len(value)} bytes, not {want}")
-    if by_id:
+    if by_arrival:
         return key, keys.U64.unpack(value)[0]
-    return _SEEN_BY_ID + key[1 + keys.U64.size:], keys.U64.unpack_from(key, 1)[0]
+    return _SEEN_ARRIVAL_TAG[tag] + key[1 + keys.U64.size:], keys.U64.unpack_from(key, 1)[0]
 
 
-def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatName, Message]]) -> tuple[int, int]:
-    """Store a received batch (decoded by decode_items); (stored, duplicates)."""
+#: How far ahead of this store's clock a sender's departure time may be and still be followed
+#: (received after it, `bump_put_time`): beyond it the two ends read different clocks.
+MAX_SENDER_LEAD_US = 1_000_000
+
+
+class Received(NamedTuple):
+    """What one received batch became: `stored` in their target (or next outgoing) queue,
+    `duplicates` received before and dropped, and by reason those the receiver could not
+    deliver (in its dead-letter queue, or discarded when they asked for no dead-lettering)."""
+
+    stored: int
+    duplicates: int
+    dead_lettered: dict[str, int]
+
+    @property
+    def undelivered(self) -> int:
+        return sum(self.dead_lettered.values())
+
+
+def bump_put_time(t: Txn, sent_at: int) -> None:
+    """Make this commit's put times (its `received` reports) later than `sent_at`, the time the
+    batch left its sender, if that is within MAX_SENDER_LEAD_US of our clock: the sender's put
+    time counter may run a little ahead of its clock (ids are allocated one µs apart), and on
+    one clock a `received` must not come before its `sent`."""
+    c = t.counters
+    if c.put_time < sent_at <= t.now + MAX_SENDER_LEAD_US:
+        c.put_time = sent_at
+
+
+def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatName, Message]],
+            incarnation: bytes, sent_at: int = 0) -> Received:
+    """Store a received batch (decoded by decode_items) that the sending incarnation
+    `incarnation` sent at `sent_at` (µs); each item's seq is the sender's, from its record."""
     guid_bytes(origin_guid)  # validates the peer's GUID
+    if type(incarnation) is not bytes or len(incarnation) != INCARNATION_SIZE:
+        raise BadData(f"a sending incarnation is {INCARNATION_SIZE} bytes")
     seen_db = t.dbs["seen"]
     stamp = keys.U64.pack(t.now)
     by_queue: dict[int, tuple[QueueInfo, list[Message]]] = {}
     routed: dict[str, QueueInfo | StoreError] = {}  # a batch names a few destinations many times
     seen_entries = []
     in_batch: set[bytes] = set()
+    undelivered: dict[str, int] = {}
     get = t.lt.get
     duplicates = 0
+    bump_put_time(t, sent_at)
     for text, fn, m in batch:
-        key = seen_key(m)
+        key = seen_key(incarnation, m.seq)  # the sender's seq: read before enqueue gives ours
         if key in in_batch or get(key, db=seen_db) is not None:
             duplicates += 1
             continue
@@ -331,10 +436,10 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatN
             if fn.kind != "public":
                 routed[text] = q
         if isinstance(q, StoreError):
-            _dead_letter(t, m, text, f"destination not available: {q}")
+            _dead_letter(t, m, text, f"destination not available: {q}", undelivered=undelivered)
             continue
         if m.expires is not None and m.expires <= t.now:
-            _dead_letter(t, m, q.name, "expired in transit", q.transactional)
+            _dead_letter(t, m, q.name, "expired in transit", q.transactional, undelivered)
             continue
         by_queue.setdefault(q.qid, (q, []))[1].append(m)
     if seen_entries:
@@ -344,38 +449,44 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatN
     for q, messages in by_queue.values():
         messages, over = t.check_enqueue(q, messages, arrivals=True)
         for m in over:  # MSMQ: "the queue storage limit, or quota, is reached" makes it undeliverable
-            _dead_letter(t, m, q.name, f"queue quota exceeded ({q.quota} bytes)", q.transactional)
+            _dead_letter(t, m, q.name, f"queue quota exceeded ({q.quota} bytes)", q.transactional, undelivered)
         if not messages:
             continue
         t.enqueue(q, messages, check=False)
         reports.emit(t, messages, reports.RECEIVED, delivered=q.outgoing is None)
         stored += len(messages)
     t.durable = True
-    return stored, duplicates
+    return Received(stored, duplicates, undelivered)
 
 
-def _dead_letter(t: Txn, m: Message, queue: str, reason: str, transactional: bool = False) -> None:
+def _dead_letter(t: Txn, m: Message, queue: str, reason: str, transactional: bool = False,
+                 undelivered: dict[str, int] | None = None) -> None:
     """Dead-letter an arrival here, where its delivery failed (MSMQ); one for a transactional
-    queue goes to dead-letter-tx, like any other message of such a queue (Txn.dead_letter)."""
+    queue goes to dead-letter-tx, like any other message of such a queue (Txn.dead_letter).
+    `undelivered` counts it by reason, dead-lettered or (no dead_letter flag) discarded."""
+    if undelivered is not None:
+        undelivered[reason] = undelivered.get(reason, 0) + 1
     if m.dead_letter:
         moved = replace(m, expires=None, dead_letter_reason=reason, original_queue=queue)
         t.enqueue(t.queue(dead_letter_queue(transactional)), [moved], check=False)
 
 
 def prune_seen(t: Txn, before: int, limit: int | None = None) -> int:
-    """Forget arrivals recorded before `before` (µs), the oldest first, at most `limit` of them:
-    a resend comes within minutes of the first send, not days."""
+    """Forget arrivals recorded before `before` (µs), the oldest of each layout first, at most
+    `limit` of them: a resend comes within minutes of the first send, not days."""
     db = t.dbs["seen"]
     cur = t.lt.cursor(db=db)
     doomed = []
-    if cur.set_range(_SEEN_BY_TIME):
+    for by_time in (_OLD_BY_TIME, _SEEN_BY_TIME):
+        if not cur.set_range(by_time):
+            continue
         for k in cur.iternext(values=False):
-            if k[:1] != _SEEN_BY_TIME or keys.U64.unpack(k[1:9])[0] >= before:
+            if k[:1] != by_time or keys.U64.unpack(k[1:9])[0] >= before:
                 break
             if limit is not None and len(doomed) >= limit:
                 break
             doomed.append(bytes(k))
     for k in doomed:
         t.lt.delete(k, db=db)
-        t.lt.delete(_SEEN_BY_ID + k[9:], db=db)
+        t.lt.delete(_SEEN_ARRIVAL_TAG[k[:1]] + k[9:], db=db)
     return len(doomed)

@@ -32,6 +32,7 @@ throttled), drops the report and the traced operation goes on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -71,17 +72,22 @@ def target_format_name(t: Txn, m: Message) -> str:
     return f"DIRECT=OS:{t.qm_name}\\{m.queue}"
 
 
-def emit(t: Txn, messages: list[Message], event: str, *, delivered: bool) -> int:
+def emit(t: Txn, messages: list[Message], event: str, *, delivered: bool,
+         at: Callable[[Message], int | None] | None = None) -> int:
     """Send the report of `event` for each traced message in `messages`; return how many were
-    sent. Reports are plain enqueues in the caller's transaction: one commit for both."""
+    sent. Reports are plain enqueues in the caller's transaction: one commit for both.
+
+    The report's time (its put time, and the label's time) is this commit's, or `at(m)` when
+    that gives one: a put time allocated earlier for this report (Txn.allocate_ids), as
+    outgoing.take does for `sent`, whose event is the take, before the commit that reports it."""
     sent = 0
     for m in messages:
         if m.trace and m.report_queue:
-            sent += _emit_one(t, m, event, delivered)
+            sent += _emit_one(t, m, event, delivered, at(m) if at is not None else None)
     return sent
 
 
-def _emit_one(t: Txn, m: Message, event: str, delivered: bool) -> int:
+def _emit_one(t: Txn, m: Message, event: str, delivered: bool, at: int | None = None) -> int:
     from .outgoing import destination
 
     try:
@@ -89,7 +95,10 @@ def _emit_one(t: Txn, m: Message, event: str, delivered: bool) -> int:
     except StoreError:
         return 0  # seed 001: the open failed, discard the report
     computer = guid_text(t.origin)
-    when = datetime.fromtimestamp(t.now / 1e6, tz=UTC)
+    n, put_time = t.allocate_ids(1)
+    if at is not None:
+        put_time = at
+    when = datetime.fromtimestamp((t.now if at is None else at) / 1e6, tz=UTC)
     message_id = m.msg_n & trace.MAX_MESSAGE_ID
     label = trace.encode_label(guid_text(m.origin)[:4].upper(), message_id, min(m.hops, trace.MAX_HOPS),
                                computer, when)
@@ -97,7 +106,6 @@ def _emit_one(t: Txn, m: Message, event: str, delivered: bool) -> int:
         body = trace.encode_body(message_id, target_format_name(t, m)).encode("utf-8")
     except InvalidArgument:  # a queue manager name no DIRECT=OS: name can hold
         body = trace.encode_body(message_id, f"PUBLIC={t.queue(m.queue).guid}").encode("utf-8")
-    n, put_time = t.allocate_ids(1)
     report = Message(
         body, q.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n, put_time=put_time,
         correl_id=m.msg_id, label=label, report=True, express=True, dead_letter=False,

@@ -4,6 +4,7 @@ subprocesses, and raw protocol clients over real loopback sockets. Every wait is
 from __future__ import annotations
 
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -176,8 +177,22 @@ class RawPeer:
         self.close()
 
 
+# the sending incarnation of the store that made each record of records_for: a batch of them
+# goes under it, as a real dispatcher's would
+_INCARNATIONS: dict[bytes, bytes] = {}
+_MADE_UP = secrets.token_bytes(16)  # for records no store made
+
+
+def incarnation_of(items: list[tuple[str, bytes]]) -> bytes:
+    return _INCARNATIONS.get(items[0][1], _MADE_UP) if items else _MADE_UP
+
+
+def batch_body(items: list[tuple[str, bytes]], sent_at: int = 0) -> bytes:
+    return encode_batch(items, incarnation_of(items), sent_at)
+
+
 def sealed_batch(session: Session, items: list[tuple[str, bytes]]) -> bytes:
-    return b"".join(session.seal(FrameType.BATCH, encode_batch(items)))
+    return b"".join(session.seal(FrameType.BATCH, batch_body(items)))
 
 
 def records_for(tmp: Path, dest_qm: str, queue: str, bodies: list[bytes],
@@ -199,6 +214,8 @@ def records_for(tmp: Path, dest_qm: str, queue: str, bodies: list[bytes],
         st.put_many(dest, [NewMessage(b) for b in bodies])
         taken = st.outgoing_take(dest, len(bodies), 1 << 30)
         assert taken is not None and len(taken.items) == len(bodies)
+        for _, record in taken.items:
+            _INCARNATIONS[record] = taken.incarnation
         return st.info().guid, taken.items
 
 

@@ -38,6 +38,11 @@ def test_bench_analytics_quick_runs_and_writes_json(tmp_path):
     assert doc["ratio"] == pytest.approx(doc["spark"]["reports_per_s"] / doc["python"]["reports_per_s"], rel=0.05, abs=0.002)
     assert doc["target"]["met"] == (doc["ratio"] >= doc["target"]["min_ratio"] == 1.5)
     assert doc["agreement"] == {"agree": True, "problems": []}
+    # a sample moved through real stores by the transfer's own calls fits the synthetic model
+    sample = doc["real_sample"]
+    assert sample["routes_in_model_order"] == sample["messages"] > 0
+    assert sample["least_step_us"] >= 0 and set(sample["least_link_latency_us"]) == {"qmA>qmB", "qmB>qmC"}
+    assert min(sample["least_link_latency_us"].values()) >= 0
     result = doc["result"]
     assert set(result["links"]) == {"qmA>qmB", "qmB>qmC", "qmB>qmA", "qmA>qmC"}
     assert result["loops"] > 0 and result["complete"] < result["routes"]

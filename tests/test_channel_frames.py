@@ -7,7 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.channel.batches import MalformedBatch, decode_ack, decode_batch, encode_ack, encode_batch
+from store.channel.batches import (
+    MAX_REASON_BYTES, MAX_REASONS, MalformedBatch, decode_ack, decode_batch, encode_ack, encode_batch,
+)
 from store.channel.frames import (
     HEADER_SIZE, ErrorCode, Frame, FrameDecoder, FrameTooLarge, FrameType, PeerError, ProtocolError,
     TruncatedFrame, UnknownFrameType, decode_error, encode_error, encode_frame,
@@ -83,12 +85,18 @@ def test_error_frames_round_trip_and_cap_their_text():
     assert "authentication" in str(PeerError(2, "bad key"))
 
 
+INCARNATION = bytes(range(16))
+
+
 def test_batch_round_trip_interns_destinations():
     items = [("DIRECT=OS:qm2\\orders", b"r1"), ("DIRECT=OS:qm2\\orders", b""), ("PUBLIC=x", b"r3" * 100)]
-    body = encode_batch(items)
+    body = encode_batch(items, INCARNATION, 1_700_000_000_000_000)
     assert body.count(b"DIRECT=OS:qm2\\orders") == 1
-    assert decode_batch(body) == items
-    assert decode_batch(memoryview(body)) == items
+    assert body[:24] == INCARNATION + struct.pack(">Q", 1_700_000_000_000_000)  # incarnation, sent_at first
+    assert decode_batch(body) == (INCARNATION, 1_700_000_000_000_000, items)
+    assert decode_batch(memoryview(body)).items == items
+    with pytest.raises(ValueError):
+        encode_batch(items, INCARNATION[:15], 0)
 
 
 @pytest.mark.parametrize("body, error", [
@@ -103,14 +111,34 @@ def test_batch_round_trip_interns_destinations():
 ])
 def test_malformed_batches_are_refused(body, error):
     with pytest.raises(MalformedBatch, match=error):
-        decode_batch(body)
+        decode_batch(INCARNATION + bytes(8) + body if body else body)
+    with pytest.raises(MalformedBatch, match="ends inside"):
+        decode_batch(INCARNATION + bytes(7))  # cut inside sent_at
 
 
 def test_ack_layout():
-    assert encode_ack(7, 1000, 2) == struct.pack(">QII", 7, 1000, 2)
-    assert decode_ack(encode_ack(7, 1000, 2)) == (7, 1000, 2)
-    with pytest.raises(ProtocolError):
-        decode_ack(b"\x00" * 15)
+    assert encode_ack(7, 1000, 2) == struct.pack(">QIIB", 7, 1000, 2, 0)
+    assert decode_ack(encode_ack(7, 1000, 2)) == (7, 1000, 2, {})
+    body = encode_ack(7, 998, 0, {"expired in transit": 2})
+    assert body == struct.pack(">QIIB", 7, 998, 0, 1) + struct.pack(">IB", 2, 18) + b"expired in transit"
+    assert decode_ack(body) == (7, 998, 0, {"expired in transit": 2})
+    for bad in (b"\x00" * 16, body[:-1], body + b"!", struct.pack(">QIIB", 1, 0, 0, 9) + bytes(200)):
+        with pytest.raises(ProtocolError):
+            decode_ack(bad)
+
+
+def test_ack_reasons_stay_few_and_short_and_keep_the_total():
+    many = {f"destination not available: queue 'q{i}' does not exist": i + 1 for i in range(20)}
+    many["x" * 1000] = 5
+    many["é" * 100] = 1  # cut on a character boundary
+    ack = decode_ack(encode_ack(3, 0, 0, many))
+    assert len(ack.dead_lettered) == MAX_REASONS and "other reasons" in ack.dead_lettered
+    assert sum(ack.dead_lettered.values()) == sum(many.values())
+    assert max(len(r.encode()) for r in ack.dead_lettered) <= MAX_REASON_BYTES
+    assert ack.dead_lettered["destination not available: queue 'q19' does not exist"] == 20  # the most frequent kept
+    assert len(encode_ack(3, 0, 0, many)) < 4096 - 40  # fits what a client reads from the server, sealed
+    short = decode_ack(encode_ack(1, 0, 0, {"é" * 100: 1, "ok": 2}))
+    assert short.dead_lettered["ok"] == 2 and all(len(r.encode()) <= MAX_REASON_BYTES for r in short.dead_lettered)
 
 
 # ---- fuzzing ------------------------------------------------------------------------------
@@ -172,4 +200,4 @@ def test_fuzz_body_decoders_raise_only_protocol_errors(data):
 @given(st.lists(st.tuples(st.sampled_from(["q", "DIRECT=OS:b\\q", "PUBLIC=é"]), st.binary(max_size=50)),
                 min_size=1, max_size=30))
 def test_fuzz_batch_round_trip(items):
-    assert decode_batch(encode_batch(items)) == items
+    assert decode_batch(encode_batch(items, INCARNATION, 5)) == (INCARNATION, 5, items)

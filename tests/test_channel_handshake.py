@@ -18,7 +18,7 @@ from store.links import load_key
 GUID_C, GUID_S = "11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"
 
 
-def run_handshake(client_key, server_key, *, versions=(1, 1)):
+def run_handshake(client_key, server_key, *, versions=(2, 2)):
     client = ClientHandshake(client_key, GUID_C, "qmC", versions=versions)
     server = ServerHandshake(server_key, GUID_S, "qmS", 1 << 20)
     challenge = server.on_hello(client.hello())
@@ -30,7 +30,7 @@ def run_handshake(client_key, server_key, *, versions=(1, 1)):
 def test_right_key_authenticates_both_ends_and_agrees_on_a_session():
     key = secrets.token_bytes(32)
     c, s = run_handshake(key, key)
-    assert (c.peer_guid, c.peer_name, c.max_frame, c.version) == (GUID_S, "qmS", 1 << 20, 1)
+    assert (c.peer_guid, c.peer_name, c.max_frame, c.version) == (GUID_S, "qmS", 1 << 20, 2)
     assert (s.peer_guid, s.peer_name) == (GUID_C, "qmC")
     assert c.key == s.key
     body = b"batch body"
@@ -95,8 +95,11 @@ def test_a_changed_challenge_fails_the_server_proof():
 
 def test_no_common_version_is_refused():
     key = secrets.token_bytes(32)
-    with pytest.raises(VersionMismatch, match="2..3"):
-        run_handshake(key, key, versions=(2, 3))
+    with pytest.raises(VersionMismatch, match="3..4"):
+        run_handshake(key, key, versions=(3, 4))
+    # version 1 de-duplicated by msg_id, which repeats: a dispatcher that speaks only it is refused
+    with pytest.raises(VersionMismatch, match="1..1"):
+        run_handshake(key, key, versions=(1, 1))
 
 
 def test_sealed_frames_refuse_tampering_replay_and_reflection():

@@ -10,10 +10,11 @@ import struct
 import pytest
 
 from channel_helpers import (
-    ListenerProc, RawPeer, bodies, wait_until, keygen, make_store, message_count, mqcli, records_for, sealed_batch,
+    ListenerProc, RawPeer, batch_body, bodies, wait_until, keygen, make_store, message_count, mqcli, records_for,
+    sealed_batch,
 )
 from store import Store
-from store.channel.batches import decode_ack, encode_batch
+from store.channel.batches import decode_ack
 from store.channel.frames import ErrorCode, FrameType, decode_error
 from store.channel.handshake import ClientHandshake, client_proof
 from store.links import load_key
@@ -61,11 +62,11 @@ def test_a_batch_is_stored_and_acked_once_and_a_resend_is_dropped(chan):
         peer.send(sealed_batch(session, chan.items))
         ack = peer.read_frame()
         assert ack.type == FrameType.ACK
-        assert decode_ack(session.open(ack.type, ack.payload)) == (1, 5, 0)
+        assert decode_ack(session.open(ack.type, ack.payload)) == (1, 5, 0, {})
         assert bodies(chan.store, "q") == [b"m-%d" % i for i in range(5)]
         peer.send(sealed_batch(session, chan.items))  # a resend after a lost ack
         ack = peer.read_frame()
-        assert decode_ack(session.open(ack.type, ack.payload)) == (2, 0, 5)
+        assert decode_ack(session.open(ack.type, ack.payload)) == (2, 0, 5, {})
         peer.send_parts(session.seal(FrameType.BYE, b""))
         assert peer.closed_by_peer()
     with Store.open(chan.store) as st:
@@ -93,10 +94,10 @@ def test_a_batch_without_authentication_is_refused(chan):
         client = ClientHandshake(chan.key, chan.origin, "skipper")
         peer.send_frame(FrameType.HELLO, client.hello())
         assert peer.read_frame().type == FrameType.CHALLENGE
-        peer.send_frame(FrameType.BATCH, b"\x00" * 40 + encode_batch(chan.items))
+        peer.send_frame(FrameType.BATCH, b"\x00" * 40 + batch_body(chan.items))
         refused(peer, ErrorCode.PROTOCOL, "sent BATCH while expecting AUTH")
     with RawPeer(chan.port) as peer:  # or straight away
-        peer.send_frame(FrameType.BATCH, encode_batch(chan.items[:1]))
+        peer.send_frame(FrameType.BATCH, batch_body(chan.items[:1]))
         refused(peer, ErrorCode.PROTOCOL, "while expecting HELLO")
     assert message_count(chan.store) == 0
 
@@ -180,7 +181,7 @@ def test_a_replayed_frame_within_a_session_is_refused(chan):
         session = peer.handshake(chan.key, chan.origin)
         frame = sealed_batch(session, chan.items[:2])
         peer.send(frame)
-        assert decode_ack(session.open(FrameType.ACK, peer.read_frame().payload)) == (1, 2, 0)
+        assert decode_ack(session.open(FrameType.ACK, peer.read_frame().payload)) == (1, 2, 0, {})
         peer.send(frame)
         refused(peer, ErrorCode.PROTOCOL, "out of sequence")
     assert message_count(chan.store) == 2

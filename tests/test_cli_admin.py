@@ -9,7 +9,7 @@ import pytest
 
 from cli_helpers import Cli
 from store import NewMessage, Store, keys, links, outgoing
-from store.keys import U32, U64
+from store.keys import U64
 
 # ---- init and info ------------------------------------------------------------------------
 
@@ -233,16 +233,19 @@ def forwarding(cli, tmp_path):
         to_here = f"DIRECT=OS:{here}\\q"
         qm2.put_many(to_here, [NewMessage(b"from qm2 1"), NewMessage(b"from qm2 2")])
         taken = qm2.outgoing_take(to_here)
-        assert st.receive(qm2.info().guid, taken.items) == (2, 0)
+        assert st.receive(qm2.info().guid, taken.items, taken.incarnation)[:2] == (2, 0)
         assert st.check() == []
     return cli
 
 
 def _arrival(st: Store) -> tuple[bytes, int]:
-    """The `seen` key of the first message that arrived from qm2, and its arrival time."""
-    key = outgoing.seen_key(st.browse("q")[0])
+    """The `seen` key of the first transfer that arrived from qm2, and its arrival time."""
     with st._env.begin() as lt:
-        return key, U64.unpack(lt.get(key, db=st._dbs["seen"]))[0]
+        cur = lt.cursor(db=st._dbs["seen"])
+        assert cur.set_range(b"I")
+        key = bytes(cur.key())
+        assert key[:1] == b"I"
+        return key, U64.unpack(cur.value())[0]
 
 
 def _put(st: Store, table: str, key: bytes, value: bytes) -> None:
@@ -311,12 +314,12 @@ def _state_of_a_local_queue(st):
 def _seen_key_short(st):
     key, arrived = _arrival(st)
     _put(st, "seen", key[:-1], U64.pack(arrived))
-    return [f"seen entry {key[:-1].hex()}: key is 20 bytes, not 21"]
+    return [f"seen entry {key[:-1].hex()}: key is 24 bytes, not 25"]
 
 
 def _seen_key_of_unknown_kind(st):
     _put(st, "seen", b"Z" + bytes(20), U64.pack(1))
-    return [f"seen entry 5a{'00' * 20}: key starts with b'Z', neither b'M' nor b'T'"]
+    return [f"seen entry 5a{'00' * 20}: key starts with b'Z', none of IJMT"]
 
 
 def _seen_time_short(st):
@@ -334,7 +337,7 @@ def _seen_time_entry_with_a_value(st):
 
 def _seen_in_the_future(st):
     key, arrived = _arrival(st)
-    key = key[:-4] + U32.pack(999)  # an arrival recorded by a clock two days ahead
+    key = key[:-8] + U64.pack(999)  # an arrival recorded by a clock two days ahead
     later = arrived + 2 * DAY_US
     _put(st, "seen", key, U64.pack(later))
     _put(st, "seen", outgoing.seen_time_key(key, later), b"")

@@ -3,11 +3,12 @@ and why not, the dispatcher's take / done / return, and arrivals (dedup, hops, f
 dead-lettering, trace reports). The wire is tested in tests/test_channel_*.py."""
 
 import os
+import shutil
 import stat
 
 import pytest
 
-from store import NewMessage, Store, links, trace
+from store import NewMessage, Store, keys, links, outgoing, trace
 from store.errors import (
     AlreadyReceived,
     BadData,
@@ -43,7 +44,7 @@ def qms(tmp_path, clock, key):
 def send(a, b, queue=TO_B, count=1000):
     """What one dispatcher batch does: take, receive at the other end, done."""
     taken = a.outgoing_take(queue, count)
-    result = b.receive(a.info().guid, taken.items)
+    result = b.receive(a.info().guid, taken.items, taken.incarnation, taken.sent_at)
     a.outgoing_done(queue, taken.token)
     return result
 
@@ -169,8 +170,8 @@ def test_an_arrival_is_stored_once_with_one_more_hop(qms):
     a, b = qms
     put = a.put_many(TO_B, [NewMessage(b"one", priority=1), NewMessage(b"two", priority=5)])
     taken = a.outgoing_take(TO_B)
-    assert b.receive(a.info().guid, taken.items) == (2, 0)
-    assert b.receive(a.info().guid, taken.items) == (0, 2)  # the ack was lost: resent, dropped
+    assert b.receive(a.info().guid, taken.items, taken.incarnation)[:2] == (2, 0)
+    assert b.receive(a.info().guid, taken.items, taken.incarnation)[:2] == (0, 2)  # the ack was lost: resent, dropped
     got = b.browse("orders")
     assert [m.body for m in got] == [b"two", b"one"]  # priority order at the destination
     assert {m.msg_id for m in got} == {m.msg_id for m in put}
@@ -182,7 +183,7 @@ def test_an_arrival_for_another_queue_manager_is_forwarded(qms):
     a, b = qms
     a.put("DIRECT=OS:qmC\\orders", b"via B")
     a.add_link("qmC", "127.0.0.1:7001", a.link("qmB").key_file)  # C is reached through B
-    assert send(a, b, "DIRECT=OS:qmC\\orders") == (1, 0)
+    assert send(a, b, "DIRECT=OS:qmC\\orders")[:2] == (1, 0)
     (fwd,) = b.browse("DIRECT=OS:qmC\\orders")
     assert fwd.hops == 1 and b.outgoing_show("DIRECT=OS:qmC\\orders").destination_qm == "qmC"
 
@@ -194,7 +195,7 @@ def test_arrivals_that_expired_or_have_no_queue_are_dead_lettered(qms, clock):
     a.put("DIRECT=OS:qmB\\nosuch", b"dropped", dead_letter=False)
     taken = a.outgoing_take(TO_B)
     clock.advance(10)
-    b.receive(a.info().guid, taken.items)
+    b.receive(a.info().guid, taken.items, taken.incarnation)
     send(a, b, "DIRECT=OS:qmB\\nosuch")
     reasons = sorted((m.body, m.dead_letter_reason) for m in b.browse("dead-letter"))
     assert reasons[0] == (b"late", "expired in transit")
@@ -207,7 +208,7 @@ def test_arrivals_over_the_queue_quota_are_dead_lettered_in_turn_over_the_store_
     b.set_queue("orders", quota=10)
     a.put_many(TO_B, [NewMessage(b"123456"), NewMessage(b"789012"), NewMessage(b"3456"),
                       NewMessage(b"no-dlq", dead_letter=False)])
-    assert send(a, b) == (2, 0)  # seed 000 checks each message in turn: the 4-byte one still fits
+    assert send(a, b)[:2] == (2, 0)  # seed 000 checks each message in turn: the 4-byte one still fits
     assert [m.body for m in b.browse("orders")] == [b"123456", b"3456"]
     (dead,) = b.browse("dead-letter")
     assert (dead.body, dead.original_queue, dead.dead_letter_reason) == (
@@ -217,18 +218,19 @@ def test_arrivals_over_the_queue_quota_are_dead_lettered_in_turn_over_the_store_
     a.put(TO_B, b"12345")
     taken = a.outgoing_take(TO_B)
     with pytest.raises(StoreQuotaExceeded):
-        b.receive(a.info().guid, taken.items)
+        b.receive(a.info().guid, taken.items, taken.incarnation)
     assert b.info().bytes == 16 and len(b.browse("dead-letter")) == 1
 
 
 def test_a_malformed_batch_stores_nothing(qms):
     a, b = qms
     a.put(TO_B, b"x")
-    good = a.outgoing_take(TO_B).items
+    taken = a.outgoing_take(TO_B)
+    good, incarnation = taken.items, taken.incarnation
     for items in ([*good, (TO_B, b"garbage")], [(TO_B, good[0][1][:-3])], [("not=a name", good[0][1])]):
         with pytest.raises(BadData):
-            b.receive(a.info().guid, items)
-    assert b.browse("orders") == [] and b.receive(a.info().guid, good) == (1, 0)
+            b.receive(a.info().guid, items, incarnation)
+    assert b.browse("orders") == [] and b.receive(a.info().guid, good, incarnation)[:2] == (1, 0)
 
 
 def test_trace_reports_of_every_hop_travel_back_to_the_report_queue(qms):
@@ -287,9 +289,95 @@ def test_arrivals_for_a_transactional_queue_are_dead_lettered_to_dead_letter_tx(
     a.put(to_ledger, b"late", ttl=5)
     taken = a.outgoing_take(to_ledger)
     clock.advance(10)
-    assert b.receive(a.info().guid, taken.items) == (1, 0)
+    assert b.receive(a.info().guid, taken.items, taken.incarnation)[:2] == (1, 0)
     assert [m.body for m in b.browse("ledger")] == [b"123456"]
     # MSMQ's DEADXACT: a message of a transactional queue, like Txn.dead_letter sends them
     dead = {m.body: m.dead_letter_reason for m in b.browse("dead-letter-tx")}
     assert dead == {b"789012": "queue quota exceeded (10 bytes)", b"late": "expired in transit"}
     assert b.browse("dead-letter") == []
+
+
+# ---- transfers: (sending incarnation, seq), not msg_ids -----------------------------------------
+
+def test_a_transfer_is_its_incarnation_and_seq_so_a_repeated_msg_id_still_crosses(qms):
+    a, b = qms
+    (m,) = a.put_many("reports", [NewMessage(b"copied")])
+    a.put(TO_B, b"makes the outgoing queue")
+    assert send(a, b)[:2] == (1, 0)
+    list(a.move("reports", TO_B, copy=True))  # a new transfer of the same msg_id
+    list(a.move("reports", TO_B))             # and another
+    taken = a.outgoing_take(TO_B)
+    assert b.receive(a.info().guid, taken.items, taken.incarnation)[:2] == (2, 0)
+    assert b.receive(a.info().guid, taken.items, taken.incarnation)[:2] == (0, 2)  # a resend
+    other = bytes(16) if taken.incarnation != bytes(16) else b"\x01" * 16
+    assert b.receive(a.info().guid, taken.items, other)[:2] == (2, 0)  # another incarnation's
+    assert [x.msg_id for x in b.browse("orders")][1:] == [m.msg_id] * 4
+    with pytest.raises(BadData):
+        b.receive(a.info().guid, taken.items, b"short")
+
+
+def test_the_sending_incarnation_is_renewed_for_a_backup_or_another_data_file(qms, tmp_path):
+    a, _ = qms
+    a.put_many(TO_B, [NewMessage(b"%d" % i) for i in range(4)])
+
+    def incarnation(st):
+        taken = st.outgoing_take(TO_B, 1)
+        st.outgoing_return(TO_B, taken.token)
+        return taken.incarnation
+
+    first = incarnation(a)
+    assert len(first) == 16 and incarnation(a) == first  # kept while the data file is the same
+    a.backup(tmp_path / "bk")
+    shutil.copytree(a.path, tmp_path / "copied", ignore=shutil.ignore_patterns("lock.mdb", "dispatch.lock"))
+    assert incarnation(a) == first  # the backup changes nothing in the store itself
+    with Store.open(tmp_path / "bk") as restored:  # the backup's marker
+        renewed = incarnation(restored)
+        assert renewed != first and incarnation(restored) == renewed  # once, at its first send
+        assert restored.check() == []
+    with Store.open(tmp_path / "copied") as copied:  # another file, no marker
+        other = incarnation(copied)
+        assert other not in (first, renewed) and incarnation(copied) == other
+
+
+def test_old_seen_entries_by_msg_id_pass_check_and_are_forgotten_by_time(qms, clock):
+    a, b = qms
+    now = int(clock() * 1_000_000)
+    old_key = b"M" + bytes(range(16)) + keys.U32.pack(7)  # the layout stores wrote before
+    with b._env.begin(write=True) as lt:
+        lt.put(old_key, keys.U64.pack(now), db=b._dbs["seen"])
+        lt.put(b"T" + keys.U64.pack(now) + old_key[1:], b"", db=b._dbs["seen"])
+    assert b.check() == []
+    assert outgoing.decode_seen(old_key, keys.U64.pack(now)) == (old_key, now)
+    a.put(TO_B, b"new")
+    send(a, b)
+    assert b.prune_seen(older_than=-1) == 2  # the old arrival and the new one
+
+
+def test_sent_is_stamped_at_the_take_and_received_after_it_on_one_clock(qms, clock):
+    a, b = qms
+    m = a.put(TO_B, b"traced", trace=True, report_queue="reports")
+    taken = a.outgoing_take(TO_B)
+    clock.advance(5)  # the batch is on the wire: its ack comes 5 s later
+    b.receive(a.info().guid, taken.items, taken.incarnation, taken.sent_at)
+    a.outgoing_done(TO_B, taken.token)
+    (back,) = b.outgoing_list()
+    send(b, a, back.name)
+    rows = {r.props["mqcli.event"]: r for r in a.browse("reports", correl_id=m.msg_id)}
+    assert rows["enqueued"].put_time < rows["sent"].put_time == taken.sent_at < rows["received"].put_time
+    assert rows["sent"].put_time < rows["received"].put_time - 4_000_000  # not the ack's time
+    assert trace.decode_label(rows["sent"].label).time.timestamp() == taken.sent_at // 1_000_000
+
+
+def test_a_sender_a_little_ahead_is_followed_a_clock_far_ahead_is_not(qms):
+    a, b = qms
+    a.put(TO_B, b"x", trace=True, report_queue="reports")
+    taken = a.outgoing_take(TO_B)
+    b.receive(a.info().guid, taken.items, taken.incarnation, taken.sent_at + 500_000)  # 0.5 s ahead
+    (report,) = [r for q in b.outgoing_list() for r in b.browse(q.name)]
+    assert report.put_time > taken.sent_at + 500_000
+    a.put(TO_B, b"y", trace=True, report_queue="reports")
+    taken = a.outgoing_take(TO_B)
+    far = taken.sent_at + 3600 * 1_000_000  # another machine's clock, an hour ahead: not followed
+    b.receive(a.info().guid, taken.items, taken.incarnation, far)
+    newest = max(r.put_time for q in b.outgoing_list() for r in b.browse(q.name))
+    assert newest < far - 3500 * 1_000_000

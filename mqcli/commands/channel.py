@@ -119,6 +119,8 @@ def dispatch(
     link failed (its queues record the error; `mqcli outgoing show`); --follow retries with
     backoff. A peer that does not hold the key, refuses our records, or cannot take a message
     that large locks the queues until `mqcli outgoing resume`. One dispatcher per store.
+    Messages the receiver dead-lettered (no such queue, expired, over quota) did cross: a
+    warning per link says how many and why, and the exit status stays 0.
 
     \b
     Example:
@@ -126,7 +128,7 @@ def dispatch(
       mqcli dispatch --once
       mqcli dispatch --follow --link qm2
     """
-    from store.channel.dispatcher import DispatchConfig, run
+    from store.channel.dispatcher import DispatchConfig, describe_dead_lettered, run
     from store.errors import ChannelError
 
     if once == follow:
@@ -149,6 +151,9 @@ def dispatch(
         s.out.table(rows, RESULT_COLUMNS)
     else:
         s.out.note("nothing to send")
+    for r in results:  # they crossed (exit 0), but did not reach their queue there
+        if r.dead_lettered:
+            s.out.note(f"mqcli: warning: link {r.link!r}: {describe_dead_lettered(r.dead_lettered)}")
     if stopped_by == signal.SIGINT:
         raise Interrupted()
     failed = [r for r in results if r.error]

@@ -33,7 +33,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -76,6 +76,8 @@ class LinkResult:
     messages: int = 0       # acknowledged by the peer (stored there, or already there)
     stored: int = 0
     duplicates: int = 0
+    # arrivals the peer could not deliver (dead-lettered there), by reason: they did cross
+    dead_lettered: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     seconds: float = 0.0
     error: str | None = None
@@ -87,11 +89,24 @@ class LinkResult:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.peer = other.peer or self.peer
         self.error, self.locked, self.retry_in = other.error, other.locked, other.retry_in
+        add_reasons(self.dead_lettered, other.dead_lettered)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["seconds"] = round(self.seconds, 3)
         return d
+
+
+def add_reasons(into: dict[str, int], more: dict[str, int]) -> None:
+    for reason, n in more.items():
+        into[reason] = into.get(reason, 0) + n
+
+
+def describe_dead_lettered(dead_lettered: dict[str, int]) -> str:
+    """`N dead-lettered there: reason (n); ...`, for a log or warning line."""
+    total = sum(dead_lettered.values())
+    reasons = "; ".join(f"{r} ({n})" for r, n in sorted(dead_lettered.items(), key=lambda x: (-x[1], x[0])))
+    return f"{total} dead-lettered there: {reasons}"
 
 
 class MessageTooLarge(ChannelError):
@@ -288,8 +303,13 @@ class Dispatcher:
                 await self._drain(conn, session, queue, result)
             await conn.send(session.seal(FrameType.BYE, b""))
             if result.messages:
-                await self._call(self.st.outgoing_event, queues, "sent",
-                                 f"{result.messages} messages in {result.batches} batches")
+                detail = f"{result.messages} messages in {result.batches} batches"
+                if result.dead_lettered:
+                    detail += f"; {describe_dead_lettered(result.dead_lettered)}"
+                await self._call(self.st.outgoing_event, queues, "sent", detail, None,
+                                 result.dead_lettered or None)
+                if result.dead_lettered and retry:  # --once: the command reports it
+                    self.log(f"link {link.name!r}: {describe_dead_lettered(result.dead_lettered)}")
             self._failures.pop(link.name, None)
         except _Stopped:
             pass  # stopped while connecting: nothing was in flight, nothing failed
@@ -384,7 +404,7 @@ class Dispatcher:
                     taken = await self._call(self.st.outgoing_take, queue, count, budget)
                     if taken is None:
                         break
-                    body = encode_batch(taken.items)
+                    body = encode_batch(taken.items, taken.incarnation, taken.sent_at)
                     if len(body) > limit:
                         await self._call(self.st.outgoing_return, queue, taken.token)
                         if len(taken.items) == 1:
@@ -402,15 +422,16 @@ class Dispatcher:
                         raise blocked
                     return
                 frame = await conn.expect((FrameType.ACK,), c.timeout, "waiting for an ACK")
-                seq, stored, duplicates = decode_ack(session.open(frame.type, frame.payload))
+                ack = decode_ack(session.open(frame.type, frame.payload))
                 want, token, n = inflight[0]
-                if seq != want:
-                    raise ProtocolError(f"the listener acknowledged batch {seq}, expected {want}")
+                if ack.batch_seq != want:
+                    raise ProtocolError(f"the listener acknowledged batch {ack.batch_seq}, expected {want}")
                 await self._call(self.st.outgoing_done, queue, token)
                 inflight.popleft()
                 result.messages += n
-                result.stored += stored
-                result.duplicates += duplicates
+                result.stored += ack.stored
+                result.duplicates += ack.duplicates
+                add_reasons(result.dead_lettered, ack.dead_lettered)
                 result.batches += 1
         finally:
             # not acknowledged: back to the queue in order, sent again later (the peer drops

@@ -34,8 +34,10 @@ from ..errors import ChannelError
 from .frames import HEADER, MIN_MAX_FRAME, FrameType, ProtocolError
 
 MAGIC = b"MQCF"
-#: Versions this implementation speaks, lowest and highest.
-MIN_VERSION = MAX_VERSION = 1
+#: Versions this implementation speaks, lowest and highest. Version 2 names each transfer by
+#: the sender's incarnation and seq and counts dead-lettered arrivals in the ACK (batches.py);
+#: version 1 de-duplicated by msg_id, which repeats, so it is not spoken any more.
+MIN_VERSION = MAX_VERSION = 2
 KEY_SIZE = 32
 NONCE_SIZE = 32
 MAC_SIZE = 32

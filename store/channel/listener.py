@@ -3,7 +3,8 @@
 One asyncio server; per connection: handshake (bounded by `handshake_timeout`, frames no larger
 than HANDSHAKE_MAX_FRAME until the peer has proved the key), then BATCH frames, each opened
 (seal and sequence checked), decoded, and handed to `Store.receive` — one durable commit that
-de-duplicates by (origin queue manager, msg_id) — and only after that commit returned, ACKed.
+de-duplicates by transfer (the sender's incarnation and seq) — and only after that commit
+returned, ACKed, with the count of arrivals dead-lettered here by reason.
 Anything else (a wrong key, garbage, an oversized or truncated frame, a timeout) closes the
 connection with an ERROR frame where one can still be sent; nothing of an unfinished or
 unverified frame is ever stored.
@@ -153,7 +154,7 @@ class Listener:
             await conn.close()
             return
         peer = self._peers[task] = _Peer(conn, task)
-        stats = [0, 0, 0]  # batches, stored, duplicates
+        stats = [0, 0, 0, 0]  # batches, stored, duplicates, dead-lettered
         who = conn.peer
         try:
             session = await asyncio.wait_for(self._handshake(conn), c.handshake_timeout)
@@ -161,7 +162,7 @@ class Listener:
             conn.decoder.max_frame = c.max_frame
             await self._serve(peer, session, stats)
             self.log(f"{who}: closed after {stats[0]} batches: {stats[1]} messages stored, "
-                     f"{stats[2]} duplicates dropped")
+                     f"{stats[2]} duplicates dropped" + (f", {stats[3]} dead-lettered" if stats[3] else ""))
         except asyncio.CancelledError:
             # shutdown cancelled us between batches; end normally (asyncio 3.11's stream server
             # logs a traceback for a connection handler that ends cancelled)
@@ -211,17 +212,20 @@ class Listener:
                 decode_bye(session.open(frame.type, frame.payload))
                 return
             body = session.open(frame.type, frame.payload)
-            items = decode_batch(body)
+            batch = decode_batch(body)
             seq = session.received
             # From here to the ACK no cancellation: the commit runs to its end whatever happens,
             # and its ACK goes out if the connection still stands.
             peer.busy = True
-            stored, duplicates = await asyncio.shield(
-                loop.run_in_executor(self._executor, self.st.receive, session.peer_guid, items))
+            got = await asyncio.shield(loop.run_in_executor(
+                self._executor, self.st.receive, session.peer_guid, batch.items, batch.incarnation,
+                batch.sent_at))
             stats[0] += 1
-            stats[1] += stored
-            stats[2] += duplicates
-            await conn.send(session.seal(FrameType.ACK, encode_ack(seq, stored, duplicates)))
+            stats[1] += got.stored
+            stats[2] += got.duplicates
+            stats[3] += got.undelivered
+            await conn.send(session.seal(FrameType.ACK, encode_ack(seq, got.stored, got.duplicates,
+                                                                   got.dead_lettered)))
             peer.busy = False
             if peer.closing:
                 await conn.send_error(ErrorCode.SHUTTING_DOWN, "the listener is stopping")
