@@ -497,7 +497,7 @@ complete -c mqcli -n '__mqcli_at \'tx\'' -a 'show' -d 'Show a transaction, then 
 complete -c mqcli -n '__mqcli_at \'tx\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli tx begin
-complete -c mqcli -n '__mqcli_at \'tx begin\'' -l timeout -x -d 'Abort the transaction if not committed within this time, e.g. 5m (default: forever; a lapsed one is aborted on the next access to the store).'
+complete -c mqcli -n '__mqcli_at \'tx begin\'' -l timeout -x -d 'Abort the transaction if not committed within this time, e.g. 5m, or forever (default: 10m; a lapsed one is aborted on the next access to the store).'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -s q -l quiet -d 'No diagnostics on stderr.'

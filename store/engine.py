@@ -34,7 +34,7 @@ from .forwarding import Forwarding
 from .keys import U32, U64
 from .notify import WAIT_DIR, Waiter, wake
 from .queues import (
-    DEAD_LETTER, SYSTEM_QUEUES, QueueInfo, encode_queue, queue_key, validate_attrs,
+    DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueInfo, encode_queue, queue_key, validate_attrs,
     validate_name,
 )
 from .records import (
@@ -50,6 +50,7 @@ FOREVER = None
 _DISK_NEARLY_FULL = 64 << 20  # an EIO from a write with less free than this: a full disk
 _WAIT_SLICE = 1.0  # a waiting getter re-checks at least this often (lapsed leases wake no one)
 MAX_ID = (1 << 63) - 1
+_DEAD_LETTER_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
 
 
 @dataclass(slots=True)
@@ -779,7 +780,11 @@ class Store(Forwarding):
         Moved messages keep msg_id, put time, hops and backouts and are enqueued in the target
         with the seed 000 checks (a quota there stops the move with that batch undone). With
         `tx` each move is a dequeue and an enqueue inside that transaction (both queues must be
-        transactional): nothing moves until it commits.
+        transactional, or the source `dead-letter-tx`): nothing moves until it commits.
+
+        A message moved (or copied) out of a dead-letter queue into a queue that is not one
+        starts fresh: backouts 0, no dead-letter reason or original queue. Kept, its backouts
+        would send it straight back at the next undo when they had reached max-backouts.
         """
         for queue in (source, target):
             if not isinstance(queue, str):
@@ -795,8 +800,10 @@ class Store(Forwarding):
         def one(t: Txn) -> list[Message]:
             nonlocal after
             src, dst = t.queue(source), t.queue(target)
+            fresh = src.name in _DEAD_LETTER_QUEUES and dst.name not in _DEAD_LETTER_QUEUES
             if tx is not None:  # the transaction and the queues' rules first, found or not
-                _transactional_queue(src, True)
+                if src.name != DEAD_LETTER_TX:  # it holds transactional queues' dead letters
+                    _transactional_queue(src, True)
                 _transactional_queue(dst, True)
                 transactions.load(t, tx)
             size = batch if left is None else min(batch, left)
@@ -813,17 +820,15 @@ class Store(Forwarding):
                 after = (7 - found[-1].priority, found[-1].seq)
             if tx is not None:
                 record = transactions.load(t, tx)
-                clones = [replace(m, props=dict(m.props)) for m in found]
+                clones = [_moved(m, fresh) for m in found]
                 if not copy:
                     for m in found:
                         transactions.lock_for_dequeue(t, tx, record, m)
                 transactions.prepare_enqueue(t, tx, record, dst.qid, clones)
                 return t.enqueue(dst, clones, transactional=True)
-            if copy:
-                found = [replace(m, props=dict(m.props)) for m in found]
-            else:
+            if not copy:
                 t.remove_many(found)
-            return t.enqueue(dst, found)
+            return t.enqueue(dst, [_moved(m, fresh) for m in found] if copy or fresh else found)
 
         while left is None or left > 0:
             moved = self._write(one)
@@ -921,8 +926,12 @@ class Store(Forwarding):
 
     # ---- transactions ------------------------------------------------------------------
 
-    def tx_begin(self, *, timeout: float | None = None) -> int:
-        """Start a transaction that later invocations can add to; returns its id."""
+    def tx_begin(self, *, timeout: float | None = transactions.DEFAULT_TIMEOUT) -> int:
+        """Start a transaction that later invocations can add to; returns its id.
+
+        It is aborted if not committed within `timeout` seconds (default ten minutes); `None`
+        (`FOREVER`) never times out.
+        """
         timeout_us = _seconds(timeout, "timeout")
         return self._write(lambda t: transactions.begin(t, timeout_us))
 
@@ -1002,6 +1011,13 @@ def _states(states: str | Iterable[str] | None) -> set[str]:
     if unknown:
         raise InvalidArgument(f"unknown state {sorted(unknown)[0]!r}; states are {', '.join(STATES)}")
     return wanted
+
+
+def _moved(m: Message, fresh: bool) -> Message:
+    """The copy of `m` that a move enqueues in its target; `fresh` out of a dead-letter queue."""
+    if fresh:
+        return replace(m, props=dict(m.props), backouts=0, dead_letter_reason=None, original_queue=None)
+    return replace(m, props=dict(m.props))
 
 
 def _first(source: Iterable[Message], limit: int | None) -> list[Message]:
