@@ -95,6 +95,15 @@ _NEW_MESSAGE_TYPES = (
 )
 
 
+class Imported(list[Message]):
+    """What `Store.import_messages` stored, in input order; `skipped` holds, in input order,
+    the messages it did not store because their msg_id was stored already."""
+
+    def __init__(self, stored: Iterable[Message] = (), skipped: Iterable[Message] = ()) -> None:
+        super().__init__(stored)
+        self.skipped: list[Message] = list(skipped)
+
+
 @dataclass(slots=True)
 class StoreInfo:
     guid: str
@@ -545,15 +554,26 @@ class Store(Forwarding):
             return out
         return self._write(put)
 
-    def import_messages(self, queue: str, messages: Iterable[Message], *, create: bool = False) -> list[Message]:
+    def import_messages(self, queue: str, messages: Iterable[Message], *, create: bool = False,
+                        new_ids: bool = False) -> Imported:
         """Enqueue existing messages keeping their ids, times and counts (import, copy, arrival).
+
+        A msg_id is unique within a store: a message whose msg_id the store holds already (in
+        any queue and state), or that repeats one earlier in `messages`, is skipped, decided
+        in the commit that stores the rest, so two imports of one dump at once store it once.
+        With `new_ids` nothing is skipped: each message is stored as a copy with a new msg_id
+        and put time from this queue manager, as a put would give it (the put time is part of
+        the unique id, which must not repeat the original's either).
 
         Each goes through the seed 000 checks, so one that expired on the way is refused with
         status 3; the batch is one commit, all or none. Each gets a new SequentialID and so a
         new lookup id, as the seed's enqueue does. The messages are updated in place (state
-        available, their new queue and lookup id); pass copies to keep the originals. With
-        `create`, a missing queue is made (a journal NAME;journal, or an outgoing queue for a
-        format name, as export writes them).
+        available; those stored get their new queue and lookup id, and with `new_ids` their
+        new ids); pass copies to keep the originals. With `create`, a missing queue is made (a
+        journal NAME;journal, or an outgoing queue for a format name, as export writes them).
+
+        Returns the messages stored, in input order, as an `Imported` list whose `skipped`
+        holds the others.
         """
         batch = list(messages)
         for m in batch:
@@ -561,8 +581,24 @@ class Store(Forwarding):
             m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
             validate_fields(m)
 
-        def enqueue(t: Txn) -> list[Message]:
-            return t.enqueue(t.queue_for_import(queue) if create else t.queue(queue), batch)
+        def enqueue(t: Txn) -> Imported:
+            q = t.queue_for_import(queue) if create else t.queue(queue)
+            if new_ids:
+                first_n, first_time = t.allocate_ids(len(batch))
+                for i, m in enumerate(batch):
+                    m.origin, m.msg_n, m.put_time = t.origin, (first_n + i) & 0xFFFFFFFF, first_time + i
+                return Imported(t.enqueue(q, batch))
+            fresh: list[Message] = []
+            skipped: list[Message] = []
+            seen: set[tuple[bytes, int]] = set()
+            for m in batch:
+                msg_id = (m.origin, m.msg_n)
+                if msg_id in seen or next(t.by_msg_id(*msg_id), None) is not None:
+                    skipped.append(m)
+                else:
+                    seen.add(msg_id)
+                    fresh.append(m)
+            return Imported(t.enqueue(q, fresh), skipped)
         return self._write(enqueue)
 
     # ---- get ---------------------------------------------------------------------------
