@@ -590,10 +590,10 @@ class Store(Forwarding):
                 return Imported(t.enqueue(q, batch))
             fresh: list[Message] = []
             skipped: list[Message] = []
-            seen: set[tuple[bytes, int]] = set()
+            seen = t.stored_msg_ids(batch)  # then each one stored by this batch
             for m in batch:
                 msg_id = (m.origin, m.msg_n)
-                if msg_id in seen or next(t.by_msg_id(*msg_id), None) is not None:
+                if msg_id in seen:
                     skipped.append(m)
                 else:
                     seen.add(msg_id)

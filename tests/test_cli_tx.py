@@ -228,6 +228,24 @@ def test_move_tx_needs_transactional_queues(txcli):
     assert bodies(txcli, "q") == ["plain"]
 
 
+def test_move_tx_out_of_dead_letter_tx_puts_the_message_back_fresh_on_commit(txcli):
+    txcli.ok("queue", "set", "a", "--max-backouts", "1", "-q")
+    (m,) = seed(txcli, "a", "poison")
+    t = begin(txcli)
+    txcli.ok("get", "a", "--tx", t, "-q")
+    txcli.ok("tx", "abort", t)  # its first backout: max-backouts, so to dead-letter-tx
+    (dead,) = txcli.json("browse", "dead-letter-tx")
+    assert (dead["msg_id"], dead["backouts"], dead["original_queue"]) == (m["msg_id"], 1, "a")
+    t = begin(txcli)
+    assert txcli.json("move", "dead-letter-tx", "a", "--tx", t)["moved"] == 1
+    txcli.ok("tx", "commit", t)
+    (back,) = txcli.json("browse", "a")
+    assert back["msg_id"] == m["msg_id"] and back["backouts"] == 0 and "original_queue" not in back
+    r = txcli.fails(10, "move", "dead-letter", "a", "--tx", begin(txcli))
+    assert txcli.error_line(r) == ("mqcli: error: queue 'dead-letter' is not transactional: only transactional "
+                                   "queues take part in transactions [MQ_ERROR_TRANSACTION_USAGE]")
+
+
 # ---- list, show, inflight, stats ----------------------------------------------------------
 
 

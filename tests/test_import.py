@@ -164,3 +164,20 @@ def test_a_skipped_record_is_not_checked_against_the_quota(st):
     with pytest.raises(errors.QueueQuotaExceeded):
         st.import_messages("small", [record], new_ids=True)
     assert st.queue_info("small").depth == 1
+
+
+def test_the_skip_finds_every_id_a_run_covers_and_none_past_its_end(st, other):
+    other.create_queue("q")
+    other.put_many("q", [NewMessage(b"%d" % i) for i in range(300)])  # ids 1..300: runs of 256 and 44
+    records = dump(other)
+    origin = records[0].origin
+    assert [m.msg_n for m in records] == list(range(1, 301))
+    st.import_messages("q", records)
+    st.get("q", wait=0, msg_id=records[99].msg_id)  # n 100 leaves, its run stays for the others
+    for n, stored_already in [(1, True), (100, False), (255, True), (256, True), (257, True),
+                              (300, True), (301, False), (557, False)]:
+        probe = [Message(b"probe", origin=origin, msg_n=n, put_time=1)]
+        done = st.import_messages("q", probe)
+        assert (len(done.skipped), len(done)) == ((1, 0) if stored_already else (0, 1)), n
+    probe = [Message(b"probe", origin=origin, msg_n=n, put_time=1) for n in (299, 302, 300, 303)]
+    assert [m.msg_n for m in st.import_messages("q", probe)] == [302, 303]
