@@ -102,7 +102,8 @@ def none_between(cur: lmdb.Cursor, origin: bytes, first: int, last: int) -> bool
     no own entry in that span and no run reaching into it (a few cursor steps for a whole
     batch). False only means "look each id up": a run outlives some of its messages."""
     layout = keys.ORIGIN_N_SEQ_KEY
-    if cur.set_range(layout.pack(keys.MSGID, origin, first, 0)) and cur.key() <= layout.pack(keys.MSGID, origin, last, _LAST_SEQ):
+    end = layout.pack(keys.MSGID, origin, last, _LAST_SEQ)
+    if cur.set_range(layout.pack(keys.MSGID, origin, first, 0)) and cur.key() <= end:
         return False
     end = layout.pack(keys.MSGID_RUN, origin, last, _LAST_SEQ)
     ok = cur.set_range(layout.pack(keys.MSGID_RUN, origin, max(0, first - MAX_RUN + 1), 0))
