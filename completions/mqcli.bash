@@ -30,7 +30,7 @@ _mqcli_options()
         "backup") REPLY="--store -o --output -q --quiet -h --help" ;;
         "sweep") REPLY="--dry-run --store -o --output -q --quiet -h --help" ;;
         "stats") REPLY="--watch --interval --store -o --output -q --quiet -h --help" ;;
-        "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --express --no-dead-letter --trace --report-queue --confirm-id --lease --tx -n --count --jsonl --lines --store -o --output -q --quiet -h --help" ;;
+        "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --express --no-dead-letter --trace --report-queue --confirm-id --lease --tx -n --count --jsonl --new-ids --lines --store -o --output -q --quiet -h --help" ;;
         "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority -n --count --all --confirm-id --lock-id --lease --tx --delimiter --store -o --output -q --quiet -h --help" ;;
         "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority -n --limit --state --lock --lock-id --lease --delimiter --store -o --output -q --quiet -h --help" ;;
         "unlock") REPLY="--lock-id --store -o --output -q --quiet -h --help" ;;
@@ -40,7 +40,7 @@ _mqcli_options()
         "move") REPLY="--copy --msg-id --unique-id --correl-id --lookup-id --priority -n --count --dry-run --tx --store -o --output -q --quiet -h --help" ;;
         "inflight") REPLY="--store -o --output -q --quiet -h --help" ;;
         "export") REPLY="--to --format --store -o --output -q --quiet -h --help" ;;
-        "import") REPLY="--queue --store -o --output -q --quiet -h --help" ;;
+        "import") REPLY="--queue --new-ids --store -o --output -q --quiet -h --help" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;

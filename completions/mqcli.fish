@@ -264,7 +264,8 @@ complete -c mqcli -n '__mqcli_at \'put\'' -l confirm-id -x -d 'Confirm id: a pos
 complete -c mqcli -n '__mqcli_at \'put\'' -l lease -x -d 'Undo automatically if not confirmed within this time, e.g. 30s.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l tx -x -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s n -l count -x -d 'Put the body this many times.'
-complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids.'
+complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids; a record whose msg_id is stored already is skipped.'
+complete -c mqcli -n '__mqcli_at \'put\'' -l new-ids -d 'With --jsonl: store each record as a copy with a new msg_id and put time.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l lines -r -F -d 'Put one message per line of a file (or -).'
 complete -c mqcli -n '__mqcli_at \'put\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'put\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
@@ -370,6 +371,7 @@ complete -c mqcli -n '__mqcli_at \'export\'' -s h -l help -d 'Show this message 
 
 # mqcli import
 complete -c mqcli -n '__mqcli_at \'import\'' -l queue -x -d 'Put every record on this queue instead of its own.'
+complete -c mqcli -n '__mqcli_at \'import\'' -l new-ids -d 'Store each record as a copy with a new msg_id and put time, instead of skipping those already stored.'
 complete -c mqcli -n '__mqcli_at \'import\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'import\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'import\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -497,7 +499,7 @@ complete -c mqcli -n '__mqcli_at \'tx\'' -a 'show' -d 'Show a transaction, then 
 complete -c mqcli -n '__mqcli_at \'tx\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli tx begin
-complete -c mqcli -n '__mqcli_at \'tx begin\'' -l timeout -x -d 'Abort the transaction if not committed within this time, e.g. 5m (default: forever; a lapsed one is aborted on the next access to the store).'
+complete -c mqcli -n '__mqcli_at \'tx begin\'' -l timeout -x -d 'Abort the transaction if not committed within this time, e.g. 5m, or forever (default: 10m; a lapsed one is aborted on the next access to the store).'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -s q -l quiet -d 'No diagnostics on stderr.'

@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "Store": "engine", "NewMessage": "engine", "QueueStats": "engine", "StoreInfo": "engine",
+    "Store": "engine", "NewMessage": "engine", "Imported": "engine", "QueueStats": "engine", "StoreInfo": "engine",
     "SweepResult": "engine", "QueueInfo": "queues", "DEAD_LETTER": "queues",
     "DEAD_LETTER_TX": "queues", "Message": "records", "STATES": "records",
     "AVAILABLE": "records", "PUT_UNCONFIRMED": "records", "LOCKED_BROWSE": "records",
@@ -23,7 +23,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from . import errors
-    from .engine import NewMessage, QueueStats, Store, StoreInfo, SweepResult
+    from .engine import Imported, NewMessage, QueueStats, Store, StoreInfo, SweepResult
     from .errors import StoreError
     from .forwarding import OutgoingInfo, Route, Taken
     from .links import LinkInfo

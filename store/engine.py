@@ -34,7 +34,7 @@ from .ids import AUTO
 from .keys import U32, U64
 from .notify import WAIT_DIR, Waiter, wake
 from .queues import (
-    DEAD_LETTER, SYSTEM_QUEUES, QueueInfo, encode_queue, queue_key, validate_attrs,
+    DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueInfo, encode_queue, queue_key, validate_attrs,
     validate_name,
 )
 from .records import (
@@ -52,6 +52,7 @@ _DISK_NEARLY_FULL = 64 << 20  # an EIO from a write with less free than this: a 
 _WAIT_SLICE = 1.0  # a waiting getter re-checks at least this often (lapsed leases wake no one)
 MAX_ID = (1 << 63) - 1
 NewId = int | Literal["auto"]  # a confirm id or lock id a new holder names: AUTO draws a fresh one
+_DEAD_LETTER_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
 
 
 @dataclass(slots=True)
@@ -94,6 +95,15 @@ _NEW_MESSAGE_TYPES = (
     ("ttl", (int, float, type(None)), "a number of seconds or None"),
     ("report_queue", (str, type(None)), "a queue name (str) or None"),
 )
+
+
+class Imported(list[Message]):
+    """What `Store.import_messages` stored, in input order; `skipped` holds, in input order,
+    the messages it did not store because their msg_id was stored already."""
+
+    def __init__(self, stored: Iterable[Message] = (), skipped: Iterable[Message] = ()) -> None:
+        super().__init__(stored)
+        self.skipped: list[Message] = list(skipped)
 
 
 @dataclass(slots=True)
@@ -583,15 +593,26 @@ class Store(Forwarding):
             return out
         return self._write(put)
 
-    def import_messages(self, queue: str, messages: Iterable[Message], *, create: bool = False) -> list[Message]:
+    def import_messages(self, queue: str, messages: Iterable[Message], *, create: bool = False,
+                        new_ids: bool = False) -> Imported:
         """Enqueue existing messages keeping their ids, times and counts (import, copy, arrival).
+
+        A msg_id is unique within a store: a message whose msg_id the store holds already (in
+        any queue and state), or that repeats one earlier in `messages`, is skipped, decided
+        in the commit that stores the rest, so two imports of one dump at once store it once.
+        With `new_ids` nothing is skipped: each message is stored as a copy with a new msg_id
+        and put time from this queue manager, as a put would give it (the put time is part of
+        the unique id, which must not repeat the original's either).
 
         Each goes through the seed 000 checks, so one that expired on the way is refused with
         status 3; the batch is one commit, all or none. Each gets a new SequentialID and so a
         new lookup id, as the seed's enqueue does. The messages are updated in place (state
-        available, their new queue and lookup id); pass copies to keep the originals. With
-        `create`, a missing queue is made (a journal NAME;journal, or an outgoing queue for a
-        format name, as export writes them).
+        available; those stored get their new queue and lookup id, and with `new_ids` their
+        new ids); pass copies to keep the originals. With `create`, a missing queue is made (a
+        journal NAME;journal, or an outgoing queue for a format name, as export writes them).
+
+        Returns the messages stored, in input order, as an `Imported` list whose `skipped`
+        holds the others.
         """
         batch = list(messages)
         for m in batch:
@@ -599,8 +620,24 @@ class Store(Forwarding):
             m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
             validate_fields(m)
 
-        def enqueue(t: Txn) -> list[Message]:
-            return t.enqueue(t.queue_for_import(queue) if create else t.queue(queue), batch)
+        def enqueue(t: Txn) -> Imported:
+            q = t.queue_for_import(queue) if create else t.queue(queue)
+            if new_ids:
+                first_n, first_time = t.allocate_ids(len(batch))
+                for i, m in enumerate(batch):
+                    m.origin, m.msg_n, m.put_time = t.origin, (first_n + i) & 0xFFFFFFFF, first_time + i
+                return Imported(t.enqueue(q, batch))
+            fresh: list[Message] = []
+            skipped: list[Message] = []
+            seen = t.stored_msg_ids(batch)  # then each one stored by this batch
+            for m in batch:
+                msg_id = (m.origin, m.msg_n)
+                if msg_id in seen:
+                    skipped.append(m)
+                else:
+                    seen.add(msg_id)
+                    fresh.append(m)
+            return Imported(t.enqueue(q, fresh), skipped)
         return self._write(enqueue)
 
     # ---- get ---------------------------------------------------------------------------
@@ -901,7 +938,11 @@ class Store(Forwarding):
         Moved messages keep msg_id, put time, hops and backouts and are enqueued in the target
         with the seed 000 checks (a quota there stops the move with that batch undone). With
         `tx` each move is a dequeue and an enqueue inside that transaction (both queues must be
-        transactional): nothing moves until it commits.
+        transactional, or the source `dead-letter-tx`): nothing moves until it commits.
+
+        A message moved (or copied) out of a dead-letter queue into a queue that is not one
+        starts fresh: backouts 0, no dead-letter reason or original queue. Kept, its backouts
+        would send it straight back at the next undo when they had reached max-backouts.
         """
         for queue in (source, target):
             if not isinstance(queue, str):
@@ -917,8 +958,10 @@ class Store(Forwarding):
         def one(t: Txn) -> list[Message]:
             nonlocal after
             src, dst = t.queue(source), t.queue(target)
+            fresh = src.name in _DEAD_LETTER_QUEUES and dst.name not in _DEAD_LETTER_QUEUES
             if tx is not None:  # the transaction and the queues' rules first, found or not
-                _transactional_queue(src, True)
+                if src.name != DEAD_LETTER_TX:  # it holds transactional queues' dead letters
+                    _transactional_queue(src, True)
                 _transactional_queue(dst, True)
                 transactions.load(t, tx)
             size = batch if left is None else min(batch, left)
@@ -935,17 +978,15 @@ class Store(Forwarding):
                 after = (7 - found[-1].priority, found[-1].seq)
             if tx is not None:
                 record = transactions.load(t, tx)
-                clones = [replace(m, props=dict(m.props)) for m in found]
+                clones = [_moved(m, fresh) for m in found]
                 if not copy:
                     for m in found:
                         transactions.lock_for_dequeue(t, tx, record, m)
                 transactions.prepare_enqueue(t, tx, record, dst.qid, clones)
                 return t.enqueue(dst, clones, transactional=True)
-            if copy:
-                found = [replace(m, props=dict(m.props)) for m in found]
-            else:
+            if not copy:
                 t.remove_many(found)
-            return t.enqueue(dst, found)
+            return t.enqueue(dst, [_moved(m, fresh) for m in found] if copy or fresh else found)
 
         while left is None or left > 0:
             moved = self._write(one)
@@ -1045,8 +1086,12 @@ class Store(Forwarding):
 
     # ---- transactions ------------------------------------------------------------------
 
-    def tx_begin(self, *, timeout: float | None = None) -> int:
-        """Start a transaction that later invocations can add to; returns its id."""
+    def tx_begin(self, *, timeout: float | None = transactions.DEFAULT_TIMEOUT) -> int:
+        """Start a transaction that later invocations can add to; returns its id.
+
+        It is aborted if not committed within `timeout` seconds (default ten minutes); `None`
+        (`FOREVER`) never times out.
+        """
         timeout_us = _seconds(timeout, "timeout")
         return self._write(lambda t: transactions.begin(t, timeout_us))
 
@@ -1145,6 +1190,13 @@ def _states(states: str | Iterable[str] | None) -> set[str]:
     if unknown:
         raise InvalidArgument(f"unknown state {sorted(unknown)[0]!r}; states are {', '.join(STATES)}")
     return wanted
+
+
+def _moved(m: Message, fresh: bool) -> Message:
+    """The copy of `m` that a move enqueues in its target; `fresh` out of a dead-letter queue."""
+    if fresh:
+        return replace(m, props=dict(m.props), backouts=0, dead_letter_reason=None, original_queue=None)
+    return replace(m, props=dict(m.props))
 
 
 def _first(source: Iterable[Message], limit: int | None) -> list[Message]:

@@ -78,6 +78,16 @@ def lookup(t: Txn, token: int) -> Hold | None:
     return None if raw is None else decode(_TOKEN.pack(token), bytes(raw))
 
 
+def leaving(t: Txn, m: Message) -> bool:
+    """Whether a get is delivering `m` right now: it is on its way out of the store (in
+    `get a --all -o jsonl | put b --jsonl -` the put meets the msg_ids the get still holds,
+    and must not take them for copies already stored)."""
+    if m.state != GET_UNCONFIRMED or m.confirm_id is None:
+        return False
+    hold = lookup(t, m.confirm_id)
+    return hold is not None and hold.kind == GET
+
+
 def holds(t: Txn) -> list[Hold]:
     return [decode(bytes(k), bytes(v)) for k, v in t.lt.cursor(db=t.dbs["holders"])]
 

@@ -97,6 +97,24 @@ def members(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int) -> list[t
     return found
 
 
+def none_between(cur: lmdb.Cursor, origin: bytes, first: int, last: int) -> bool:
+    """Whether the index certainly holds no message with a msg_id `origin\\n`, first ≤ n ≤ last:
+    no own entry in that span and no run reaching into it (a few cursor steps for a whole
+    batch). False only means "look each id up": a run outlives some of its messages."""
+    layout = keys.ORIGIN_N_SEQ_KEY
+    end = layout.pack(keys.MSGID, origin, last, _LAST_SEQ)
+    if cur.set_range(layout.pack(keys.MSGID, origin, first, 0)) and cur.key() <= end:
+        return False
+    end = layout.pack(keys.MSGID_RUN, origin, last, _LAST_SEQ)
+    ok = cur.set_range(layout.pack(keys.MSGID_RUN, origin, max(0, first - MAX_RUN + 1), 0))
+    while ok and cur.key() <= end:  # the runs that start in the span or up to MAX_RUN before it
+        run_first = layout.unpack(cur.key())[2]
+        if run_first + run_count(cur.value()) > first:
+            return False
+        ok = cur.next()
+    return True
+
+
 def _runs_covering(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int):
     """(key, member seq, first seq, count, location) of each run covering the id, walking back
     from it over the runs whose first id is within MAX_RUN (a copy's run may cover an id from

@@ -6,6 +6,11 @@ per queue under the `T` index. An enqueue in T stores the message tx-locked with
 applies every operation in one LMDB write transaction; abort restores each message to its
 state before T and counts a backout for dequeued ones. A timed-out transaction is aborted on
 the next write to the store.
+
+A transaction times out after `DEFAULT_TIMEOUT` unless its beginner says otherwise: its
+messages are invisible to everyone else until it ends, so a script that dies between
+`tx begin` and `tx commit` would otherwise hold them until an operator found it. Never timing
+out is a choice to make explicitly (`timeout=None`, `--timeout forever`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from .records import AVAILABLE, TX_LOCKED, Message
 from .txn import Txn
 
 MAX_TX_ID = (1 << 63) - 1
+DEFAULT_TIMEOUT = 600.0
+"""Seconds a transaction may stay open when `Store.tx_begin` is not told (docs/store-api.md)."""
 
 
 @dataclass(slots=True)

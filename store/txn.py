@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import lmdb
 
-from . import identity, ids, keys
+from . import holders, identity, ids, keys
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable,
     QueueQuotaExceeded,
@@ -655,6 +655,19 @@ class Txn:
     def by_msg_id(self, origin: bytes, n: int) -> Iterator[Message]:
         """Every message with the msg_id `origin\\n` (a copy keeps its msg_id), in seq order."""
         return self._by_identity(keys.MSGID, "msg_n", origin, n)
+
+    def stored_msg_ids(self, messages: list[Message]) -> set[tuple[bytes, int]]:
+        """The (origin, msg_n) of `messages` that some message of the store has (not counting
+        one a get is delivering: it is leaving), one probe of the msg_id index per origin rules
+        out most batches, the rest are looked up one by one."""
+        spans: dict[bytes, tuple[int, int]] = {}
+        for m in messages:
+            first, last = spans.get(m.origin, (m.msg_n, m.msg_n))
+            spans[m.origin] = (min(first, m.msg_n), max(last, m.msg_n))
+        cur = self.lt.cursor(db=self.idx_db)
+        doubtful = {o for o, (first, last) in spans.items() if not identity.none_between(cur, o, first, last)}
+        return {(m.origin, m.msg_n) for m in messages
+                if m.origin in doubtful and any(not holders.leaving(self, s) for s in self.by_msg_id(m.origin, m.msg_n))}
 
     def by_unique_id(self, origin: bytes, put_time: int) -> Iterator[Message]:
         """Every message with the MQe unique id `origin:put_time` (copies keep it), in seq order."""

@@ -524,6 +524,23 @@ def test_a_message_undone_max_backouts_times_goes_to_the_dead_letter_queue(cli):
     assert dead["dead_letter_reason"] == "max-backouts" and dead["original_queue"] == "q"
 
 
+def test_move_out_of_the_dead_letter_queue_starts_fresh_so_one_undo_does_not_send_it_back(cli):
+    cli.ok("queue", "set", "q", "--max-backouts", "2", "-q")
+    m = cli.put("q", "poison")
+    for _ in range(2):
+        cli.ok("get", "q", "--confirm-id", "1", "-q")
+        cli.ok("undo", "q", "--confirm-id", "1", "-q")
+    assert cli.json("move", "dead-letter", "q") == {"source": "dead-letter", "target": "q", "moved": 1}
+    (back,) = cli.json("browse", "q")
+    assert back["msg_id"] == m["msg_id"] and back["backouts"] == 0
+    assert "dead_letter_reason" not in back and "original_queue" not in back  # not a dead letter
+    cli.ok("get", "q", "--confirm-id", "1", "-q")
+    cli.ok("undo", "q", "--confirm-id", "1", "-q")
+    assert [d["backouts"] for d in cli.json("browse", "q")] == [1]
+    assert cli.json("browse", "dead-letter") == []
+    assert cli.ok("check").code == 0
+
+
 def test_a_binary_body_in_text_mode_says_how_to_see_it(cli):
     cli.put("q", b"\xff\xfe")
     assert cli.ok("get", "q").out.endswith("\n<2 bytes, not UTF-8: use -o body or -o json>\n")

@@ -50,7 +50,7 @@ def test_export_piped_into_import_of_another_store(cli, spawn, tmp_path):
     export.stdout.close()
     out, err = imp.communicate(timeout=60)
     assert export.wait(timeout=60) == 0 and imp.returncode == 0, err
-    assert json.loads(out) == {"imported": 3}
+    assert json.loads(out) == {"imported": 3, "skipped": 0}
     assert [m["msg_id"] for m in other.json("browse", "q")] == [m["msg_id"] for m in cli.json("browse", "q")]
 
 

@@ -102,9 +102,9 @@ def test_export_then_import_into_a_fresh_store_reproduces_the_queues(cli, tmp_pa
     fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
     fresh.ok("init", "-q")
     r = fresh.ok("import", "-", "-o", "json", input=exported.stdout)
-    assert r.json() == {"imported": 8}
+    assert r.json() == {"imported": 8, "skipped": 0}
     assert "created queue 'q'" in r.stderr and "created queue 'other'" in r.stderr
-    assert fresh.json("import", "-", input=b"") == {"imported": 0}
+    assert fresh.json("import", "-", input=b"") == {"imported": 0, "skipped": 0}
     again = fresh.ok("export").jsonl()
     assert [_without(a, "lookup_id") for a in again] == [_without(r, "lookup_id") for r in records]
     assert fresh.ok("check").code == 0
@@ -112,7 +112,7 @@ def test_export_then_import_into_a_fresh_store_reproduces_the_queues(cli, tmp_pa
     f = tmp_path / "q.jsonl"
     assert cli.ok("export", "q", "--to", f).stdout == b""
     third = Cli(tmp_path / "third", tmp_path / "xdg")
-    assert third.json("import", f) == {"imported": 5}
+    assert third.json("import", f) == {"imported": 5, "skipped": 0}
     assert [_without(m, "lookup_id") for m in third.json("browse", "q")] == \
         [_without(m, "lookup_id") for m in cli.json("browse", "q")]
 
@@ -140,9 +140,11 @@ def test_export_includes_in_flight_messages(cli):
 def test_import_into_another_queue(cli, tmp_path):
     cli.put("q", "a")
     dump = cli.ok("export", "q").stdout
-    assert cli.json("import", "-", "--queue", "elsewhere", input=dump) == {"imported": 1}
-    assert [m["body"] for m in cli.json("browse", "elsewhere")] == ["a"]
-    assert cli.ok("import", "-", "--queue", "elsewhere2", "-q", "-o", "json", input=dump).stderr == ""
+    fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
+    fresh.ok("init", "-q")
+    assert fresh.json("import", "-", "--queue", "elsewhere", input=dump) == {"imported": 1, "skipped": 0}
+    assert [m["body"] for m in fresh.json("browse", "elsewhere")] == ["a"]
+    assert fresh.ok("import", "-", "--queue", "elsewhere2", "-q", "-o", "json", input=dump).stderr == ""
 
 
 def test_import_malformed_line_exits_12_and_stores_nothing(cli, tmp_path):
@@ -220,3 +222,125 @@ def test_export_into_a_fifo_writes_in_place(cli, tmp_path):
     reader.join(timeout=30)
     assert len(got[0].splitlines()) == 2
     assert stat.S_ISFIFO(fifo.stat().st_mode)  # written into, not replaced by a regular file
+
+
+# ---- a msg_id is stored once: import and put --jsonl skip what is stored; --new-ids copies ---
+
+
+def _dump_of(tmp_path, n, name="source"):
+    """A JSONL export file of `n` messages of a store of its own (queue `q`), and their ids."""
+    from store import NewMessage
+
+    with Store.open(tmp_path / name, create=True, name=name) as st:
+        st.create_queue("q")
+        for i in range(0, n, 1000):
+            st.put_many("q", [NewMessage(b"m%d" % k, priority=k % 8) for k in range(i, min(n, i + 1000))])
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(b"".join(json.dumps(m.to_dict()).encode() + b"\n" for m in st.export_messages()))
+        return path, [m.msg_id for m in st.export_messages()]
+
+
+def test_importing_a_dump_again_skips_every_record_and_changes_nothing(cli, tmp_path):
+    f, ids = _dump_of(tmp_path, 2500)
+    assert cli.json("import", f) == {"imported": 2500, "skipped": 0}
+    before = cli.ok("export").jsonl()
+    with Store.open(cli.store) as st:
+        seq = st.info().sequential_id
+    r = cli.ok("import", f)
+    assert r.out == "imported  0\nskipped   2500\n"
+    assert cli.ok("export").jsonl() == before  # every field, lookup ids too
+    with Store.open(cli.store) as st:  # the library sees the same: nothing added, no id used
+        assert st.info().sequential_id == seq and st.info().messages == 2500
+        assert sorted(m.msg_id for m in st.browse("q")) == sorted(ids)
+        assert st.check() == []
+    assert cli.ok("check").code == 0
+
+
+def test_a_record_repeated_within_one_import_is_stored_once(cli, tmp_path):
+    f, ids = _dump_of(tmp_path, 3)
+    lines = f.read_bytes().splitlines(keepends=True)
+    doubled = lines[0] + lines[1] + lines[0] + lines[2] + lines[1]
+    assert cli.json("import", "-", input=doubled) == {"imported": 3, "skipped": 2}
+    assert sorted(m["msg_id"] for m in cli.json("browse", "q")) == sorted(ids)
+
+
+def test_put_jsonl_skips_records_already_stored_and_says_how_many_on_stderr(cli, tmp_path):
+    f, ids = _dump_of(tmp_path, 3)
+    lines = f.read_bytes().splitlines(keepends=True)
+    assert cli.ok("put", "q", "--jsonl", "-", input=lines[0]).out == ids[0] + "\n"
+    r = cli.ok("put", "q", "--jsonl", f)
+    assert r.out.splitlines() == ids[1:]  # the ids printed are the ones stored
+    assert r.stderr == "skipped 1 already stored (their msg_ids are in the store; --new-ids stores copies)\n"
+    again = cli.ok("put", "q", "--jsonl", f, "-o", "json")
+    assert again.json() == [] and again.stderr.startswith("skipped 3 already stored ")
+    assert cli.ok("put", "q", "--jsonl", f, "-q").stderr == ""
+    assert sorted(m["msg_id"] for m in cli.json("browse", "q")) == sorted(ids)
+    assert cli.ok("check").code == 0
+
+
+def test_import_and_put_jsonl_new_ids_store_copies(cli, tmp_path):
+    f, ids = _dump_of(tmp_path, 2)
+    cli.ok("import", f)
+    guid = cli.guid()
+    assert cli.json("import", f, "--new-ids") == {"imported": 2, "skipped": 0}
+    printed = cli.ok("put", "q", "--jsonl", f, "--new-ids").out.splitlines()
+    assert len(printed) == 2 and all(i.startswith(guid + "\\") for i in printed)
+    records = cli.json("browse", "q")
+    assert len(records) == 6 and len({r["msg_id"] for r in records}) == 6
+    assert len({r["unique_id"] for r in records}) == 6
+    originals = {r["msg_id"]: r for r in records if r["msg_id"] in ids}
+    for copy in records:
+        if copy["msg_id"] not in ids:
+            assert copy["msg_id"].startswith(guid + "\\")
+            body_twin = next(o for o in originals.values() if o["body"] == copy["body"])
+            keep = ("body", "priority", "props", "label", "correl_id", "hops", "backouts", "expires")
+            assert {k: copy.get(k) for k in keep} == {k: body_twin.get(k) for k in keep}
+            assert copy["put_time"] > body_twin["put_time"]
+    assert cli.ok("check").code == 0
+
+
+def test_new_ids_without_jsonl_is_a_usage_error(cli):
+    r = cli.fails(2, "put", "q", "x", "--new-ids")
+    assert cli.error_line(r) == "mqcli: error: --new-ids goes with --jsonl (every other put makes new ids) [USAGE]"
+    assert cli.json("queue", "show", "q")["depth"] == 0
+
+
+@pytest.mark.slow
+def test_two_imports_of_one_dump_at_once_store_each_message_once(cli, spawn, tmp_path):
+    import subprocess
+
+    f, ids = _dump_of(tmp_path, 20_000)
+    procs = [spawn(cli, "import", f, "-o", "json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    docs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        docs.append(json.loads(out))
+    assert sum(d["imported"] for d in docs) == 20_000 and sum(d["skipped"] for d in docs) == 20_000
+    with Store.open(cli.store) as st:
+        stored = [m.msg_id for m in st.browse("q")]
+        assert st.check() == []
+    assert len(stored) == 20_000 and sorted(stored) == sorted(ids)
+
+
+@pytest.mark.slow
+def test_an_import_killed_and_run_again_stores_each_message_once(cli, spawn, tmp_path):
+    import signal
+    import subprocess
+
+    f, ids = _dump_of(tmp_path, 20_000)
+    proc = spawn(cli, "import", f, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with Store.open(cli.store) as st:
+        for _ in range(100_000):  # until its first commit (or its end), bounded
+            if st.queue_info("q").depth or proc.poll() is not None:
+                break
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        before = st.queue_info("q").depth
+    assert 0 < before <= 20_000 and before % 1000 == 0  # whole batches of 1,000 only
+    assert cli.json("import", f) == {"imported": 20_000 - before, "skipped": before}
+    assert cli.json("import", f) == {"imported": 0, "skipped": 20_000}
+    assert sorted(m["msg_id"] for m in cli.json("browse", "q")) == sorted(ids)
+    assert cli.ok("check").code == 0

@@ -47,6 +47,28 @@ def test_tx_begin_prints_the_bare_id_in_text_and_an_object_in_json(txcli):
     assert first.out.strip().isdigit() and first.stderr == ""
     doc = txcli.json("tx", "begin", "--timeout", "5m")
     assert doc == {"tx": int(first.out) + 1, "timeout_s": 300.0}
+    assert txcli.json("tx", "begin") == {"tx": int(first.out) + 2, "timeout_s": 600.0}
+    assert txcli.json("tx", "begin", "--timeout", "forever") == {"tx": int(first.out) + 3, "timeout_s": None}
+
+
+def test_tx_begin_without_timeout_times_out_after_ten_minutes_and_forever_never(txcli):
+    ten_minutes = begin(txcli)
+    forever = begin(txcli, "--timeout", "FOREVER")
+    with Store.open(txcli.store) as st:  # the deadline the store keeps, to the microsecond
+        deadlines = {info.tx: (info.deadline, info.created) for info in st.tx_list()}
+    deadline, created = deadlines[ten_minutes]
+    assert deadline - created == 600_000_000
+    assert deadlines[forever][0] is None
+    (row,) = [r for r in txcli.json("tx", "list") if r["tx"] == forever]
+    assert row["timeout_left"] is None
+
+
+def test_tx_begin_timeout_zero_or_garbage_is_exit_2(txcli):
+    r = txcli.fails(2, "tx", "begin", "--timeout", "0")
+    assert txcli.error_line(r) == "mqcli: error: timeout must be positive, got 0.0 [MQ_ERROR_INVALID_PARAMETER]"
+    r = txcli.fails(2, "tx", "begin", "--timeout", "10 minutes")
+    assert txcli.error_line(r) == "mqcli: error: invalid timeout '10 minutes': use 250ms, 30s, 5m, 2h or forever [USAGE]"
+    assert txcli.json("tx", "list") == []
 
 
 def test_put_and_get_inside_a_transaction_are_invisible_until_commit(txcli):
@@ -206,6 +228,24 @@ def test_move_tx_needs_transactional_queues(txcli):
     assert bodies(txcli, "q") == ["plain"]
 
 
+def test_move_tx_out_of_dead_letter_tx_puts_the_message_back_fresh_on_commit(txcli):
+    txcli.ok("queue", "set", "a", "--max-backouts", "1", "-q")
+    (m,) = seed(txcli, "a", "poison")
+    t = begin(txcli)
+    txcli.ok("get", "a", "--tx", t, "-q")
+    txcli.ok("tx", "abort", t)  # its first backout: max-backouts, so to dead-letter-tx
+    (dead,) = txcli.json("browse", "dead-letter-tx")
+    assert (dead["msg_id"], dead["backouts"], dead["original_queue"]) == (m["msg_id"], 1, "a")
+    t = begin(txcli)
+    assert txcli.json("move", "dead-letter-tx", "a", "--tx", t)["moved"] == 1
+    txcli.ok("tx", "commit", t)
+    (back,) = txcli.json("browse", "a")
+    assert back["msg_id"] == m["msg_id"] and back["backouts"] == 0 and "original_queue" not in back
+    r = txcli.fails(10, "move", "dead-letter", "a", "--tx", begin(txcli))
+    assert txcli.error_line(r) == ("mqcli: error: queue 'dead-letter' is not transactional: only transactional "
+                                   "queues take part in transactions [MQ_ERROR_TRANSACTION_USAGE]")
+
+
 # ---- list, show, inflight, stats ----------------------------------------------------------
 
 
@@ -213,7 +253,7 @@ def test_tx_list_json_shape(txcli):
     assert txcli.json("tx", "list") == []
     seed(txcli, "a", "x")
     t1 = begin(txcli, "--timeout", "1h")
-    t2 = begin(txcli)
+    t2 = begin(txcli, "--timeout", "forever")
     txcli.put("b", "y", "--tx", t1)
     txcli.ok("get", "a", "--tx", t1)
     rows = txcli.json("tx", "list")

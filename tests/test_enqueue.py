@@ -140,7 +140,7 @@ def test_filters_use_the_indexes(st):
 def test_a_copy_of_a_message_keeps_its_msg_id(st):
     st.create_queue("other")
     m = st.put("q", b"a")
-    st.import_messages("other", [st.browse("q")[0]])
+    list(st.move("q", "other", copy=True))
     assert st.browse("other")[0].msg_id == m.msg_id
     assert st.get("other", wait=0, msg_id=m.msg_id).body == b"a"
     assert st.get("q", wait=0, msg_id=m.msg_id).body == b"a"

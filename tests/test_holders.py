@@ -213,3 +213,22 @@ def test_a_get_killed_at_a_random_moment_loses_nothing(cli, spawn, trial):
     assert left, "the get was killed after it took everything"
     # shown again: at most the batch in hand (SIGKILL leaves no time to remove what was written)
     assert len(left) + len(shown) - len(everything) <= 1000
+
+
+def test_messages_a_get_is_delivering_are_leaving_so_a_replay_of_them_is_stored(st):
+    # `get a --all -o jsonl | put b --jsonl -` on one store: the put meets msg_ids the get
+    # still holds; they are on their way out, not copies already stored
+    from dataclasses import replace
+
+    st.create_queue("b")
+    st.put_many("q", [NewMessage(b"%d" % i) for i in range(3)])
+    stored = []
+
+    def deliver(found):  # no write transaction is open here: the same process may write
+        stored.extend(st.import_messages("b", [replace(m, props=dict(m.props)) for m in found]))
+
+    st.get_many("q", 3, deliver=deliver)
+    assert len(stored) == 3 and [m.body for m in st.browse("b")] == [b"0", b"1", b"2"]
+    assert st.browse("q", states="all") == []
+    again = st.import_messages("b", [replace(m, props=dict(m.props)) for m in stored])
+    assert list(again) == [] and len(again.skipped) == 3  # now they are stored: a re-run is a no-op

@@ -215,6 +215,51 @@ def test_a_poison_message_sent_without_dead_lettering_is_still_dead_lettered(st)
     assert st.info().messages == 1
 
 
+def _poison(st, queue="p", max_backouts=2):
+    """A message undone `max_backouts` times, now in the dead-letter queue."""
+    st.create_queue(queue, max_backouts=max_backouts)
+    m = st.put(queue, b"poison", props={"k": "v"})
+    for attempt in range(max_backouts):
+        st.get(queue, wait=0, confirm_id=10 + attempt)
+        st.undo(queue, confirm_id=10 + attempt)
+    (dead,) = st.browse(DEAD_LETTER)
+    assert (dead.msg_id, dead.backouts, dead.dead_letter_reason) == (m.msg_id, max_backouts, "max-backouts")
+    return m
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_a_message_moved_out_of_the_dead_letter_queue_starts_fresh(st, copy):
+    m = _poison(st)
+    (moved,) = [x for chunk in st.move(DEAD_LETTER, "p", copy=copy) for x in chunk]
+    assert (moved.backouts, moved.dead_letter_reason, moved.original_queue) == (0, None, None)
+    (back,) = st.browse("p")  # as the store keeps it, not only as move returned it
+    assert (back.msg_id, back.body, back.props, back.put_time) == (m.msg_id, b"poison", {"k": "v"}, m.put_time)
+    assert (back.backouts, back.dead_letter_reason, back.original_queue) == (0, None, None)
+    assert len(st.browse(DEAD_LETTER)) == (1 if copy else 0)
+    if copy:  # the dead letter left behind is still one
+        (dead,) = st.browse(DEAD_LETTER)
+        assert (dead.backouts, dead.dead_letter_reason, dead.original_queue) == (2, "max-backouts", "p")
+    # one more undo is one backout, not a return to the dead-letter queue
+    st.get("p", wait=0, confirm_id=20)
+    st.undo("p", confirm_id=20)
+    assert [(x.body, x.backouts) for x in st.browse("p")] == [(b"poison", 1)]
+
+
+def test_a_message_moved_between_the_dead_letter_queues_stays_a_dead_letter(st):
+    _poison(st)
+    (moved,) = [x for chunk in st.move(DEAD_LETTER, "dead-letter-tx") for x in chunk]
+    assert (moved.backouts, moved.dead_letter_reason, moved.original_queue) == (2, "max-backouts", "p")
+
+
+def test_a_message_moved_between_ordinary_queues_keeps_its_backouts(st):
+    st.create_queue("other")
+    st.put("q", b"x")
+    st.get("q", wait=0, confirm_id=1)
+    st.undo("q", confirm_id=1)
+    (moved,) = [x for chunk in st.move("q", "other") for x in chunk]
+    assert moved.backouts == 1 and st.browse("other")[0].backouts == 1
+
+
 def test_expired_message_moves_to_the_dead_letter_queue(st, clock):
     m = st.put("q", b"old", ttl=10)
     st.put("q", b"new")

@@ -161,7 +161,7 @@ class StoreMachine(RuleBasedStateMachine):
         for q, priority, correl_id in seed:
             self.put_one(q, priority, correl_id, confirm_id=None, lease=None)
         if tx_seed:
-            first, second = self.store.tx_begin(), self.store.tx_begin()
+            first, second = self.store.tx_begin(timeout=None), self.store.tx_begin(timeout=None)
             for t in (first, second):
                 self.txs[t] = Tx(deadline=None)
             for q, priority, correl_id, in_second in tx_seed:
@@ -170,7 +170,7 @@ class StoreMachine(RuleBasedStateMachine):
                 assert self.store.tx_commit(t) == len(self.tx_ops(t))
                 self.finish_model(t, commit=True)
         for puts in open_txs:
-            t = self.store.tx_begin()
+            t = self.store.tx_begin(timeout=None)
             self.txs[t] = Tx(deadline=None)
             for q, priority, correl_id in puts:
                 self.tx_put_batch(t, q, [(priority, correl_id)])
@@ -762,7 +762,7 @@ class StoreMachine(RuleBasedStateMachine):
         in queue order."""
         for _ in range(rounds):
             heads = self.in_queue(q, "available")[:count]
-            t = self.store.tx_begin()
+            t = self.store.tx_begin(timeout=None)
             self.txs[t] = Tx(deadline=None)
             if not heads:
                 with pytest.raises(errors.Timeout):

@@ -109,6 +109,30 @@ def test_a_timed_out_transaction_is_aborted_on_next_access(txq, clock):
         txq.tx_commit(t)
 
 
+def test_a_transaction_begun_without_a_timeout_is_aborted_after_ten_minutes(txq, clock):
+    t = txq.tx_begin()
+    txq.put("a", b"x", tx=t)
+    (info,) = txq.tx_list()
+    assert info.deadline - info.created == 600_000_000
+    clock.advance(599)
+    assert txq.tx_show(t)[0].operations == 1
+    clock.advance(1)  # a deadline is reached when now equals it
+    assert txq.sweep().transactions_aborted == 1
+    assert txq.tx_list() == [] and txq.browse("a", states="all") == []
+    with pytest.raises(errors.TransactionError):
+        txq.tx_commit(t)
+
+
+def test_a_transaction_begun_with_timeout_none_never_times_out(txq, clock):
+    t = txq.tx_begin(timeout=None)
+    txq.put("a", b"x", tx=t)
+    clock.advance(10 * 365 * 86400)
+    assert txq.sweep().transactions_aborted == 0
+    assert txq.tx_list()[0].deadline is None
+    assert txq.tx_commit(t) == 1
+    assert [m.body for m in txq.browse("a")] == [b"x"]
+
+
 def test_a_two_phase_get_cannot_be_in_a_transaction(txq):
     t = txq.tx_begin()
     with pytest.raises(errors.InvalidArgument):
@@ -215,6 +239,42 @@ def test_sweep_aborts_timed_out_transactions(txq, clock):
     assert txq.sweep(dry_run=True).transactions_aborted == 1
     assert txq.sweep().transactions_aborted == 1
     assert txq.tx_list() == []
+
+
+@pytest.mark.parametrize("finish", ["commit", "abort"])
+def test_a_move_in_a_transaction_out_of_dead_letter_tx_starts_fresh_on_commit(txq, finish):
+    txq.create_queue("poisoned", transactional=True, max_backouts=1)
+    t = txq.tx_begin()
+    m = txq.put("poisoned", b"p", tx=t)
+    txq.tx_commit(t)
+    t = txq.tx_begin()
+    txq.get("poisoned", wait=0, tx=t)
+    txq.tx_abort(t)  # one backout: max-backouts, so to dead-letter-tx
+    (dead,) = txq.browse("dead-letter-tx")
+    assert (dead.msg_id, dead.backouts, dead.dead_letter_reason) == (m.msg_id, 1, "max-backouts")
+    t = txq.tx_begin()
+    (moved,) = [x for chunk in txq.move("dead-letter-tx", "a", tx=t) for x in chunk]
+    assert (moved.state, moved.backouts, moved.dead_letter_reason, moved.original_queue) == ("tx-locked", 0, None, None)
+    getattr(txq, f"tx_{finish}")(t)
+    if finish == "commit":
+        (back,) = txq.browse("a")
+        assert (back.msg_id, back.backouts, back.dead_letter_reason, back.original_queue) == (m.msg_id, 0, None, None)
+        assert txq.browse("dead-letter-tx") == []
+    else:  # the dead letter is where it was, still one (the aborted dequeue counts, as any)
+        assert txq.browse("a") == []
+        (dead,) = txq.browse("dead-letter-tx")
+        assert (dead.msg_id, dead.dead_letter_reason, dead.original_queue) == (m.msg_id, "max-backouts", "poisoned")
+
+
+def test_a_move_in_a_transaction_out_of_dead_letter_is_refused(txq):
+    txq.create_queue("plain", max_backouts=1)
+    txq.put("plain", b"x")
+    txq.get("plain", wait=0, confirm_id=1)
+    txq.undo("plain", confirm_id=1)
+    t = txq.tx_begin()
+    with pytest.raises(errors.TransactionError, match="queue 'dead-letter' is not transactional"):
+        list(txq.move("dead-letter", "a", tx=t))
+    assert len(txq.browse("dead-letter")) == 1
 
 
 def test_move_in_an_unknown_transaction_fails_even_with_nothing_to_move(txq):

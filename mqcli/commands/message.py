@@ -150,24 +150,29 @@ def read_records(stream: BinaryIO) -> Iterator[tuple[int, Message]]:
 
 def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message] | list[NewMessage]],
                 keep_ids: bool, confirm_id: Optional[int | str], lease: Optional[float],
-                tx: Optional[int] = None) -> int:
-    total = 0
+                tx: Optional[int] = None, new_ids: bool = False) -> int:
+    total = skipped = 0
     extend = False  # the later batches add to the confirm id the first one took
-    with progress(f"put {queue}") as bar, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
-        for batch in items:
-            with deferred():  # what is committed is printed: Ctrl-C waits for the ids
-                if keep_ids:
-                    done = st.import_messages(queue, batch)  # type: ignore[arg-type]
-                else:
-                    done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
-                                       extend=extend)
-                stream.extend(done)
-            if confirm_id is not None and not extend and done:
-                if confirm_id == AUTO:
-                    _note_id(out, "confirm id", done[0].confirm_id)
-                confirm_id, extend = done[0].confirm_id, True
-            total += len(done)
-            bar.advance(len(done))
+    try:
+        with progress(f"put {queue}") as bar, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
+            for batch in items:
+                with deferred():  # what is committed is printed: Ctrl-C waits for the ids
+                    if keep_ids:
+                        done = st.import_messages(queue, batch, new_ids=new_ids)  # type: ignore[arg-type]
+                        skipped += len(done.skipped)
+                    else:
+                        done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
+                                           extend=extend)
+                    stream.extend(done)
+                if confirm_id is not None and not extend and done:
+                    if confirm_id == AUTO:
+                        _note_id(out, "confirm id", done[0].confirm_id)
+                    confirm_id, extend = done[0].confirm_id, True
+                total += len(done)
+                bar.advance(len(batch))
+    finally:  # also when interrupted: the ids printed are not all the records read
+        if skipped:
+            out.note(f"skipped {skipped} already stored (their msg_ids are in the store; --new-ids stores copies)")
     return total
 
 
@@ -213,11 +218,15 @@ def put(
     lease: LeaseOpt = None,
     tx: TxOpt = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Put the body this many times.")] = 1,
-    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids.")] = None,
+    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids; a record whose msg_id is stored already is skipped.")] = None,
+    new_ids: Annotated[bool, typer.Option("--new-ids", help="With --jsonl: store each record as a copy with a new msg_id and put time.")] = False,
     lines: Annotated[Optional[str], typer.Option("--lines", metavar="FILE|-", help="Put one message per line of a file (or -).")] = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Put a message (or many) on a queue; prints each new msg_id.
+
+    --jsonl keeps the records' msg_ids; as a msg_id is unique within a store, a record whose
+    msg_id is stored already is skipped (not printed, counted on stderr); --new-ids makes copies.
 
     \b
     Examples:
@@ -244,6 +253,8 @@ def put(
         raise UsageError("--jsonl cannot be used with --tx; use --lines, or put the records first and move them")
     if jsonl is not None and (confirm_id is not None or lease is not None):
         raise UsageError("--jsonl puts the records as they are; --confirm-id and --lease do not go with it")
+    if new_ids and jsonl is None:
+        raise UsageError("--new-ids goes with --jsonl (every other put makes new ids)")
     if lease is not None and confirm_id is None:
         raise UsageError("--lease goes with --confirm-id (how long the put may stay unconfirmed)")
     fields = dict(priority=priority, correl_id=correl_id, label=label, props=props or None,
@@ -256,7 +267,7 @@ def put(
             stream = _open_input(jsonl)
             records = (m for _, m in read_records(stream))
             batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
-            _put_stream(st, s.out, queue, batches, True, None, None)
+            _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
         elif lines is not None:
             stream = _open_input(lines)
             _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]

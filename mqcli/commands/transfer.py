@@ -85,17 +85,22 @@ def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="JSONL file, or - for stdin.", show_default=False)],
     queue: Annotated[Optional[str], typer.Option("--queue", help="Put every record on this queue instead of its own.")] = None,
+    new_ids: Annotated[bool, typer.Option("--new-ids", help="Store each record as a copy with a new msg_id and put time, "
+                                                          "instead of skipping those already stored.")] = False,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Load a JSONL dump: every record back on its queue (created if missing), ids kept.
 
-    A file is validated whole first, so a bad line (exit 12, naming the line) stores nothing;
-    from stdin, each batch of 1,000 is all or nothing.
+    A msg_id is unique within a store: a record whose msg_id is stored already (or came
+    earlier in the input) is skipped and counted, so importing a dump again changes nothing;
+    --new-ids stores copies instead. A file is validated whole first, so a bad line (exit 12,
+    naming the line) stores nothing; from stdin, each batch of 1,000 is all or nothing.
 
     \b
     Examples:
       mqcli --store /tmp/qm2 import orders.jsonl
       mqcli export orders | mqcli --store /tmp/qm2 import -
+      mqcli import orders.jsonl --queue replay --new-ids
     """
     s = session(ctx, store, output, quiet)
     stream = _open_input(source)
@@ -103,17 +108,19 @@ def import_(
         for number, m in read_records(stream):  # validation pass: nothing is stored if a line is bad
             _target(number, m, queue)
         stream.seek(0)
-    imported = 0
+    imported = skipped = 0
     with s.open() as st:
         known = {q.name.casefold() for q in st.list_queues()}
         pending: list[Message] = []
         target = None
 
         def flush() -> None:
-            nonlocal imported
+            nonlocal imported, skipped
             if pending:
                 with deferred():  # a batch that commits is counted
-                    imported += len(st.import_messages(target, pending, create=True))  # type: ignore[arg-type]
+                    done = st.import_messages(target, pending, create=True, new_ids=new_ids)  # type: ignore[arg-type]
+                    imported += len(done)
+                    skipped += len(done.skipped)
                 if target.casefold() not in known:  # type: ignore[union-attr]
                     known.add(target.casefold())  # type: ignore[union-attr]
                     s.out.note(f"created queue {target!r}")
@@ -131,11 +138,11 @@ def import_(
                 flush()
         except KeyboardInterrupt:
             # the batches that committed stay imported: say how many, then exit 130
-            s.out.document({"imported": imported, "interrupted": True})
+            s.out.document({"imported": imported, "skipped": skipped, "interrupted": True})
             raise
     if stream is not sys.stdin.buffer:
         stream.close()
-    s.out.document({"imported": imported})
+    s.out.document({"imported": imported, "skipped": skipped})
 
 
 def _target(number: int, m: Message, queue: Optional[str]) -> str:

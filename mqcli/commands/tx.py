@@ -59,18 +59,23 @@ def _operation(m: Message) -> str:
 def begin(
     ctx: typer.Context,
     timeout: Annotated[Optional[str], typer.Option(
-        "--timeout", help="Abort the transaction if not committed within this time, e.g. 5m "
-                          "(default: forever; a lapsed one is aborted on the next access to the store).")] = None,
+        "--timeout", help="Abort the transaction if not committed within this time, e.g. 5m, or forever "
+                          "(default: 10m; a lapsed one is aborted on the next access to the store).")] = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Start a transaction and print its id, for --tx on later put and get commands.
+
+    Not committed within --timeout (10 minutes unless told, so that a script that dies leaves
+    no message locked for good), it is aborted; --timeout forever opts out.
 
     \b
     Example:
       T=$(mqcli tx begin --timeout 5m)
       mqcli put orders 'hello' --tx "$T" && mqcli tx commit "$T"
     """
-    seconds = None if timeout is None else parse_duration(timeout, what="timeout")
+    from store.transactions import DEFAULT_TIMEOUT
+
+    seconds = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, what="timeout")
     s = session(ctx, store, output, quiet)
     with s.open() as st, deferred():  # a transaction begun is printed: Ctrl-C waits for its id
         tx = st.tx_begin(timeout=seconds)

@@ -92,8 +92,11 @@ def test_max_message_size_applies_to_every_way_of_putting(cli, tmp_path):
     assert cli.subprocess("info", "-o", "json").json()["max_message_size"] == 1024  # it is kept
     r = cli.subprocess("put", "q", "-", "-o", "json", input=b"k" * 1024)
     assert r.code == 0
-    record = r.json()
-    big = dict(record, body="k" * 1025)
+    stored = r.json()
+    origin = stored["msg_id"].rsplit("\\", 1)[0]
+    # records of msg_ids not in the store (one that is would be skipped, not refused)
+    record = dict(stored, msg_id=f"{origin}\\1000")
+    big = dict(stored, msg_id=f"{origin}\\1001", body="k" * 1025)
 
     def refused(*args, input=None):
         r = cli.subprocess(*args, input=input)

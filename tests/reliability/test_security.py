@@ -175,8 +175,9 @@ def test_data_built_to_run_code_is_stored_and_printed_back_verbatim(cli, tmp_pat
     assert base64.b64decode(record["body_b64"]) == payload
     assert (record["label"], record["correl_id"], record["props"]) == (code, shell, {"k": code})
 
-    # the same record through import into another queue, and out again as raw bytes
-    assert cli.subprocess("import", "-", "--queue", "again", input=exported.stdout).code == 0
+    # the same record through import into another queue (a copy: its msg_id is stored), and
+    # out again as raw bytes
+    assert cli.subprocess("import", "-", "--queue", "again", "--new-ids", input=exported.stdout).code == 0
     got = cli.subprocess("get", "again", "-o", "body", "--delimiter", "")
     assert got.stdout == payload
     got = cli.subprocess("get", "q", "--msg-id", msg_id, "-o", "json")

@@ -36,7 +36,7 @@ def main() -> int:
         sys.stdout.flush()
 
     st = Store.open(path)
-    t = st.tx_begin()  # untimed: only commit, abort or the parent decide its fate
+    t = st.tx_begin(timeout=None)  # untimed: only commit, abort or the parent decide its fate
     puts: list[str] = []
     gets: list[str] = []
     want_gets = rng.randint(ops // 4, 3 * ops // 4)
