@@ -232,3 +232,22 @@ def test_messages_a_get_is_delivering_are_leaving_so_a_replay_of_them_is_stored(
     assert st.browse("q", states="all") == []
     again = st.import_messages("b", [replace(m, props=dict(m.props)) for m in stored])
     assert list(again) == [] and len(again.skipped) == 3  # now they are stored: a re-run is a no-op
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_get_stalled_on_a_full_pipe_stops_on_a_signal_and_loses_nothing(cli, spawn, signum):
+    fill(cli.store, 5000)  # far more than a pipe holds: the get blocks in a write
+    everything = set(ids(cli.store))
+    reader = spawn(cli, "get", "q", "--all", "-o", "jsonl", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: held(cli.store), 30, "the get to hold its first batch")
+    time.sleep(0.5)  # its write has filled the pipe by now
+    reader.send_signal(signum)
+    assert reader.wait(timeout=30) == 128 + signum  # it did not wait for a reader that never comes
+    out = reader.stdout.read()
+    shown = {json.loads(line)["msg_id"] for line in out.split(b"\n") if line.endswith(b"}")}
+    with Store.open(cli.store) as st:
+        left = st.browse("q", states="all")
+        assert st.check() == []
+    assert {(m.state, m.backouts) for m in left} == {("available", 0)}  # nothing left held
+    assert shown | {m.msg_id for m in left} == everything
+    assert len(shown & {m.msg_id for m in left}) <= 1  # shown again: at most the one cut part way
