@@ -692,6 +692,7 @@ class Store(Forwarding):
         if f.exact or lock_id is not None:
             waits = False  # an exact id either names a message now or does not (seed 002)
         held = deliver is not None and tx is None and confirm_id is None
+        inline = False  # deliver inside the removal's write: only when a hold has no room
         token: int | None = None
         held_at: list[tuple[bytes, bytes]] | None = None  # a plain held get's positions and records
         queue_name = queue
@@ -731,13 +732,25 @@ class Store(Forwarding):
                             state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
                             lease_expires=t.now + lease_us if lease_us else m.lease_expires,
                         )
+            if inline and found:
+                deliver(found)  # type: ignore[misc]  # a full store: see below
             return q.qid, found
 
         deadline = None if wait is None else time.monotonic() + max(wait, 0.0)
         waiter: Waiter | None = None
         try:
             while True:
-                qid, found = self._write(take)
+                try:
+                    qid, found = self._write(take)
+                except StoreFull:
+                    if not held:
+                        raise
+                    # a full map has no room for the hold's records; a get must still drain
+                    # a full store, so this one writes its output inside the write that
+                    # removes the batch, as before holders existed: a reader that stalls
+                    # now holds up the others, a failed write removes nothing
+                    held, inline, token, held_at = False, True, None, None
+                    continue
                 if found:
                     break
                 remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
@@ -756,6 +769,8 @@ class Store(Forwarding):
         finally:
             if waiter is not None:
                 waiter.close()
+        if inline:
+            return found
         records = None
         if held_at is not None:
             records = [(decode(raw, queue_name), raw) for _, raw in held_at]

@@ -275,14 +275,13 @@ def encode(m: Message) -> bytes:
                      original or b"", props, m.body))
 
 
-def held_record(raw: bytes, state: str, confirm_id: int, since: int) -> bytes:
-    """An available message's record (no in-flight fields set), now in flight under
-    `confirm_id` since `since`: the header changed in place, no decode or encode."""
-    out = bytearray(raw)
-    out[_AT_STATE] = _STATE_CODE[state]
-    _Q.pack_into(out, _AT_CONFIRM, confirm_id)
-    _Q.pack_into(out, _AT_SINCE, since)
-    return bytes(out)
+def held_records(raws: list[bytes], state: str, confirm_id: int, since: int) -> list[bytes]:
+    """Available messages' records (no in-flight fields set), now in flight under
+    `confirm_id` since `since`: their headers changed in place, no decode or encode."""
+    code = bytes((_STATE_CODE[state],))
+    cid, at = _Q.pack(confirm_id), _Q.pack(since)
+    s, c, c_end, t, t_end = _AT_STATE, _AT_CONFIRM, _AT_CONFIRM + 8, _AT_SINCE, _AT_SINCE + 8
+    return [b"".join((raw[:s], code, raw[s + 1:c], cid, raw[c_end:t], at, raw[t_end:])) for raw in raws]
 
 
 def decode(buf: bytes, queue: str = "") -> Message:

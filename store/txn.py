@@ -35,7 +35,7 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
-    PUT_UNCONFIRMED, TX_LOCKED, Message, decode, encode, guid_text, held_record, iso_time,
+    PUT_UNCONFIRMED, TX_LOCKED, Message, decode, encode, guid_text, held_records, iso_time,
 )
 
 if TYPE_CHECKING:
@@ -784,12 +784,11 @@ class Txn:
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
         cur = self.lt.cursor(db=self.pos_db)
         taken: list[tuple[bytes, bytes]] = []
-        records, entries = [], []
+        entries = []
         if not cur.set_range(prefix):
             return taken
         confirm = keys.CONFIRM
         token_bytes = U64.pack(token)
-        now = self.now
         while len(taken) < count:
             pos, raw = cur.item()
             if not pos.startswith(prefix):
@@ -797,10 +796,11 @@ class Txn:
             taken.append((pos, raw))
             # a position key is tag qid(4) 7-priority(1) seq(8); a confirm entry tag qid id
             # 7-priority seq (keys.POS_KEY, keys.ID_IN_QUEUE_KEY); `msg` is keyed by seq
-            records.append((pos[6:], held_record(raw, GET_UNCONFIRMED, token, now)))
             entries.append((confirm + pos[1:5] + token_bytes + pos[5:], pos[1:6]))
             if not cur.delete():  # deletes the position and steps to the next entry
                 break
+        records = list(zip([pos[6:] for pos, _ in taken],
+                           held_records([raw for _, raw in taken], GET_UNCONFIRMED, token, self.now)))
         if records:
             records.sort()  # queue order is priority first: seq order may differ
             msgs = self.lt.cursor(db=self.msg_db)
@@ -833,11 +833,13 @@ class Txn:
         back: list[Message] = []
         positions = []
         msgs = lt.cursor(db=self.msg_db)
+        # hold_next appended the records in seq order: mostly one run, deleted walking it
+        for key in sorted(keys.seq_key(seq) for seq in still):
+            if msgs.key() == key or msgs.set_key(key):
+                msgs.delete()  # and steps to the next record
         for m, raw in held:
             if m.seq not in still:
                 continue
-            if msgs.set_key(keys.seq_key(m.seq)):
-                msgs.delete()
             if m.seq in delivered:
                 removed.append(m)
             else:
@@ -850,8 +852,9 @@ class Txn:
             size = 0
             durable = False
             for m in removed:
-                for key in identity_entries(m):
-                    lt.delete(key, db=idx)
+                if m.correl_id is not None or m.expires is not None:
+                    for key in identity_entries(m):
+                        lt.delete(key, db=idx)
                 size += len(m.body)
                 durable = durable or not m.express
             identity.release(lt, self.dbs, removed)

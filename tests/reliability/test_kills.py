@@ -8,7 +8,8 @@ point: after a random number of the plan's commits (watched in the store's meta 
 random time into the interval that follows, as long as that interval took in a clean first
 round. Afterwards `mqcli check` must pass and the store must equal one stage exactly, between
 the least stage the printed output proves (a put prints after its commit) and the greatest it
-allows (a destructive get prints before its commit, so nothing unprinted may be gone). Then
+allows (a destructive get holds a batch, prints it, then commits its removal, so nothing
+unprinted may be gone; a killed get's held batch is back by the next access). Then
 the round is cleaned up (pending confirms undone, locks released, an open transaction
 aborted) and the next round starts from what the store holds.
 
@@ -111,6 +112,19 @@ def batched(before: Ledger, ids: list[str], to: Placement | None, marks: list[in
     return [moved(before, ids[:b], to) for b in marks]
 
 
+def held_batches(before: Ledger, ids: list[str], marks: list[int]) -> tuple[list[Ledger], list[int]]:
+    """A destructive get's commits: each batch is held (a light commit), written out with no
+    transaction open, then removed (store/holders.py). A killed get's held batch goes back on
+    the next access, so the store after a hold looks as before it. Returns the stages and
+    the printed lines each commit needs: a hold may come once the batch before is printed."""
+    stages, commit_marks = [], []
+    for k, b in enumerate(marks):
+        previous = marks[k - 1] if k else 0
+        stages += [moved(before, ids[:previous], None), moved(before, ids[:b], None)]
+        commit_marks += [previous, b]
+    return stages, commit_marks
+
+
 # ---- the world of one scenario ----------------------------------------------------------------
 
 @dataclass
@@ -168,7 +182,7 @@ def bulk_put(w: World) -> Plan:
 
 
 def batched_get(w: World) -> Plan:
-    """`get --count N` (or `--all`): each batch is written out, then its removal commits."""
+    """`get --count N` (or `--all`): each batch is held, written out, then removed."""
     w.refill(Q, 5000)
     ids = w.snap.available(Q)
     if w.rng.random() < 0.3:
@@ -176,9 +190,9 @@ def batched_get(w: World) -> Plan:
     else:
         ids = ids[:w.rng.randint(1500, len(ids))]
         args = ["get", Q, "--count", str(len(ids)), "-o", "jsonl"]
-    marks = boundaries(len(ids))
     before = w.snap.ledger
-    return Plan(before, [StepPlan(Step(args), batched(before, ids, None, marks), "before", marks)])
+    stages, marks = held_batches(before, ids, boundaries(len(ids)))
+    return Plan(before, [StepPlan(Step(args), stages, "before", marks)])
 
 
 def two_phase_get(w: World) -> Plan:
@@ -205,8 +219,9 @@ def browse_lock_get(w: World) -> Plan:
     locked = moved(before, ids, Placement(Q, "locked-browse", lock))
     browse = StepPlan(Step(["browse", Q, "--lock", "--lock-id", str(lock), "--limit", str(len(ids)),
                             "-o", "jsonl"]), [locked], "after", [len(ids)])
+    stages, marks = held_batches(locked, ids, [len(ids)])  # held, it goes back to locked-browse
     get = StepPlan(Step(["get", Q, "--lock-id", str(lock), "--count", str(len(ids)), "-o", "jsonl"]),
-                   [moved(locked, ids, None)], "before", [len(ids)])
+                   stages, "before", marks)
     return Plan(before, [browse, get])
 
 
