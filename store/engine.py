@@ -337,9 +337,11 @@ class Store(Forwarding):
             with self._env.begin(write=True) as lt:
                 t = Txn(lt, self._dbs, self._now(), self._queue_cache)
                 if maintain:
-                    t.maintain()
+                    # dead holders' messages first: a lapse or expiry that came while they were
+                    # held is due now, and maintain skips the messages of live holders
                     if holders.any_held(t):
                         holders.recover(t, self._holder)
+                    t.maintain()
                 result = fn(t)
                 t.flush()
         except lmdb.MapFullError:

@@ -29,10 +29,12 @@ import os
 import secrets
 import struct
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import StoreUnavailable
 from .records import AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, Message
 
 if TYPE_CHECKING:
@@ -96,13 +98,19 @@ class Holder:
         self.pid = os.getpid()
         self._fd: int | None = None
         self._alive: dict[bytes, float] = {}
+        _LIVE.add(self)
 
     def ensure(self) -> None:
         """Make and lock this holder's file; before the first commit that names it."""
         if self._fd is not None:
             return
-        self.dir.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(self.dir / self.id.hex(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            self.dir.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(self.dir / self.id.hex(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:  # not our bug: the store's directory is not as `mqcli init` made it
+            raise StoreUnavailable(
+                f"cannot hold messages in the store at {self.dir.parent}: {exc.strerror or exc} "
+                f"({self.dir} must be a directory this user may write)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BaseException:
@@ -154,6 +162,25 @@ class Holder:
                 pass
             os.close(self._fd)
         self._fd = None
+
+
+def _after_fork_in_child() -> None:
+    """A forked child shares its parent's open file descriptions, and so the holder locks: if
+    it kept them, a parent that died would still look alive, its messages held for as long as
+    the child lives (a worker pool, a daemon). The child cannot use its parent's store handle
+    anyway (Store._env), so it lets go of them; the parent's locks stay, as flock(2) keeps a
+    lock until every descriptor of it is closed."""
+    for holder in list(_LIVE):
+        if holder._fd is not None:
+            try:
+                os.close(holder._fd)
+            except OSError:
+                pass
+            holder._fd = None
+
+
+_LIVE: weakref.WeakSet[Holder] = weakref.WeakSet()
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _locked(path: Path) -> bool:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import lmdb
 
-from . import identity, ids, keys
+from . import holders, identity, ids, keys
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable,
     QueueQuotaExceeded,
@@ -552,7 +552,7 @@ class Txn:
         done = 0
         for seq, location in self.due(keys.LEASE):
             m = self.load(seq, location)
-            if m is None or m.state in (AVAILABLE, TX_LOCKED):
+            if m is None or m.state in (AVAILABLE, TX_LOCKED) or self.held_by_a_process(m):
                 continue
             held = replace(m)
             kept = self.release(m)  # a lapsed lease undoes the whole in-flight state, lock included
@@ -564,11 +564,19 @@ class Txn:
         done = 0
         for seq, location in self.due(keys.EXPIRY):
             m = self.load(seq, location)
-            if m is None or m.state == TX_LOCKED:
+            if m is None or m.state == TX_LOCKED or self.held_by_a_process(m):
                 continue
             self.dead_letter(m, "expired")
             done += 1
         return done
+
+    def held_by_a_process(self, m: Message) -> bool:
+        """Whether a live process is writing out or sending `m` right now (store/holders.py;
+        a dead holder's messages went back before maintenance ran). Neither a lapse nor expiry
+        may take it meanwhile: it is on its way out, and would be delivered and returned (or
+        dead-lettered) both. Its lapse or expiry comes when its holder puts it back."""
+        return (m.confirm_id is not None and m.state in (GET_UNCONFIRMED, BROWSE_GET_UNCONFIRMED)
+                and holders.lookup(self, m.confirm_id) is not None)
 
     # ---- finding messages --------------------------------------------------------------
 

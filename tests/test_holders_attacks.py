@@ -1,0 +1,175 @@
+"""Held delivery under attack: a destructive get whose reader stalls, while its messages' time
+runs out, while it forks, while its environment is broken. Real processes, real pipes, SIGKILL
+(store/holders.py). Each test names what a live holder's messages must never do: go twice,
+or stay stuck after the holder is gone."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from channel_helpers import wait_until
+from store import NewMessage, Store, holders
+
+# bodies far larger than a pipe holds: a get writing them blocks until its reader reads
+BIG = 100_000
+
+
+def fill(path, n, ttl=None, queue="q"):
+    with Store.open(path) as st:
+        st.put_many(queue, [NewMessage(b"%06d" % i + b"x" * (BIG - 6), ttl=ttl) for i in range(n)])
+
+
+def in_flight(path, queue="q"):
+    with Store.open(path) as st:
+        return [m for m in st.browse(queue, states="all") if m.state != "available"]
+
+
+def everything(path, queue):
+    with Store.open(path) as st:
+        return st.browse(queue, states="all")
+
+
+def past(deadline_us):
+    return time.time() * 1_000_000 > deadline_us + 1000
+
+
+def stalled_get(cli, spawn, *args):
+    """`mqcli get q ARGS -o body` writing into a pipe nobody reads yet; returns it once it holds."""
+    reader = spawn(cli, "get", "q", *args, "-o", "body", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: any(m.state.endswith("get-unconfirmed") for m in in_flight(cli.store)), 30,
+               "the get to hold its messages")
+    return reader
+
+
+def drained(reader):
+    out, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0, err
+    return [line[:6] for line in out.split(b"\n")[:-1]]
+
+
+def test_a_message_that_expires_while_a_live_get_writes_it_is_not_also_dead_lettered(cli, spawn):
+    fill(cli.store, 5, ttl=1.0)
+    reader = stalled_get(cli, spawn, "--all")
+    held = in_flight(cli.store)
+    wait_until(lambda: past(max(m.expires for m in held)), 30, "the ttls to pass")
+    assert cli.subprocess("sweep", timeout=30).code == 0  # a write: expiry runs
+    assert len(in_flight(cli.store)) == len(held), "a live get's messages were taken from it"
+    assert everything(cli.store, "dead-letter") == []
+    shown = drained(reader)
+    # every message was shown, once; none is in the queue or the dead-letter queue as well
+    assert sorted(shown) == [b"%06d" % i for i in range(5)]
+    cli.ok("sweep", "-q")
+    assert everything(cli.store, "q") == [] and everything(cli.store, "dead-letter") == []
+    assert cli.ok("check").code == 0
+
+
+def test_a_browse_lock_whose_lease_lapses_while_a_live_get_writes_its_messages_does_not_return_them(cli, spawn):
+    fill(cli.store, 5)
+    lock = cli.ok("browse", "q", "--lock", "--lease", "1s", "-o", "json").json()[0]["lock_id"]
+    reader = stalled_get(cli, spawn, "--lock-id", lock, "--all")
+    held = in_flight(cli.store)
+    assert {m.state for m in held} == {"browse-get-unconfirmed"}
+    wait_until(lambda: past(max(m.lease_expires for m in held)), 30, "the lease to lapse")
+    assert cli.subprocess("sweep", timeout=30).code == 0  # a write: lapsed leases are undone
+    assert len(in_flight(cli.store)) == len(held), "a live get's messages were taken from it"
+    shown = drained(reader)
+    assert sorted(shown) == [b"%06d" % i for i in range(5)]
+    cli.ok("sweep", "-q")
+    assert everything(cli.store, "q") == [], "messages shown by the get are in the queue again"
+    assert cli.ok("check").code == 0
+
+
+def test_an_undelivered_message_whose_lease_lapsed_while_held_goes_back_after_the_hold(cli, spawn):
+    # the reader goes away: the held messages go back under their lock without a backout (a
+    # failed delivery is not their fault), and the lock, whose lease has lapsed, then lets them go
+    fill(cli.store, 5)
+    lock = cli.ok("browse", "q", "--lock", "--lease", "1s", "-o", "json").json()[0]["lock_id"]
+    reader = stalled_get(cli, spawn, "--lock-id", lock, "--all")
+    held = in_flight(cli.store)
+    wait_until(lambda: past(max(m.lease_expires for m in held)), 30, "the lease to lapse")
+    reader.stdout.close()  # the reader goes away without reading: nothing was delivered whole
+    assert reader.wait(timeout=60) == 141
+    cli.ok("sweep", "-q")
+    left = everything(cli.store, "q")
+    assert [(m.state, m.backouts) for m in left] == [("available", 0)] * 5
+    assert cli.ok("check").code == 0
+
+
+def test_a_forked_child_does_not_keep_its_parents_messages_held_after_the_parent_dies(cli):
+    fill(cli.store, 3)
+    script = textwrap.dedent(f"""
+        import os, time
+        from store import Store
+        st = Store.open({str(cli.store)!r})
+        def deliver(found):
+            child = os.fork()
+            if child == 0:  # a worker that lives on; it never uses the store
+                time.sleep(600)
+                os._exit(0)
+            print(child, flush=True)
+            time.sleep(600)
+        st.get_many("q", 3, deliver=deliver)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        assert len(in_flight(cli.store)) == 3
+        parent.kill()
+        parent.wait(timeout=30)
+        assert cli.subprocess("sweep", timeout=30).code == 0
+        assert in_flight(cli.store) == [], "a dead holder's messages stay held while its fork lives"
+        assert [m.backouts for m in everything(cli.store, "q")] == [0, 0, 0]
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_holders_directory_that_cannot_be_made_is_a_store_error_not_a_crash(cli):
+    cli.ok("put", "q", "kept")
+    (cli.store / "holders").write_text("")  # in the way of the directory
+    got = cli.subprocess("get", "q", "-o", "json", timeout=30)
+    assert got.code == 11 and "holders" in got.stderr and "INTERNAL" not in got.stderr, got
+    (cli.store / "holders").unlink()
+    assert cli.ok("get", "q", "-o", "json").json()["body"] == "kept"
+
+
+def test_a_stopped_get_keeps_its_messages_and_finishes_when_continued(cli, spawn):
+    fill(cli.store, 10)
+    reader = stalled_get(cli, spawn, "--all")
+    reader.send_signal(signal.SIGSTOP)
+    try:
+        for command in (("sweep",), ("undo", "q", "--all"), ("get", "q", "--all")):
+            cli.subprocess(*command, timeout=30)
+            assert len(in_flight(cli.store)) == 10, command
+        stats = {s["queue"]: s for s in cli.ok("-o", "json", "stats").json()}["q"]
+        assert (stats["depth"], stats["get-unconfirmed"], stats["available"]) == (10, 10, 0)
+        assert cli.ok("check").code == 0
+    finally:
+        reader.send_signal(signal.SIGCONT)
+    assert sorted(drained(reader)) == [b"%06d" % i for i in range(10)]
+    assert everything(cli.store, "q") == []
+
+
+def test_a_queue_purged_or_deleted_under_a_held_get_loses_only_what_the_operator_removed(cli, spawn):
+    fill(cli.store, 10)
+    reader = stalled_get(cli, spawn, "--count", "10")
+    assert json.loads(cli.ok("-o", "json", "queue", "purge", "q", "--yes").stdout)["removed"] == 10
+    fill(cli.store, 2)  # new messages after the purge: not the get's
+    assert len(drained(reader)) == 10
+    assert len(everything(cli.store, "q")) == 2
+    reader = stalled_get(cli, spawn, "--count", "2")
+    cli.ok("queue", "delete", "q", "--yes")
+    assert len(drained(reader)) == 2
+    with Store.open(cli.store) as st:
+        st.sweep()
+        assert st._read(holders.holds) == []  # the get's hold of a deleted queue is forgotten
+        assert st.check() == []
