@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -550,10 +550,7 @@ class Txn:
 
     def lapse_leases(self) -> int:
         done = 0
-        for seq, location in self.due(keys.LEASE):
-            m = self.load(seq, location)
-            if m is None or m.state in (AVAILABLE, TX_LOCKED) or self.held_by_a_process(m):
-                continue
+        for m in self.due_messages(keys.LEASE, lambda m: m.state in (AVAILABLE, TX_LOCKED)):
             held = replace(m)
             kept = self.release(m)  # a lapsed lease undoes the whole in-flight state, lock included
             ids.record_lapse(self, held, kept)  # a late confirm or undo is told; the ids rest a day
@@ -562,13 +559,27 @@ class Txn:
 
     def expire_messages(self) -> int:
         done = 0
-        for seq, location in self.due(keys.EXPIRY):
-            m = self.load(seq, location)
-            if m is None or m.state == TX_LOCKED or self.held_by_a_process(m):
-                continue
+        for m in self.due_messages(keys.EXPIRY, lambda m: m.state == TX_LOCKED):
             self.dead_letter(m, "expired")
             done += 1
         return done
+
+    def due_messages(self, tag: bytes, left: Callable[[Message], bool]) -> list[Message]:
+        """Up to MAINTENANCE_BATCH messages whose lease (E) or expiry (X) deadline has passed,
+        but those that wait for something else: `left(m)`, or a live process writing them out
+        (`held_by_a_process`). Those are stepped over, not counted, so that a stalled get
+        holding many messages past their time holds up no other message's expiry."""
+        out: list[Message] = []
+        cur = self.lt.cursor(db=self.idx_db)
+        if cur.set_range(tag):
+            for key, location in cur:
+                if key[:1] != tag or keys.deadline_of(key) > self.now or len(out) >= MAINTENANCE_BATCH:
+                    break
+                m = self.load(keys.seq_of(key), location)
+                if m is None or left(m) or self.held_by_a_process(m):
+                    continue
+                out.append(m)
+        return out
 
     def held_by_a_process(self, m: Message) -> bool:
         """Whether a live process is writing out or sending `m` right now (store/holders.py;

@@ -173,3 +173,18 @@ def test_a_queue_purged_or_deleted_under_a_held_get_loses_only_what_the_operator
         st.sweep()
         assert st._read(holders.holds) == []  # the get's hold of a deleted queue is forgotten
         assert st.check() == []
+
+
+def test_a_live_gets_expired_messages_do_not_hold_up_expiry_elsewhere(cli, spawn):
+    # more held messages past their time than one maintenance step looks at (256)
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"%06d" % i + b"x" * 994, ttl=1.0) for i in range(400)])
+        st.create_queue("other")
+        late = st.put("other", b"expires after them", ttl=1.0)
+    reader = stalled_get(cli, spawn, "--all")
+    wait_until(lambda: past(late.expires), 30, "the ttls to pass")
+    assert cli.subprocess("sweep", timeout=30).code == 0
+    assert len(in_flight(cli.store)) == 400
+    assert [m.body for m in everything(cli.store, "dead-letter")] == [b"expires after them"]
+    assert len(drained(reader)) == 400
+    assert cli.ok("check").code == 0
