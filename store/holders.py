@@ -113,6 +113,7 @@ class Holder:
                 f"({self.dir} must be a directory this user may write)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _owned_by_the_store(self.dir, fd)
         except BaseException:
             os.close(fd)
             raise
@@ -162,6 +163,23 @@ class Holder:
                 pass
             os.close(self._fd)
         self._fd = None
+
+
+def _owned_by_the_store(folder: Path, fd: int) -> None:
+    """Root working in a user's store (`sudo mqcli get`; nobody else may enter a 0700 store)
+    gives `holders/` and its holder file to the store's owner. Left root's, the directory
+    would refuse the owner's every later hold (exit 11), and the file the owner's look at it
+    once root's process died, so that its messages would stay held for good (`_locked` takes
+    a file it cannot open for a live holder's)."""
+    owner = os.stat(folder.parent)
+    if os.geteuid() == owner.st_uid:
+        return
+    try:
+        if os.stat(folder).st_uid != owner.st_uid:
+            os.chown(folder, owner.st_uid, owner.st_gid)
+        os.fchown(fd, owner.st_uid, owner.st_gid)
+    except OSError:
+        pass  # not permitted: as before, the directory and file stay this user's
 
 
 def _after_fork_in_child() -> None:

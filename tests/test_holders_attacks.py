@@ -204,3 +204,17 @@ def test_a_live_holder_whose_file_was_deleted_keeps_its_messages(cli, spawn):
     finally:
         shown = drained(reader)
     assert len(shown) == 10 and everything(cli.store, "q") == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root works in another user's store")
+def test_root_holding_messages_in_a_users_store_leaves_its_holder_files_to_that_user(cli, spawn):
+    owner = 54321  # any uid: the store directory's owner, not the user running mqcli
+    os.chown(cli.store, owner, owner)
+    fill(cli.store, 10)
+    reader = stalled_get(cli, spawn, "--all")
+    [name] = os.listdir(cli.store / "holders")
+    # the owner's processes can tell whether root's get lives (its file is theirs to open), and
+    # make their own holder files in the directory
+    assert (cli.store / "holders").stat().st_uid == owner
+    assert (cli.store / "holders" / name).stat().st_uid == owner
+    assert len(drained(reader)) == 10
