@@ -389,7 +389,8 @@ class Store(Forwarding):
     def _maintenance_due(self) -> bool:
         with self._env.begin() as lt:
             t = Txn(lt, self._dbs, self._now(), self._queue_cache)
-            return bool(t.due(keys.LEASE) or t.due(keys.EXPIRY) or t.due(keys.TX_TIMEOUT)
+            held = t.held_seqs()  # theirs lapse or expire when their holder gives them back
+            return bool(t.due(keys.LEASE, held) or t.due(keys.EXPIRY, held) or t.due(keys.TX_TIMEOUT)
                         or (holders.any_held(t) and holders.recovery_due(t, self._holder)))
 
     # ---- the queue manager -------------------------------------------------------------
@@ -1079,7 +1080,8 @@ class Store(Forwarding):
         if dry_run:
             with self._env.begin() as lt:
                 t = Txn(lt, self._dbs, self._now(), self._queue_cache)
-                return SweepResult(expired=len(t.due(keys.EXPIRY)), leases_undone=len(t.due(keys.LEASE)),
+                held = t.held_seqs()
+                return SweepResult(expired=len(t.due(keys.EXPIRY, held)), leases_undone=len(t.due(keys.LEASE, held)),
                                    transactions_aborted=len(t.due(keys.TX_TIMEOUT)))
         total = SweepResult()
         while True:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -537,20 +537,38 @@ class Txn:
         from .transactions import abort_timed_out
         abort_timed_out(self)
 
-    def due(self, tag: bytes) -> list[tuple[int, bytes]]:
-        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed."""
+    def due(self, tag: bytes, held: set[int] | None = None) -> list[tuple[int, bytes]]:
+        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed, but
+        those in `held` (held_seqs): stepped over, not counted, so that a stalled get holding
+        many messages past their time holds up no other message's expiry."""
         due: list[tuple[int, bytes]] = []
         cur = self.lt.cursor(db=self.idx_db)
         if cur.set_range(tag):
             for key, location in cur:
                 if key[:1] != tag or keys.deadline_of(key) > self.now or len(due) >= MAINTENANCE_BATCH:
                     break
-                due.append((keys.seq_of(key), location))
+                seq = keys.seq_of(key)
+                if held is None or seq not in held:
+                    due.append((seq, location))
         return due
+
+    def held_seqs(self) -> set[int]:
+        """The seqs of the messages a process is writing out or sending right now (store/holders.py;
+        a dead holder's went back before maintenance runs): index keys only, no record read.
+        Neither a lapse nor expiry may take one meanwhile: it would be delivered and returned
+        (or dead-lettered) both. Its lapse or expiry comes when its holder puts it back."""
+        seqs: set[int] = set()
+        for hold in holders.holds(self):
+            for key, _ in self.index_items(keys.id_in_queue_prefix(keys.CONFIRM, hold.qid, hold.token)):
+                seqs.add(keys.seq_of(key))
+        return seqs
 
     def lapse_leases(self) -> int:
         done = 0
-        for m in self.due_messages(keys.LEASE, lambda m: m.state in (AVAILABLE, TX_LOCKED)):
+        for seq, location in self.due(keys.LEASE, self.held_seqs()):
+            m = self.load(seq, location)
+            if m is None or m.state in (AVAILABLE, TX_LOCKED):
+                continue
             held = replace(m)
             kept = self.release(m)  # a lapsed lease undoes the whole in-flight state, lock included
             ids.record_lapse(self, held, kept)  # a late confirm or undo is told; the ids rest a day
@@ -559,35 +577,13 @@ class Txn:
 
     def expire_messages(self) -> int:
         done = 0
-        for m in self.due_messages(keys.EXPIRY, lambda m: m.state == TX_LOCKED):
+        for seq, location in self.due(keys.EXPIRY, self.held_seqs()):
+            m = self.load(seq, location)
+            if m is None or m.state == TX_LOCKED:
+                continue
             self.dead_letter(m, "expired")
             done += 1
         return done
-
-    def due_messages(self, tag: bytes, left: Callable[[Message], bool]) -> list[Message]:
-        """Up to MAINTENANCE_BATCH messages whose lease (E) or expiry (X) deadline has passed,
-        but those that wait for something else: `left(m)`, or a live process writing them out
-        (`held_by_a_process`). Those are stepped over, not counted, so that a stalled get
-        holding many messages past their time holds up no other message's expiry."""
-        out: list[Message] = []
-        cur = self.lt.cursor(db=self.idx_db)
-        if cur.set_range(tag):
-            for key, location in cur:
-                if key[:1] != tag or keys.deadline_of(key) > self.now or len(out) >= MAINTENANCE_BATCH:
-                    break
-                m = self.load(keys.seq_of(key), location)
-                if m is None or left(m) or self.held_by_a_process(m):
-                    continue
-                out.append(m)
-        return out
-
-    def held_by_a_process(self, m: Message) -> bool:
-        """Whether a live process is writing out or sending `m` right now (store/holders.py;
-        a dead holder's messages went back before maintenance ran). Neither a lapse nor expiry
-        may take it meanwhile: it is on its way out, and would be delivered and returned (or
-        dead-lettered) both. Its lapse or expiry comes when its holder puts it back."""
-        return (m.confirm_id is not None and m.state in (GET_UNCONFIRMED, BROWSE_GET_UNCONFIRMED)
-                and holders.lookup(self, m.confirm_id) is not None)
 
     # ---- finding messages --------------------------------------------------------------
 

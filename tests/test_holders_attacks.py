@@ -47,6 +47,15 @@ def stalled_get(cli, spawn, *args):
     return reader
 
 
+def waiting_get(cli, spawn, *args):
+    """`mqcli get q --all --wait 60s ARGS -o body`, once it waits on the empty queue: messages
+    put next are held at once, well within a short ttl however slow the machine."""
+    reader = spawn(cli, "get", "q", "--all", "--wait", "60s", *args, "-o", "body",
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: os.listdir(cli.store / "wait"), 30, "the get to wait")
+    return reader
+
+
 def drained(reader):
     out, err = reader.communicate(timeout=120)
     assert reader.returncode == 0, err
@@ -54,9 +63,11 @@ def drained(reader):
 
 
 def test_a_message_that_expires_while_a_live_get_writes_it_is_not_also_dead_lettered(cli, spawn):
-    fill(cli.store, 5, ttl=1.0)
-    reader = stalled_get(cli, spawn, "--all")
+    reader = waiting_get(cli, spawn)
+    fill(cli.store, 5, ttl=2.0)
+    wait_until(lambda: len(in_flight(cli.store)) == 5, 30, "the get to hold the messages")
     held = in_flight(cli.store)
+    assert not past(min(m.expires for m in held)), "the machine is too slow for this test"
     wait_until(lambda: past(max(m.expires for m in held)), 30, "the ttls to pass")
     assert cli.subprocess("sweep", timeout=30).code == 0  # a write: expiry runs
     assert len(in_flight(cli.store)) == len(held), "a live get's messages were taken from it"
@@ -71,7 +82,7 @@ def test_a_message_that_expires_while_a_live_get_writes_it_is_not_also_dead_lett
 
 def test_a_browse_lock_whose_lease_lapses_while_a_live_get_writes_its_messages_does_not_return_them(cli, spawn):
     fill(cli.store, 5)
-    lock = cli.ok("browse", "q", "--lock", "--lease", "1s", "-o", "json").json()[0]["lock_id"]
+    lock = cli.ok("browse", "q", "--lock", "--lease", "3s", "-o", "json").json()[0]["lock_id"]
     reader = stalled_get(cli, spawn, "--lock-id", lock, "--all")
     held = in_flight(cli.store)
     assert {m.state for m in held} == {"browse-get-unconfirmed"}
@@ -89,7 +100,7 @@ def test_an_undelivered_message_whose_lease_lapsed_while_held_goes_back_after_th
     # the reader goes away: the held messages go back under their lock without a backout (a
     # failed delivery is not their fault), and the lock, whose lease has lapsed, then lets them go
     fill(cli.store, 5)
-    lock = cli.ok("browse", "q", "--lock", "--lease", "1s", "-o", "json").json()[0]["lock_id"]
+    lock = cli.ok("browse", "q", "--lock", "--lease", "3s", "-o", "json").json()[0]["lock_id"]
     reader = stalled_get(cli, spawn, "--lock-id", lock, "--all")
     held = in_flight(cli.store)
     wait_until(lambda: past(max(m.lease_expires for m in held)), 30, "the lease to lapse")
@@ -177,11 +188,13 @@ def test_a_queue_purged_or_deleted_under_a_held_get_loses_only_what_the_operator
 
 def test_a_live_gets_expired_messages_do_not_hold_up_expiry_elsewhere(cli, spawn):
     # more held messages past their time than one maintenance step looks at (256)
+    cli.ok("queue", "create", "other")
+    reader = waiting_get(cli, spawn)
     with Store.open(cli.store) as st:
-        st.put_many("q", [NewMessage(b"%06d" % i + b"x" * 994, ttl=1.0) for i in range(400)])
-        st.create_queue("other")
-        late = st.put("other", b"expires after them", ttl=1.0)
-    reader = stalled_get(cli, spawn, "--all")
+        st.put_many("q", [NewMessage(b"%06d" % i + b"x" * 994, ttl=2.0) for i in range(400)])
+        late = st.put("other", b"expires after them", ttl=2.0)
+    wait_until(lambda: len(in_flight(cli.store)) == 400, 30, "the get to hold the messages")
+    assert not past(late.expires), "the machine is too slow for this test"
     wait_until(lambda: past(late.expires), 30, "the ttls to pass")
     assert cli.subprocess("sweep", timeout=30).code == 0
     assert len(in_flight(cli.store)) == 400
