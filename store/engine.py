@@ -389,8 +389,9 @@ class Store(Forwarding):
     def _maintenance_due(self) -> bool:
         with self._env.begin() as lt:
             t = Txn(lt, self._dbs, self._now(), self._queue_cache)
-            held = t.held_seqs()  # theirs lapse or expire when their holder gives them back
-            return bool(t.due(keys.LEASE, held) or t.due(keys.EXPIRY, held) or t.due(keys.TX_TIMEOUT)
+            # held messages lapse or expire when their holder gives them back, not now
+            return bool(t.due(keys.LEASE, but_held=True) or t.due(keys.EXPIRY, but_held=True)
+                        or t.due(keys.TX_TIMEOUT)
                         or (holders.any_held(t) and holders.recovery_due(t, self._holder)))
 
     # ---- the queue manager -------------------------------------------------------------
@@ -1080,8 +1081,8 @@ class Store(Forwarding):
         if dry_run:
             with self._env.begin() as lt:
                 t = Txn(lt, self._dbs, self._now(), self._queue_cache)
-                held = t.held_seqs()
-                return SweepResult(expired=len(t.due(keys.EXPIRY, held)), leases_undone=len(t.due(keys.LEASE, held)),
+                return SweepResult(expired=len(t.due(keys.EXPIRY, but_held=True)),
+                                   leases_undone=len(t.due(keys.LEASE, but_held=True)),
                                    transactions_aborted=len(t.due(keys.TX_TIMEOUT)))
         total = SweepResult()
         while True:

@@ -537,19 +537,24 @@ class Txn:
         from .transactions import abort_timed_out
         abort_timed_out(self)
 
-    def due(self, tag: bytes, held: set[int] | None = None) -> list[tuple[int, bytes]]:
-        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed, but
-        those in `held` (held_seqs): stepped over, not counted, so that a stalled get holding
-        many messages past their time holds up no other message's expiry."""
+    def due(self, tag: bytes, but_held: bool = False) -> list[tuple[int, bytes]]:
+        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed; with
+        `but_held`, not those a process holds (held_seqs): stepped over, not counted, so that a
+        stalled get holding many messages past their time holds up no other's expiry."""
         due: list[tuple[int, bytes]] = []
+        held: set[int] | None = None  # looked up once something is due
         cur = self.lt.cursor(db=self.idx_db)
         if cur.set_range(tag):
             for key, location in cur:
                 if key[:1] != tag or keys.deadline_of(key) > self.now or len(due) >= MAINTENANCE_BATCH:
                     break
                 seq = keys.seq_of(key)
-                if held is None or seq not in held:
-                    due.append((seq, location))
+                if but_held:
+                    if held is None:
+                        held = self.held_seqs()
+                    if seq in held:
+                        continue
+                due.append((seq, location))
         return due
 
     def held_seqs(self) -> set[int]:
@@ -565,7 +570,7 @@ class Txn:
 
     def lapse_leases(self) -> int:
         done = 0
-        for seq, location in self.due(keys.LEASE, self.held_seqs()):
+        for seq, location in self.due(keys.LEASE, but_held=True):
             m = self.load(seq, location)
             if m is None or m.state in (AVAILABLE, TX_LOCKED):
                 continue
@@ -577,7 +582,7 @@ class Txn:
 
     def expire_messages(self) -> int:
         done = 0
-        for seq, location in self.due(keys.EXPIRY, self.held_seqs()):
+        for seq, location in self.due(keys.EXPIRY, but_held=True):
             m = self.load(seq, location)
             if m is None or m.state == TX_LOCKED:
                 continue
