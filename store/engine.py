@@ -1085,17 +1085,21 @@ class Store(Forwarding):
                                    leases_undone=len(t.due(keys.LEASE, but_held=True)),
                                    transactions_aborted=len(t.due(keys.TX_TIMEOUT)))
         total = SweepResult()
+        first = True
         while True:
             forgotten = 0
 
             def one(t: Txn) -> SweepResult:
                 nonlocal forgotten
                 holders.recover(t, self._holder)
+                if first:
+                    holders.remove_dead_files(self._holder)
                 step = SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages(),
                                    transactions_aborted=transactions.abort_timed_out(t))
                 forgotten = ids.prune(t, MAINTENANCE_BATCH)  # lapsed ids older than a day
                 return step
             step = self._write(one, maintain=False)
+            first = False
             total.expired += step.expired
             total.leases_undone += step.leases_undone
             total.transactions_aborted += step.transactions_aborted

@@ -262,6 +262,28 @@ def recover(t: Txn, me: Holder) -> int:
     return returned
 
 
+def remove_dead_files(me: Holder) -> int:
+    """Remove the files of holders that died holding nothing (a `dispatch --follow` killed
+    while idle): no row names them, so `recover` never sees them. For `sweep`, inside its
+    write transaction: a holder makes and locks its file inside one (`ensure`), so a file
+    found unlocked here is a dead holder's, not a new one's."""
+    removed = 0
+    try:
+        entries = list(os.scandir(me.dir))
+    except OSError:
+        return 0
+    for entry in entries:
+        if len(entry.name) != 32 or entry.name == me.id.hex() or not entry.is_file(follow_symlinks=False):
+            continue  # not a holder file: not ours to judge
+        if not _locked(Path(entry.path)):
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
 def recovery_due(t: Txn, me: Holder) -> bool:
     """Whether a reader should run a write first: a dead holder's messages are waiting."""
     return any(not me.is_alive(h.holder) for h in holds(t))

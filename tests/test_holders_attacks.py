@@ -231,3 +231,31 @@ def test_root_holding_messages_in_a_users_store_leaves_its_holder_files_to_that_
     assert (cli.store / "holders").stat().st_uid == owner
     assert (cli.store / "holders" / name).stat().st_uid == owner
     assert len(drained(reader)) == 10
+
+
+def test_sweep_removes_the_files_of_holders_that_died_holding_nothing(cli, spawn):
+    fill(cli.store, 1)
+    script = textwrap.dedent(f"""
+        import time
+        from store import Store
+        st = Store.open({str(cli.store)!r})
+        st.get_many("q", 1, deliver=lambda found: None)  # held and done: its file stays while it lives
+        print("idle", flush=True)
+        time.sleep(600)
+    """)
+    idle = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert idle.stdout.readline() == b"idle\n"
+        [name] = os.listdir(cli.store / "holders")
+        fill(cli.store, 5)
+        reader = stalled_get(cli, spawn, "--all")
+        cli.ok("sweep", "-q")  # both live: their files stay
+        assert len(os.listdir(cli.store / "holders")) == 2
+    finally:
+        idle.kill()
+        idle.wait(timeout=30)
+    cli.ok("sweep", "-q")  # a dispatcher killed while idle left no row for `recover` to find
+    assert name not in os.listdir(cli.store / "holders")
+    assert len(os.listdir(cli.store / "holders")) == 1 and len(in_flight(cli.store)) == 5
+    assert len(drained(reader)) == 5
+    assert os.listdir(cli.store / "holders") == []
