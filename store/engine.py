@@ -347,9 +347,11 @@ class Store(Forwarding):
             with self._env.begin(write=True) as lt:
                 t = Txn(lt, self._dbs, self._now(), self._queue_cache)
                 if maintain:
-                    t.maintain()
+                    # dead holders' messages first: a lapse or expiry that came while they were
+                    # held is due now, and maintain skips the messages of live holders
                     if holders.any_held(t):
                         holders.recover(t, self._holder)
+                    t.maintain()
                 result = fn(t)
                 t.flush()
         except lmdb.MapFullError:
@@ -397,7 +399,9 @@ class Store(Forwarding):
     def _maintenance_due(self) -> bool:
         with self._env.begin() as lt:
             t = Txn(lt, self._dbs, self._now(), self._queue_cache)
-            return bool(t.due(keys.LEASE) or t.due(keys.EXPIRY) or t.due(keys.TX_TIMEOUT)
+            # held messages lapse or expire when their holder gives them back, not now
+            return bool(t.due(keys.LEASE, but_held=True) or t.due(keys.EXPIRY, but_held=True)
+                        or t.due(keys.TX_TIMEOUT)
                         or (holders.any_held(t) and holders.recovery_due(t, self._holder)))
 
     # ---- the queue manager -------------------------------------------------------------
@@ -1137,20 +1141,25 @@ class Store(Forwarding):
         if dry_run:
             with self._env.begin() as lt:
                 t = Txn(lt, self._dbs, self._now(), self._queue_cache)
-                return SweepResult(expired=len(t.due(keys.EXPIRY)), leases_undone=len(t.due(keys.LEASE)),
+                return SweepResult(expired=len(t.due(keys.EXPIRY, but_held=True)),
+                                   leases_undone=len(t.due(keys.LEASE, but_held=True)),
                                    transactions_aborted=len(t.due(keys.TX_TIMEOUT)))
         total = SweepResult()
+        first = True
         while True:
             forgotten = 0
 
             def one(t: Txn) -> SweepResult:
                 nonlocal forgotten
                 holders.recover(t, self._holder)
+                if first:
+                    holders.remove_dead_files(self._holder)
                 step = SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages(),
                                    transactions_aborted=transactions.abort_timed_out(t))
                 forgotten = ids.prune(t, MAINTENANCE_BATCH)  # lapsed ids older than a day
                 return step
             step = self._write(one, maintain=False)
+            first = False
             total.expired += step.expired
             total.leases_undone += step.leases_undone
             total.transactions_aborted += step.transactions_aborted

@@ -29,10 +29,12 @@ import os
 import secrets
 import struct
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import StoreUnavailable
 from .records import AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, Message
 
 if TYPE_CHECKING:
@@ -106,15 +108,22 @@ class Holder:
         self.pid = os.getpid()
         self._fd: int | None = None
         self._alive: dict[bytes, float] = {}
+        _LIVE.add(self)
 
     def ensure(self) -> None:
         """Make and lock this holder's file; before the first commit that names it."""
         if self._fd is not None:
             return
-        self.dir.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(self.dir / self.id.hex(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            self.dir.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(self.dir / self.id.hex(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:  # not our bug: the store's directory is not as `mqcli init` made it
+            raise StoreUnavailable(
+                f"cannot hold messages in the store at {self.dir.parent}: {exc.strerror or exc} "
+                f"({self.dir} must be a directory this user may write)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _owned_by_the_store(self.dir, fd)
         except BaseException:
             os.close(fd)
             raise
@@ -164,6 +173,42 @@ class Holder:
                 pass
             os.close(self._fd)
         self._fd = None
+
+
+def _owned_by_the_store(folder: Path, fd: int) -> None:
+    """Root working in a user's store (`sudo mqcli get`; nobody else may enter a 0700 store)
+    gives `holders/` and its holder file to the store's owner. Left root's, the directory
+    would refuse the owner's every later hold (exit 11), and the file the owner's look at it
+    once root's process died, so that its messages would stay held for good (`_locked` takes
+    a file it cannot open for a live holder's)."""
+    owner = os.stat(folder.parent)
+    if os.geteuid() == owner.st_uid:
+        return
+    try:
+        if os.stat(folder).st_uid != owner.st_uid:
+            os.chown(folder, owner.st_uid, owner.st_gid)
+        os.fchown(fd, owner.st_uid, owner.st_gid)
+    except OSError:
+        pass  # not permitted: as before, the directory and file stay this user's
+
+
+def _after_fork_in_child() -> None:
+    """A forked child shares its parent's open file descriptions, and so the holder locks: if
+    it kept them, a parent that died would still look alive, its messages held for as long as
+    the child lives (a worker pool, a daemon). The child cannot use its parent's store handle
+    anyway (Store._env), so it lets go of them; the parent's locks stay, as flock(2) keeps a
+    lock until every descriptor of it is closed."""
+    for holder in list(_LIVE):
+        if holder._fd is not None:
+            try:
+                os.close(holder._fd)
+            except OSError:
+                pass
+            holder._fd = None
+
+
+_LIVE: weakref.WeakSet[Holder] = weakref.WeakSet()
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _locked(path: Path) -> bool:
@@ -225,6 +270,28 @@ def recover(t: Txn, me: Holder) -> int:
         except OSError:
             pass
     return returned
+
+
+def remove_dead_files(me: Holder) -> int:
+    """Remove the files of holders that died holding nothing (a `dispatch --follow` killed
+    while idle): no row names them, so `recover` never sees them. For `sweep`, inside its
+    write transaction: a holder makes and locks its file inside one (`ensure`), so a file
+    found unlocked here is a dead holder's, not a new one's."""
+    removed = 0
+    try:
+        entries = list(os.scandir(me.dir))
+    except OSError:
+        return 0
+    for entry in entries:
+        if len(entry.name) != 32 or entry.name == me.id.hex() or not entry.is_file(follow_symlinks=False):
+            continue  # not a holder file: not ours to judge
+        if not _locked(Path(entry.path)):
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def recovery_due(t: Txn, me: Holder) -> bool:

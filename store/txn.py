@@ -537,20 +537,40 @@ class Txn:
         from .transactions import abort_timed_out
         abort_timed_out(self)
 
-    def due(self, tag: bytes) -> list[tuple[int, bytes]]:
-        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed."""
+    def due(self, tag: bytes, but_held: bool = False) -> list[tuple[int, bytes]]:
+        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed; with
+        `but_held`, not those a process holds (held_seqs): stepped over, not counted, so that a
+        stalled get holding many messages past their time holds up no other's expiry."""
         due: list[tuple[int, bytes]] = []
+        held: set[int] | None = None  # looked up once something is due
         cur = self.lt.cursor(db=self.idx_db)
         if cur.set_range(tag):
             for key, location in cur:
                 if key[:1] != tag or keys.deadline_of(key) > self.now or len(due) >= MAINTENANCE_BATCH:
                     break
-                due.append((keys.seq_of(key), location))
+                seq = keys.seq_of(key)
+                if but_held:
+                    if held is None:
+                        held = self.held_seqs()
+                    if seq in held:
+                        continue
+                due.append((seq, location))
         return due
+
+    def held_seqs(self) -> set[int]:
+        """The seqs of the messages a process is writing out or sending right now (store/holders.py;
+        a dead holder's went back before maintenance runs): index keys only, no record read.
+        Neither a lapse nor expiry may take one meanwhile: it would be delivered and returned
+        (or dead-lettered) both. Its lapse or expiry comes when its holder puts it back."""
+        seqs: set[int] = set()
+        for hold in holders.holds(self):
+            for key, _ in self.index_items(keys.id_in_queue_prefix(keys.CONFIRM, hold.qid, hold.token)):
+                seqs.add(keys.seq_of(key))
+        return seqs
 
     def lapse_leases(self) -> int:
         done = 0
-        for seq, location in self.due(keys.LEASE):
+        for seq, location in self.due(keys.LEASE, but_held=True):
             m = self.load(seq, location)
             if m is None or m.state in (AVAILABLE, TX_LOCKED):
                 continue
@@ -562,7 +582,7 @@ class Txn:
 
     def expire_messages(self) -> int:
         done = 0
-        for seq, location in self.due(keys.EXPIRY):
+        for seq, location in self.due(keys.EXPIRY, but_held=True):
             m = self.load(seq, location)
             if m is None or m.state == TX_LOCKED:
                 continue

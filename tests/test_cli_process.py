@@ -103,7 +103,9 @@ def _reader_goes_away(cli, spawn):
     # 1,000 bodies of 100 bytes are one batch of 100 kB, more than a pipe holds, so a write
     # fails once the reader has gone
     get = spawn(cli, "get", "q", "--all", "-o", "body", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert get.stdout.read(10) == b"x" * 10
+    # os.read, not the BufferedReader's read, which takes 8 KiB from the pipe to return 10 bytes:
+    # the get then writes past a full pipe's worth, and more than the bound below leaves the queue
+    assert os.read(get.stdout.fileno(), 10) == b"x" * 10
     get.stdout.close()
     code = get.wait(timeout=60)
     return code, get.stderr.read().decode()
