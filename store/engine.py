@@ -675,12 +675,12 @@ class Store(Forwarding):
                     transactions.lock_for_dequeue(t, tx, record, m)
             elif held and plain:
                 token = holders.new_token()
-                held_at = t.hold_next(q, priority, count, token)
+                held_at = t.hold_next(q, priority, size, token)
                 if held_at:
                     self._holder.register(t, token, q, holders.GET)
                 return q.qid, held_at  # type: ignore[return-value]  # decoded after the commit
             elif held:
-                found = t.take(q, f, count, lock_id)
+                found = t.take(q, f, size, lock_id)
                 if found:
                     token = self._holder.hold(t, q, found, holders.GET)
             elif confirm_id is None and plain:
@@ -700,11 +700,21 @@ class Store(Forwarding):
                         )
             return q.qid, found
 
+        size = count  # a held get's batch: smaller when a full map has no room to hold it
         deadline = None if wait is None else time.monotonic() + max(wait, 0.0)
         waiter: Waiter | None = None
         try:
             while True:
-                qid, found = self._write(take)
+                try:
+                    qid, found = self._write(take)
+                except StoreFull:
+                    # holding copies each record into `msg` before the commit frees its place, so
+                    # a full map may have no room for a whole batch, though a get is the way to
+                    # make room: hold fewer, down to one, each delivered and removed in turn
+                    if not held or size == 1:
+                        raise
+                    size = (size + 1) // 2
+                    continue
                 if found:
                     break
                 remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
