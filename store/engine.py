@@ -344,10 +344,15 @@ class Store(Forwarding):
                     t.maintain()
                 result = fn(t)
                 t.flush()
-        except lmdb.MapFullError:
+        except (lmdb.MapFullError, lmdb.TxnFullError) as exc:
+            if maintain:
+                # the maintenance may be what does not fit (a dead holder's messages going back
+                # need room before the commit frees their held places): the operation alone,
+                # a get or a purge, may be what makes room; maintenance comes again next time
+                return self._write(fn, maintain=False)
+            if isinstance(exc, lmdb.TxnFullError):
+                raise StoreFull("the transaction is too large for LMDB; use smaller batches") from None
             raise StoreFull(f"the store at {self.path} is full (its map is used up); get or purge messages") from None
-        except lmdb.TxnFullError:
-            raise StoreFull("the transaction is too large for LMDB; use smaller batches") from None
         except lmdb.Error as exc:
             raise self._write_failed(exc) from None
         if t.durable:
@@ -379,7 +384,10 @@ class Store(Forwarding):
     def _read(self, fn: Callable[[Txn], T]) -> T:
         """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due."""
         if self._maintenance_due():
-            self._write(lambda t: None)
+            try:
+                self._write(lambda t: None)
+            except StoreFull:
+                pass  # a full map: show the store as it is (what is due shows as such)
         try:
             with self._env.begin() as lt:
                 return fn(Txn(lt, self._dbs, self._now(), self._queue_cache))
