@@ -354,10 +354,15 @@ class Store(Forwarding):
                     t.maintain()
                 result = fn(t)
                 t.flush()
-        except lmdb.MapFullError:
+        except (lmdb.MapFullError, lmdb.TxnFullError) as exc:
+            if maintain:
+                # the maintenance may be what does not fit (a dead holder's messages going back
+                # need room before the commit frees their held places): the operation alone,
+                # a get or a purge, may be what makes room; maintenance comes again next time
+                return self._write(fn, maintain=False)
+            if isinstance(exc, lmdb.TxnFullError):
+                raise StoreFull("the transaction is too large for LMDB; use smaller batches") from None
             raise StoreFull(f"the store at {self.path} is full (its map is used up); get or purge messages") from None
-        except lmdb.TxnFullError:
-            raise StoreFull("the transaction is too large for LMDB; use smaller batches") from None
         except lmdb.Error as exc:
             raise self._write_failed(exc) from None
         if t.durable:
@@ -389,7 +394,10 @@ class Store(Forwarding):
     def _read(self, fn: Callable[[Txn], T]) -> T:
         """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due."""
         if self._maintenance_due():
-            self._write(lambda t: None)
+            try:
+                self._write(lambda t: None)
+            except StoreFull:
+                pass  # a full map: show the store as it is (what is due shows as such)
         try:
             with self._env.begin() as lt:
                 return fn(Txn(lt, self._dbs, self._now(), self._queue_cache))
@@ -713,12 +721,12 @@ class Store(Forwarding):
                     transactions.lock_for_dequeue(t, tx, record, m)
             elif held and plain:
                 token = holders.new_token()
-                held_at = t.hold_next(q, priority, count, token)
+                held_at = t.hold_next(q, priority, size, token)
                 if held_at:
                     self._holder.register(t, token, q, holders.GET)
                 return q.qid, held_at  # type: ignore[return-value]  # decoded after the commit
             elif held:
-                found = t.take(q, f, count, lock_id)
+                found = t.take(q, f, size, lock_id)
                 if found:
                     token = self._holder.hold(t, q, found, holders.GET)
             elif confirm_id is None and plain:
@@ -740,6 +748,7 @@ class Store(Forwarding):
                 deliver(found)  # type: ignore[misc]  # a full store: see below
             return q.qid, found
 
+        size = count  # a held get's batch: smaller when a full map has no room to hold it
         deadline = None if wait is None else time.monotonic() + max(wait, 0.0)
         waiter: Waiter | None = None
         try:
@@ -747,12 +756,17 @@ class Store(Forwarding):
                 try:
                     qid, found = self._write(take)
                 except StoreFull:
+                    # holding copies each record into `msg` before the commit frees its place, so
+                    # a full map may have no room for a whole batch, though a get is the way to
+                    # make room: hold fewer, down to one, each delivered and removed in turn
                     if not held:
                         raise
-                    # a full map has no room for the hold's records; a get must still drain
-                    # a full store, so this one writes its output inside the write that
-                    # removes the batch, as before holders existed: a reader that stalls
-                    # now holds up the others, a failed write removes nothing
+                    if size > 1:
+                        size = (size + 1) // 2
+                        continue
+                    # not even one fits: this get writes its output inside the write that
+                    # removes the message, as before holders existed (a reader that stalls now
+                    # holds up the others; a failed write removes nothing)
                     held, inline, token, held_at = False, True, None, None
                     continue
                 if found:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from channel_helpers import wait_until
-from store import NewMessage, Store, holders
+from store import NewMessage, Store, errors, holders
 
 # bodies far larger than a pipe holds: a get writing them blocks until its reader reads
 BIG = 100_000
@@ -259,3 +259,37 @@ def test_sweep_removes_the_files_of_holders_that_died_holding_nothing(cli, spawn
     assert len(os.listdir(cli.store / "holders")) == 1 and len(in_flight(cli.store)) == 5
     assert len(drained(reader)) == 5
     assert os.listdir(cli.store / "holders") == []
+
+
+def test_a_full_store_with_a_dead_holders_messages_can_still_be_read(tmp_path):
+    # giving a dead holder's messages back needs room before its commit frees their held
+    # places; on a full map every read ran that write first and failed: the store showed nothing
+    path = tmp_path / "store"
+    with Store.open(path, create=True, map_size=1 << 20) as st:
+        st.create_queue("q")
+        st.put_many("q", [NewMessage(b"h" * 1000) for _ in range(20)])
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from store import Store
+        st = Store.open({str(path)!r})
+        def deliver(found):
+            print("held", flush=True)
+            time.sleep(600)
+        st.get_many("q", 20, deliver=deliver)
+    """)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        with Store.open(path) as st:
+            with pytest.raises(errors.StoreFull):
+                for _ in range(2000):
+                    st.put_many("q", [NewMessage(b"x" * 1000)] * 10)
+            with pytest.raises(errors.StoreFull):
+                for _ in range(2000):
+                    st.put("q", b"x" * 100)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with Store.open(path) as st:
+        depth = {s.name: s for s in st.stats()}["q"].depth
+        assert depth > 20 and len(st.browse("q", states="all")) == depth
+        assert st.check() == []
