@@ -189,16 +189,7 @@ def record_lapse(t: Txn, held: Message, kept: Message | None) -> None:
 def prune(t: Txn, limit: int | None = None) -> int:
     """Forget records older than `RETENTION_US`, the oldest first, at most `limit` of them."""
     db = t.dbs["ids"]
-    cur = t.lt.cursor(db=db)
-    before = t.now - RETENTION_US
-    doomed = []
-    if cur.set_range(_BY_TIME):
-        for k in cur.iternext(values=False):
-            if k[:1] != _BY_TIME or keys.U64.unpack(k[1:9])[0] > before:
-                break
-            if limit is not None and len(doomed) >= limit:
-                break
-            doomed.append(bytes(k))
+    doomed = t.entries_before(db, _BY_TIME, t.now - RETENTION_US + 1, limit)  # RETENTION_US old, too
     for k in doomed:
         t.lt.delete(k, db=db)
         t.lt.delete(k[9:], db=db)

@@ -475,17 +475,9 @@ def prune_seen(t: Txn, before: int, limit: int | None = None) -> int:
     """Forget arrivals recorded before `before` (µs), the oldest of each layout first, at most
     `limit` of them: a resend comes within minutes of the first send, not days."""
     db = t.dbs["seen"]
-    cur = t.lt.cursor(db=db)
-    doomed = []
+    doomed: list[bytes] = []
     for by_time in (_OLD_BY_TIME, _SEEN_BY_TIME):
-        if not cur.set_range(by_time):
-            continue
-        for k in cur.iternext(values=False):
-            if k[:1] != by_time or keys.U64.unpack(k[1:9])[0] >= before:
-                break
-            if limit is not None and len(doomed) >= limit:
-                break
-            doomed.append(bytes(k))
+        doomed += t.entries_before(db, by_time, before, None if limit is None else limit - len(doomed))
     for k in doomed:
         t.lt.delete(k, db=db)
         t.lt.delete(_SEEN_ARRIVAL_TAG[k[:1]] + k[9:], db=db)

@@ -615,6 +615,21 @@ class Txn:
                 held.add((7 - keys.priority_in_id_key(key), keys.seq_of(key)))
         return held
 
+    def entries_before(self, db: lmdb._Database, tag: bytes, before: int, limit: int | None = None) -> list[bytes]:
+        """Keys `tag time(8) …` of `db` with a time (µs) before `before`, the oldest first, at
+        most `limit`: the time-ordered half of a table that forgets its entries after a
+        retention period (`seen`, `ids`), found without a scan."""
+        found: list[bytes] = []
+        cur = self.lt.cursor(db=db)
+        if cur.set_range(tag):
+            for k in cur.iternext(values=False):
+                if k[:1] != tag or U64.unpack(k[1:9])[0] >= before:
+                    break
+                if limit is not None and len(found) >= limit:
+                    break
+                found.append(bytes(k))
+        return found
+
     def index_items(self, prefix: bytes, db: lmdb._Database | None = None,
                     start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Entries of the index (or the position list) under a prefix, in key order, from
