@@ -68,14 +68,20 @@ def write_all(stream: BinaryIO, data: bytes) -> None:
     """Write every byte of `data`, or raise. A buffered stream takes it all; a raw one takes
     what it can and says how much: stdout is raw when PYTHONUNBUFFERED is set, and a pipe whose
     reader goes away takes part of a large write. Ignoring the count lost the rest, and a
-    destructive get then committed messages nobody received."""
+    destructive get then committed messages nobody received. A failure carries in `written` how
+    many bytes the stream took."""
     view = memoryview(data)
-    while view:
-        n = stream.write(view)
-        if n is None:  # a non-blocking stream that is full: wait until it takes more
-            select.select([], [stream], [])
-            continue
-        view = view[n:]
+    written = 0
+    try:
+        while written < len(view):
+            n = stream.write(view[written:])
+            if n is None:  # a non-blocking stream that is full: wait until it takes more
+                select.select([], [stream], [])
+                continue
+            written += n  # counted once the write returned: an interruption undercounts
+    except BaseException as exc:
+        exc.written = written  # type: ignore[attr-defined]  # the bytes the stream took
+        raise
 
 
 class Output:
@@ -111,16 +117,12 @@ class Output:
             if raw is not None:  # a buffered stdout: empty its buffer, then write past it
                 out.flush()
                 out = raw
-            view = memoryview(data)
-            while written < len(data):
-                n = out.write(view[written:])
-                if n is None:  # a non-blocking stream that is full
-                    select.select([], [out], [])
-                    continue
-                written += n
+            write_all(out, data)
+            written = len(data)
             if raw is None:
                 out.flush()
         except BaseException as exc:
+            written = getattr(exc, "written", written)
             delivered = bisect.bisect_right(ends, written)
             self.torn = written != (ends[delivered - 1] if delivered else 0)  # a part was cut
             if isinstance(exc, BrokenPipeError):
