@@ -10,8 +10,10 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from cli_helpers import mqcli_command, run_mqcli
@@ -47,6 +49,26 @@ def make_store(path: Path, name: str, *queues: str) -> str:
 def keygen(path: Path) -> Path:
     generate_key_file(path)
     return path
+
+
+@contextmanager
+def linked_pair(tmp: Path, a_queues: tuple[str, ...], b_queues: tuple[str, ...]) -> Iterator[SimpleNamespace]:
+    """qmA (queues `a_queues`) with a link qmB to a real listener on qmB (queues `b_queues`):
+    `.a`, `.b`, `.key`, `.listener`, `.tmp`. At the end the listener must stop cleanly and both
+    stores pass `mqcli check`."""
+    a, b = tmp / "a", tmp / "b"
+    make_store(a, "qmA", *a_queues)
+    make_store(b, "qmB", *b_queues)
+    key = keygen(tmp / "k.key")
+    listener = ListenerProc(b, key)
+    assert mqcli(a, "link", "add", "qmB", f"127.0.0.1:{listener.port}", "--key-file", key).code == 0
+    yield SimpleNamespace(a=a, b=b, key=key, listener=listener, tmp=tmp)
+    try:
+        assert listener.stop() == 0, listener.stderr
+        for store in (a, b):
+            assert mqcli(store, "check").code == 0
+    finally:
+        listener.kill()
 
 
 def free_port() -> int:

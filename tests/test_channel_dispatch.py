@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from channel_helpers import ListenerProc, free_port, keygen, make_store, mqcli, wait_until
+from channel_helpers import ListenerProc, free_port, keygen, linked_pair, make_store, mqcli, wait_until
 from cli_helpers import mqcli_command
 from store import NewMessage, Store
 
@@ -19,25 +19,8 @@ DEST = "DIRECT=OS:qmB\\q"
 @pytest.fixture
 def net(tmp_path):
     """qmA with a link qmB to a listener on qmB (queues q, q2)."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    make_store(a, "qmA", "reports")
-    make_store(b, "qmB", "q", "q2")
-    key = keygen(tmp_path / "k.key")
-    listener = ListenerProc(b, key)
-    assert mqcli(a, "link", "add", "qmB", f"127.0.0.1:{listener.port}", "--key-file", key).code == 0
-
-    class Net:
-        pass
-
-    n = Net()
-    n.a, n.b, n.key, n.listener, n.tmp = a, b, key, listener, tmp_path
-    yield n
-    try:
-        assert listener.stop() == 0, listener.stderr
-        for store in (a, b):
-            assert mqcli(store, "check").code == 0
-    finally:
-        listener.kill()
+    with linked_pair(tmp_path, ("reports",), ("q", "q2")) as n:
+        yield n
 
 
 def put(store, dest, bodies, **fields):

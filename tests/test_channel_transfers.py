@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from channel_helpers import ListenerProc, keygen, make_store, mqcli
+from channel_helpers import linked_pair, mqcli
 from store import NewMessage, Store
 
 DEST = "DIRECT=OS:qmB\\q"
@@ -19,25 +19,8 @@ DEST = "DIRECT=OS:qmB\\q"
 @pytest.fixture
 def net(tmp_path):
     """qmA with a link qmB to a listener on qmB (queue q)."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    make_store(a, "qmA", "local")
-    make_store(b, "qmB", "q")
-    key = keygen(tmp_path / "k.key")
-    listener = ListenerProc(b, key)
-    assert mqcli(a, "link", "add", "qmB", f"127.0.0.1:{listener.port}", "--key-file", key).code == 0
-
-    class Net:
-        pass
-
-    n = Net()
-    n.a, n.b, n.listener, n.tmp = a, b, listener, tmp_path
-    yield n
-    try:
-        assert listener.stop() == 0, listener.stderr
-        for store in (a, b):
-            assert mqcli(store, "check").code == 0
-    finally:
-        listener.kill()
+    with linked_pair(tmp_path, ("local",), ("q",)) as n:
+        yield n
 
 
 def put(store, dest, bodies, **fields):
