@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import lmdb
 
-from . import identity, ids, keys, links, outgoing
+from . import holders, identity, ids, keys, links, outgoing
 from .errors import BadData, InvalidArgument, StoreCorrupt, StoreError, StoreUnavailable
 from .queues import SYSTEM_QUEUES, QueueInfo, decode_queue, queue_key, validate_attrs
 from .records import (
@@ -167,6 +167,8 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
         for entry in index_entries(m):
             want[entry] = b"" if entry[:1] == keys.POS else location
         identities[seq] = (m.origin, m.msg_n, m.put_time, location)
+
+    _check_holds(t, queues, report)
 
     have: dict[bytes, bytes] = {}
     runs = []
@@ -400,3 +402,26 @@ def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bo
     if cls is None:
         raise RuntimeError(result["message"])
     raise cls(result["message"])
+
+
+def _check_holds(t: Txn, queues: dict, report: Callable[[str], None]) -> None:
+    """Each message a hold holds in place is an available message of the hold's queue, held
+    once."""
+    held_by: dict[int, int] = {}
+    for key, value in t.lt.cursor(db=t.dbs["holders"]):
+        try:
+            hold = holders.decode(bytes(key), bytes(value))
+        except (StoreCorrupt, struct.error) as exc:
+            report(f"holder row {bytes(key).hex()}: {getattr(exc, 'message', exc)}")
+            continue
+        if hold.qid not in queues:
+            if hold.places:
+                report(f"hold {hold.token}: its queue number {hold.qid} does not exist")
+            continue
+        for p7, seq in hold.placed:
+            if seq in held_by:
+                report(f"message seq {seq} is held in place by two holds ({held_by[seq]} and {hold.token})")
+            held_by[seq] = hold.token
+            if t.lt.get(keys.POS_KEY.pack(keys.POS, hold.qid, p7, seq), db=t.dbs["pos"]) is None:
+                report(f"hold {hold.token} holds message seq {seq} in place, but queue "
+                       f"{queues[hold.qid].name!r} has no such position")

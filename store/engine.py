@@ -707,10 +707,11 @@ class Store(Forwarding):
         inline = False  # deliver inside the removal's write: only when a hold has no room
         token: int | None = None
         held_at: list[tuple[bytes, bytes]] | None = None  # a plain held get's positions and records
+        places = b""  # and its row's list of them
         queue_name = queue
 
         def take(t: Txn) -> tuple[int, list[Message]]:
-            nonlocal token, held_at, queue_name
+            nonlocal token, held_at, places, queue_name
             q = t.queue(queue)
             queue_name = q.name
             if tx is not None:
@@ -721,9 +722,10 @@ class Store(Forwarding):
                     transactions.lock_for_dequeue(t, tx, record, m)
             elif held and plain:
                 token = holders.new_token()
-                held_at = t.hold_next(q, priority, size, token)
-                if held_at:
-                    self._holder.register(t, token, q, holders.GET)
+                held_at = t.hold_next(q, priority, size)
+                if held_at:  # held in place: the row lists their position keys' tails
+                    places = b"".join([pos[5:] for pos, _ in held_at])
+                    self._holder.register(t, token, q, holders.GET, places)
                 return q.qid, held_at  # type: ignore[return-value]  # decoded after the commit
             elif held:
                 found = t.take(q, f, size, lock_id)
@@ -789,19 +791,18 @@ class Store(Forwarding):
                 waiter.close()
         if inline:
             return found
-        records = None
+        placed = None
         if held_at is not None:
-            records = [(decode(raw, queue_name), raw) for _, raw in held_at]
-            found = [m for m, _ in records]
+            found = [decode(raw, queue_name) for _, raw in held_at]
+            placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
-            self._deliver(queue, found, deliver, hold=token if held else None, records=records,
+            self._deliver(queue, found, deliver, hold=token if held else None, placed=placed,
                           two_phase=two_phase)
         return found
 
     def _deliver(self, queue: str, found: list[Message], deliver: Callable[[list[Message]], None], *,
-                 hold: int | None, records: list[tuple[Message, bytes]] | None,
-                 two_phase: int | None) -> None:
+                 hold: int | None, placed: holders.Placed | None, two_phase: int | None) -> None:
         """Call `deliver(found)` with no transaction open; then end the `hold` (remove what
         was delivered, put back the rest) or, for a `two_phase` get, put back what was not
         delivered. If `deliver` raises, the exception's `delivered` attribute (default 0)
@@ -813,12 +814,12 @@ class Store(Forwarding):
             done = getattr(exc, "delivered", 0)
             done = done if type(done) is int and 0 <= done <= len(found) else 0
             if hold is not None or two_phase is not None:
-                self._end_delivery(queue, hold, records, two_phase, {m.seq for m in found[:done]})
+                self._end_delivery(queue, hold, placed, two_phase, {m.seq for m in found[:done]})
             raise
         if hold is not None:
-            self._end_delivery(queue, hold, records, None, {m.seq for m in found})
+            self._end_delivery(queue, hold, placed, None, {m.seq for m in found})
 
-    def _end_delivery(self, queue: str, hold: int | None, records: list[tuple[Message, bytes]] | None,
+    def _end_delivery(self, queue: str, hold: int | None, placed: holders.Placed | None,
                       two_phase: int | None, delivered: set[int]) -> None:
         def end(t: Txn) -> None:
             if hold is None:  # a two-phase get: what was delivered stays under its confirm id
@@ -830,9 +831,8 @@ class Store(Forwarding):
             if found is None or not t.queue_exists(found.qid):
                 return  # the queue was deleted meanwhile, and its messages with it
             q = t.queue(t.queue_name(found.qid))
-            if records is not None:
-                removed, _ = t.end_hold(q, hold, records, delivered)
-                holders.forget(t, hold)
+            if placed is not None:  # held in place by hold_next
+                removed, _ = t.end_hold(q, placed, delivered)
             else:
                 removed, _ = holders.finish(t, found, q, delivered)
             t.got(q, removed)

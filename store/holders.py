@@ -19,7 +19,17 @@ one cursor step) and returns the messages of holders whose lock is free: they di
 A held message is `get-unconfirmed` under the token (`browse-get-unconfirmed` when it was got
 under a browse lock, so that it goes back to `locked-browse`), with no lease: it is held for as
 long as the holder lives. Going back costs no backout: a failed delivery is not the message's
-fault. Table `holders`: token u64 → holder id (16) ‖ pid u32 ‖ kind u8 ‖ qid u32 ‖ since u64.
+fault. Table `holders`: token u64 → holder id (16) ‖ pid u32 ‖ kind u8 ‖ qid u32 ‖ since u64
+‖ places.
+
+Two ways to hold. A hold of chosen messages (an exact id, a lock id, a dispatcher's batch)
+moves each record into `msg` in its held state, with a confirm index entry, as a two-phase get
+does. The plain get of the next messages (`mqcli get`, the hot path) holds them *in place*:
+their positions and records stay where they are, and the row lists them in `places`
+(7-priority u8 ‖ seq u64 each, in queue order). Readers of the position list step over placed
+messages (Txn.positions) and show them as `get-unconfirmed` under the token (Txn.load), so a
+hold costs one row, however many messages it holds, and the messages a hold gives back are
+already in their places. See docs/holders.md.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import StoreUnavailable
+from .errors import StoreCorrupt, StoreUnavailable
 from .records import AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, Message
 
 if TYPE_CHECKING:
@@ -46,6 +56,7 @@ GET, DISPATCH = 1, 2
 KINDS = {GET: "get", DISPATCH: "dispatch"}
 _ROW = struct.Struct(">16sIBIQ")
 _TOKEN = struct.Struct(">Q")
+PLACE = struct.Struct(">BQ")  # one message held in place: 7-priority, seq (its position key's tail)
 # how long a holder seen alive is taken to be alive without asking the kernel again: a dead
 # holder's messages come back within this time of the next write, and a store with a holder
 # writing to a stalled pipe costs other writers one lock probe a second, not one per commit
@@ -60,10 +71,26 @@ class Hold:
     kind: int
     qid: int
     since: int
+    places: bytes = b""  # the messages held in place, PLACE each (empty: held in `msg`)
+
+    @property
+    def placed(self) -> list[tuple[int, int]]:
+        """(7-priority, seq) of each message held in place, in queue order."""
+        return [PLACE.unpack_from(self.places, at) for at in range(0, len(self.places), PLACE.size)]
 
     @property
     def what(self) -> str:
         return f"{KINDS.get(self.kind, 'a process')} in process {self.pid}"
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A plain get's hold in place as its process made it (Txn.hold_next): the token, the
+    row's places, and each message as it was found, with its position key."""
+    token: int
+    places: bytes
+    positions: list[bytes]
+    messages: list[Message]
 
 
 def new_token() -> int:
@@ -71,8 +98,11 @@ def new_token() -> int:
 
 
 def decode(key: bytes, value: bytes) -> Hold:
-    holder, pid, kind, qid, since = _ROW.unpack(value)
-    return Hold(_TOKEN.unpack(key)[0], holder, pid, kind, qid, since)
+    holder, pid, kind, qid, since = _ROW.unpack_from(value)
+    places = value[_ROW.size:]
+    if len(places) % PLACE.size:
+        raise StoreCorrupt(f"holder row {key.hex()}: {len(places)} bytes of places, not whole entries")
+    return Hold(_TOKEN.unpack(key)[0], holder, pid, kind, qid, since, places)
 
 
 def lookup(t: Txn, token: int) -> Hold | None:
@@ -129,10 +159,13 @@ class Holder:
             raise
         self._fd = fd
 
-    def register(self, t: Txn, token: int, q: QueueInfo, kind: int) -> None:
-        """Record that this process holds `token`, in the commit that puts messages under it."""
+    def register(self, t: Txn, token: int, q: QueueInfo, kind: int, places: bytes = b"") -> None:
+        """Record that this process holds `token`, in the commit that puts messages under it;
+        `places` lists the messages it holds in place (PLACE each)."""
         self.ensure()
-        t.lt.put(_TOKEN.pack(token), _ROW.pack(self.id, self.pid, kind, q.qid, t.now), db=t.dbs["holders"])
+        t.lt.put(_TOKEN.pack(token), _ROW.pack(self.id, self.pid, kind, q.qid, t.now) + places,
+                 db=t.dbs["holders"])
+        t.holds_changed()
 
     def hold(self, t: Txn, q: QueueInfo, messages: list[Message], kind: int) -> int:
         """Put `messages` (available, or locked-browse) in flight under a new token held by
@@ -237,13 +270,27 @@ def finish(t: Txn, hold: Hold, q: QueueInfo, delivered: set[int]) -> tuple[list[
     if done:
         t.remove_many(done)
     for m in back:
-        give_back(t, m)
+        if hold.places:
+            t.woke.add(q.qid)  # in place already: forgetting the row gives it back
+        else:
+            give_back(t, m)
     forget(t, hold.token)
     return done, back
 
 
 def forget(t: Txn, token: int) -> None:
     t.lt.delete(_TOKEN.pack(token), db=t.dbs["holders"])
+    t.holds_changed()
+
+
+def unplace(t: Txn, hold: Hold, seq: int) -> None:
+    """Take one message out of a hold in place (it is being removed or moved meanwhile)."""
+    kept = b"".join(hold.places[at:at + PLACE.size] for at in range(0, len(hold.places), PLACE.size)
+                    if PLACE.unpack_from(hold.places, at)[1] != seq)
+    raw = t.lt.get(_TOKEN.pack(hold.token), db=t.dbs["holders"])
+    if raw is not None:
+        t.lt.put(_TOKEN.pack(hold.token), bytes(raw)[:_ROW.size] + kept, db=t.dbs["holders"])
+        t.holds_changed()
 
 
 def give_back(t: Txn, m: Message) -> Message:

@@ -206,7 +206,7 @@ def take(t: Txn, q: QueueInfo, max_count: int, max_bytes: int,
     size = 0
     taken = []
     # the position list's values are the available records, which is what goes on the wire
-    for _, record in t.index_items(keys.queue_prefix(q.qid), t.pos_db):
+    for _, record in t.positions(keys.queue_prefix(q.qid)):
         if items and (len(items) >= max_count or size + len(record) > max_bytes):
             break
         record = bytes(record)

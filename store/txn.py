@@ -35,7 +35,7 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
-    PUT_UNCONFIRMED, TX_LOCKED, Message, decode, encode, guid_text, held_records, iso_time,
+    PUT_UNCONFIRMED, TX_LOCKED, Message, decode, encode, guid_text, iso_time,
 )
 
 if TYPE_CHECKING:
@@ -84,6 +84,9 @@ class Txn:
         self.msg_db = dbs["msg"]
         self.idx_db = dbs["idx"]
         self.pos_db = dbs["pos"]
+        # qid -> seq -> (7-priority, hold) of the messages held in place (store/holders.py),
+        # read on first use and again after a hold changes
+        self._placed: dict[int, dict[int, tuple[int, holders.Hold]]] | None = None
 
     # ---- meta counters -----------------------------------------------------------------
 
@@ -292,7 +295,12 @@ class Txn:
             raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
             if raw is None:
                 return None
-        m = decode(raw)
+            m = decode(raw)
+        else:
+            m = decode(raw)
+            placed = self.placed(m.qid).get(seq)
+            if placed is not None:
+                _as_held(m, placed[1])
         m.queue = self.queue_name(m.qid)
         return m
 
@@ -317,10 +325,51 @@ class Txn:
         if m.state == AVAILABLE:
             lt.delete(entries[0], db=self.pos_db)
             del entries[0]
+        elif (hold := self._placed_hold(m)) is not None:  # held in place: its position holds the record
+            lt.delete(_pack_pos(keys.POS, m.qid, 7 - m.priority, m.seq), db=self.pos_db)
+            holders.unplace(self, hold, m.seq)
+            return
         else:
             lt.delete(keys.seq_key(m.seq), db=self.msg_db)
         for key in entries:
             lt.delete(key, db=idx)
+
+    # ---- messages held in place (store/holders.py) -------------------------------------
+
+    def holds_changed(self) -> None:
+        """A hold was made, changed or ended in this transaction: read them again."""
+        self._placed = None
+
+    def placed(self, qid: int) -> dict[int, tuple[int, holders.Hold]]:
+        """seq -> (7-priority, hold) of the queue's messages held in place by a process:
+        available records in the position list that readers step over and show in flight."""
+        if self._placed is None:
+            placed: dict[int, dict[int, tuple[int, holders.Hold]]] = {}
+            if holders.any_held(self):
+                for hold in holders.holds(self):
+                    if hold.places:
+                        mine = placed.setdefault(hold.qid, {})
+                        for p7, seq in hold.placed:
+                            mine[seq] = (p7, hold)
+            self._placed = placed
+        return self._placed.get(qid, _NOTHING_PLACED)
+
+    def _placed_hold(self, m: Message) -> holders.Hold | None:
+        """The hold that holds `m` in place, if one does (and `m` says so)."""
+        if m.state != GET_UNCONFIRMED or m.confirm_id is None:
+            return None
+        placed = self.placed(m.qid).get(m.seq)
+        return placed[1] if placed is not None and placed[1].token == m.confirm_id else None
+
+    def positions(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """(position key, record) of the available messages under a position prefix (a queue,
+        or one priority of it) in queue order, from `start` if given: the position list, less
+        the messages held in place."""
+        placed = self.placed(U32.unpack_from(prefix, 1)[0])
+        items = self.index_items(prefix, self.pos_db, start)
+        if not placed:
+            return items
+        return ((key, raw) for key, raw in items if keys.seq_of(key) not in placed)
 
     def insert_many(self, q: QueueInfo, messages: list[Message]) -> None:
         """Store messages of one queue that already have their seqs, with every index entry."""
@@ -564,6 +613,7 @@ class Txn:
         (or dead-lettered) both. Its lapse or expiry comes when its holder puts it back."""
         seqs: set[int] = set()
         for hold in holders.holds(self):
+            seqs.update(seq for _, seq in hold.placed)
             for key, _ in self.index_items(keys.id_in_queue_prefix(keys.CONFIRM, hold.qid, hold.token)):
                 seqs.add(keys.seq_of(key))
         return seqs
@@ -642,32 +692,41 @@ class Txn:
                 yield key, value
 
     def has_available(self, qid: int) -> bool:
-        """Whether the queue has an available message: one cursor step."""
-        cur = self.lt.cursor(db=self.pos_db)
-        prefix = keys.queue_prefix(qid)
-        return cur.set_range(prefix) and cur.key().startswith(prefix)
+        """Whether the queue has an available message: one cursor step (more past messages
+        held in place)."""
+        return next(self.positions(keys.queue_prefix(qid)), None) is not None
 
     def in_flight(self, q: QueueInfo, after: tuple[int, int] | None = None) -> list[Message]:
         """The queue's messages in any state but available (they have records in `msg`), in
         queue order; with `after`, only those after that place."""
         out = []
         held = self._held_seqs(q.qid)
-        for _, seq in sorted(held if after is None else (h for h in held if h > after)):
-            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+        placed = self.placed(q.qid)
+        held.update((p7, seq) for seq, (p7, _) in placed.items())
+        for p7, seq in sorted(held if after is None else (h for h in held if h > after)):
+            in_place = placed.get(seq)
+            if in_place is None:
+                raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            else:
+                raw = self.lt.get(_pack_pos(keys.POS, q.qid, p7, seq), db=self.pos_db)
             if raw is None:
                 raise StoreCorrupt(f"in-flight message seq {seq} has no record")
-            out.append(decode(raw, q.name))
+            m = decode(raw, q.name)
+            if in_place is not None:
+                _as_held(m, in_place[1])
+            out.append(m)
         return out
 
     def count_available(self, qid: int) -> int:
         cur = self.lt.cursor(db=self.pos_db)
         prefix = keys.queue_prefix(qid)
+        placed = self.placed(qid)
         n = 0
         if cur.set_range(prefix):
             for key in cur.iternext(values=False):
                 if not key.startswith(prefix):
                     break
-                n += 1
+                n += not placed or keys.seq_of(key) not in placed
         return n
 
     def available(self, q: QueueInfo, priority: int | None = None,
@@ -677,7 +736,7 @@ class Txn:
         collect what they take before changing anything."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
         start = None if after is None else keys.pos_key(q.qid, 7 - after[0], after[1] + 1)
-        for _, record in self.index_items(prefix, self.pos_db, start):
+        for _, record in self.positions(prefix, start):
             yield decode(record, q.name)
 
     def by_index(self, prefix: bytes) -> Iterator[Message]:
@@ -735,6 +794,12 @@ class Txn:
 
     def with_token(self, q: QueueInfo, token: int) -> list[Message]:
         """The messages of a queue in flight under a confirm id or a holder's token; maybe none."""
+        hold = holders.lookup(self, token)
+        if hold is not None and hold.places:  # held in place: no confirm entries
+            if hold.qid != q.qid:
+                return []
+            return [m for p7, seq in hold.placed
+                    if (m := self.load(seq, U32.pack(q.qid) + bytes((p7,)))) is not None]
         return list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, token)))
 
     def with_lock_id(self, q: QueueInfo, lock_id: int) -> list[Message]:
@@ -786,6 +851,7 @@ class Txn:
         list, whose values are the records (the batched-get hot path)."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
         lt, idx = self.lt, self.idx_db
+        placed = self.placed(q.qid)
         cur = lt.cursor(db=self.pos_db)
         taken: list[Message] = []
         size = 0
@@ -796,6 +862,10 @@ class Txn:
             pos, raw = cur.item()
             if not pos.startswith(prefix):
                 break
+            if placed and keys.seq_of(pos) in placed:  # another process is delivering it
+                if not cur.next():
+                    break
+                continue
             m = decode(raw, q.name)
             for key in identity_entries(m):  # its only state entry is `pos`, deleted below
                 lt.delete(key, db=idx)
@@ -810,91 +880,60 @@ class Txn:
             self.got(q, taken)
         return taken
 
-    def hold_next(self, q: QueueInfo, priority: int | None, count: int, token: int) -> list[tuple[bytes, bytes]]:
-        """The next `count` available messages, put in flight (get-unconfirmed) under a
-        holder's token (store/holders.py): cursor steps on the position list as in get_next,
-        each record moved to `msg` with its header changed in place. Returns each one's
-        position key and record as they were; nothing is decoded here, so the write
-        transaction stays short (the caller decodes after the commit)."""
+    def hold_next(self, q: QueueInfo, priority: int | None, count: int) -> list[tuple[bytes, bytes]]:
+        """The next `count` available messages, to be held in place (store/holders.py): their
+        position keys and records, nothing changed and nothing decoded, so the write
+        transaction stays short. The caller registers the hold in the same transaction."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
+        placed = self.placed(q.qid)
         cur = self.lt.cursor(db=self.pos_db)
         taken: list[tuple[bytes, bytes]] = []
-        entries = []
-        if not cur.set_range(prefix):
-            return taken
-        confirm = keys.CONFIRM
-        token_bytes = U64.pack(token)
-        while len(taken) < count:
-            pos, raw = cur.item()
-            if not pos.startswith(prefix):
-                break
-            taken.append((pos, raw))
-            # a position key is tag qid(4) 7-priority(1) seq(8); a confirm entry tag qid id
-            # 7-priority seq (keys.POS_KEY, keys.ID_IN_QUEUE_KEY); `msg` is keyed by seq
-            entries.append((confirm + pos[1:5] + token_bytes + pos[5:], pos[1:6]))
-            if not cur.delete():  # deletes the position and steps to the next entry
-                break
-        records = list(zip([pos[6:] for pos, _ in taken],
-                           held_records([raw for _, raw in taken], GET_UNCONFIRMED, token, self.now)))
-        if records:
-            records.sort()  # queue order is priority first: seq order may differ
-            msgs = self.lt.cursor(db=self.msg_db)
-            # usually every held record is newer than any in `msg`: appended, no tree descents
-            append = not msgs.last() or msgs.key() < records[0][0]
-            if msgs.putmulti(records, append=append)[1] != len(records):
-                raise StoreCorrupt("a held message's seq is in the msg table already")
-            self.lt.cursor(db=self.idx_db).putmulti(entries)
+        if cur.set_range(prefix):
+            for item in cur:  # the cursor walk of positions(), inlined: this is the hot path
+                if not item[0].startswith(prefix):
+                    break
+                if placed and keys.seq_of(item[0]) in placed:
+                    continue
+                taken.append(item)
+                if len(taken) >= count:
+                    break
         return taken
 
-    def end_hold(self, q: QueueInfo, token: int, held: list[tuple[Message, bytes]],
+    def end_hold(self, q: QueueInfo, placed: holders.Placed,
                  delivered: set[int]) -> tuple[list[Message], list[Message]]:
-        """End a hold_next: remove the messages whose seq is in `delivered` (returned first),
-        put the others back in their places as they were. A message no longer held under
-        `token` (purged meanwhile) is left alone."""
-        lt, idx = self.lt, self.idx_db
-        # the token's confirm entries are one run of the index, in queue order: one cursor walk
-        prefix = keys.id_in_queue_prefix(keys.CONFIRM, q.qid, token)
-        cur = lt.cursor(db=idx)
-        still: set[int] = set()
-        if cur.set_range(prefix):
-            while True:
-                key = cur.key()
-                if not key.startswith(prefix):
-                    break
-                still.add(keys.seq_of(key))
-                if not cur.delete():
-                    break
-        removed: list[Message] = []
-        back: list[Message] = []
-        positions = []
-        msgs = lt.cursor(db=self.msg_db)
-        # hold_next appended the records in seq order: mostly one run, deleted walking it
-        for key in sorted(keys.seq_key(seq) for seq in still):
-            if msgs.key() == key or msgs.set_key(key):
-                msgs.delete()  # and steps to the next record
-        for m, raw in held:
-            if m.seq not in still:
-                continue
-            if m.seq in delivered:
-                removed.append(m)
-            else:
-                positions.append((_pack_pos(keys.POS, m.qid, 7 - m.priority, m.seq), raw))
-                back.append(m)
-        if positions:
-            lt.cursor(db=self.pos_db).putmulti(positions)
+        """End a hold in place: remove the messages whose seq is in `delivered` (returned
+        first); the others are in their places already, and are available again once the
+        hold is forgotten. A message no longer in the hold (purged meanwhile) is left alone."""
+        hold = holders.lookup(self, placed.token)
+        if hold is None:
+            return [], []
+        holders.forget(self, placed.token)
+        if hold.places == placed.places:  # as it was made: the usual case
+            held = list(zip(placed.positions, placed.messages))
+        else:
+            still = {seq for _, seq in hold.placed}
+            held = [(pos, m) for pos, m in zip(placed.positions, placed.messages) if m.seq in still]
+        removed = [(pos, m) for pos, m in held if m.seq in delivered]
+        if len(removed) < len(held):
             self.woke.add(q.qid)
         if removed:
+            lt, idx = self.lt, self.idx_db
+            cur = lt.cursor(db=self.pos_db)
             size = 0
             durable = False
-            for m in removed:
+            for pos, m in removed:  # usually one run of the position list: deleted walking it
+                if cur.key() == pos or cur.set_key(pos):
+                    cur.delete()  # and steps to the next entry
                 if m.correl_id is not None or m.expires is not None:
                     for key in identity_entries(m):
                         lt.delete(key, db=idx)
                 size += len(m.body)
                 durable = durable or not m.express
-            identity.release(lt, self.dbs, removed)
-            self._count(q.qid, -len(removed), -size, durable)
-        return removed, back
+            messages = [m for _, m in removed]
+            identity.release(lt, self.dbs, messages)
+            self._count(q.qid, -len(messages), -size, durable)
+            return messages, [m for _, m in held if m.seq not in delivered]
+        return [], [m for _, m in held]
 
     def take(self, q: QueueInfo, f: Filter, count: int, lock_id: int | None = None) -> list[Message]:
         taken = []
@@ -903,6 +942,14 @@ class Txn:
             if len(taken) >= count:
                 break
         return taken
+
+
+def _as_held(m: Message, hold: holders.Hold) -> None:
+    """Show a message held in place (an available record) in the state its hold gives it."""
+    m.state, m.confirm_id, m.since = GET_UNCONFIRMED, hold.token, hold.since
+
+
+_NOTHING_PLACED: dict[int, tuple[int, holders.Hold]] = {}
 
 
 def index_entries(m: Message) -> list[bytes]:

@@ -15,7 +15,8 @@ read in a read transaction of its own, closed before the batch is handed on, so 
 holds no snapshot that would keep writers from reusing pages (like `Store.export_messages`).
 Each batch is therefore consistent in itself; a message that changes state while a store is
 being read (leaving `pos` for `msg`, or back) can show up in two ranges or in none, as with any
-scan split over transactions. Nothing is written: lapsed leases and expired messages are read
+scan split over transactions. A message a get holds in place (store/holders.py) stays in `pos`
+and is read as `get-unconfirmed`, as the store shows it. Nothing is written: lapsed leases and expired messages are read
 as they are (`analyze health` counts them; `mqcli sweep` acts on them).
 """
 
@@ -30,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import lmdb
 
-from .. import keys
+from .. import holders, keys
 from ..environment import open_environment, read_marker, store_exists
 from ..errors import QueueNotAvailable, StoreCorrupt, StoreUnavailable
 from ..queues import decode_queue, queue_key
-from ..records import guid_text
+from ..records import GET_UNCONFIRMED, guid_text, held_records
 from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, queue_batch, record_batch
 
 if TYPE_CHECKING:
@@ -175,6 +176,9 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
         while True:
             raws, more = [], False
             with env.begin() as lt:
+                # messages a get holds in place are in `pos` as available records: shown in
+                # flight under the hold, as the store itself shows them (Txn.load)
+                placed = _placed(lt, dbs) if r.table == POS_TABLE else {}
                 cur = lt.cursor(db=db)
                 if after is None:
                     found = cur.set_range(r.start)
@@ -189,7 +193,12 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
                     if len(raws) == batch_rows:
                         more = True
                         break
-                    raws.append(cur.value())
+                    raw = cur.value()
+                    if placed:
+                        hold = placed.get(keys.seq_of(key))
+                        if hold is not None:
+                            raw = held_records([raw], GET_UNCONFIRMED, hold.token, hold.since)[0]
+                    raws.append(raw)
                     after = key
                     found = cur.next()
             batch = record_batch(raws, r.queues, r.store, columns, report_only)
@@ -197,6 +206,15 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
                 yield batch
             if not more:
                 return
+
+
+def _placed(lt: lmdb.Transaction, dbs: dict[str, Any]) -> dict[int, holders.Hold]:
+    """seq -> hold of every message held in place (store/holders.py)."""
+    placed: dict[int, holders.Hold] = {}
+    for key, value in lt.cursor(db=dbs["holders"]):
+        hold = holders.decode(bytes(key), bytes(value))
+        placed.update((seq, hold) for _, seq in hold.placed)
+    return placed
 
 
 def read_queue_table(path: str | Path, queues: Sequence[str] | None = None,

@@ -1,0 +1,165 @@
+"""A plain get holds its batch *in place* (store/holders.py): the positions and records stay,
+one row lists them. Every reader must then see those messages exactly as it saw messages held
+in `msg`: in flight under the get's token, never available, counted once. These tests look at
+the store from inside `deliver` (no write transaction is open there, so the same handle may
+read and write) and from a second process."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from store import NewMessage, errors
+
+
+def fill(st, n, queue="q", **kw):
+    return st.put_many(queue, [NewMessage(b"m%03d" % i, **kw) for i in range(n)])
+
+
+def in_delivery(st, count, look, queue="q"):
+    """Run `look(found)` while a get of `count` messages delivers them; returns what it got."""
+    seen = {}
+
+    def deliver(found):
+        seen["result"] = look(found)
+
+    st.get_many(queue, count, deliver=deliver)
+    return seen["result"]
+
+
+def test_held_messages_are_in_flight_to_every_reader_and_counted_once(st):
+    fill(st, 10)
+
+    def look(found):
+        everything = st.browse("q", states="all")
+        info = st.queue_info("q")
+        stats = next(s for s in st.stats() if s.name == "q")
+        return found, everything, st.browse("q"), info, stats, st.inflight("q"), st.check()
+
+    found, everything, available, info, stats, inflight, problems = in_delivery(st, 4, look)
+    held = [m for m in everything if m.state == "get-unconfirmed"]
+    assert [m.msg_id for m in held] == [m.msg_id for m in found]
+    assert len({m.confirm_id for m in held}) == 1 and held[0].confirm_id is not None
+    assert all(m.since is not None for m in held)
+    assert [m.body for m in available] == [b"m%03d" % i for i in range(4, 10)]
+    assert (info.depth, info.available) == (10, 6)
+    assert stats.depth == 10 and stats.by_state["get-unconfirmed"] == 4 and stats.by_state["available"] == 6
+    assert [m.msg_id for m in inflight] == [m.msg_id for m in found]
+    assert problems == []
+    assert [m.body for m in st.browse("q")] == [b"m%03d" % i for i in range(4, 10)]
+    assert st.queue_info("q").depth == 6
+
+
+def test_a_second_get_during_a_delivery_takes_the_next_messages_not_the_held_ones(st):
+    fill(st, 10)
+
+    def look(found):
+        inner = st.get_many("q", 3, deliver=lambda msgs: None)   # a held get, in place too
+        plain = st.get_many("q", 2)                              # the library's one-commit get
+        return found, inner, plain
+
+    found, inner, plain = in_delivery(st, 4, look)
+    bodies = [m.body for m in found + inner + plain]
+    assert bodies == [b"m%03d" % i for i in range(9)]
+    assert [m.body for m in st.browse("q", states="all")] == [b"m009"]
+
+
+def test_an_exact_id_of_a_held_message_is_already_received_and_a_replay_is_not_a_copy(st):
+    stored = fill(st, 3)
+
+    def look(found):
+        with pytest.raises(errors.AlreadyReceived):
+            st.get("q", msg_id=stored[0].msg_id, wait=0)
+        with pytest.raises(errors.AlreadyReceived):
+            st.get("q", lookup_id=stored[1].lookup_id, wait=0)
+        # what the get is delivering is leaving: a pipe into another queue stores it
+        return st.import_messages("q2", found, create=True)
+
+    imported = in_delivery(st, 2, look)
+    assert len(imported) == 2 and not imported.skipped
+    assert [m.body for m in st.browse("q2")] == [b"m000", b"m001"]
+
+
+def test_a_purge_during_a_delivery_removes_the_held_messages_once(st):
+    fill(st, 6)
+
+    def look(found):
+        return st.purge_queue("q"), st.check()
+
+    purged, problems = in_delivery(st, 4, look)
+    assert purged == 6 and problems == []
+    info = st.queue_info("q")
+    assert (info.depth, info.bytes, info.available) == (0, 0, 0)
+    assert st.browse("q", states="all") == []
+
+
+def test_an_undelivered_part_goes_back_in_place_in_queue_order(st):
+    fill(st, 5, priority=3)
+    st.put("q", b"high", priority=6)
+
+    def deliver(found):
+        exc = BrokenPipeError()
+        exc.delivered = 2
+        raise exc
+
+    with pytest.raises(BrokenPipeError):
+        st.get_many("q", 4, deliver=deliver)
+    assert [m.body for m in st.browse("q")] == [b"m001", b"m002", b"m003", b"m004"]
+    assert {m.backouts for m in st.browse("q")} == {0}
+
+
+def test_expiry_and_sweep_leave_held_messages_alone_until_the_hold_ends(st, clock):
+    fill(st, 3, ttl=5)
+
+    def look(found):
+        clock.advance(10)
+        return st.sweep().expired, [m.state for m in st.browse("q", states="all")]
+
+    expired, states = in_delivery(st, 2, look)
+    assert expired == 1 and states == ["get-unconfirmed", "get-unconfirmed"]
+    assert st.browse("q", states="all") == []
+
+
+def test_a_store_scan_shows_held_messages_in_flight(st, tmp_path):
+    pytest.importorskip("pyarrow")
+    fill(st, 5)
+    # the pipeline reads a store from other processes (Spark's workers): so does this test
+    script = textwrap.dedent(f"""
+        import json
+        from store.analytics import scan
+        from store.analytics.columns import MESSAGE_COLUMNS
+        wanted = [c for c in MESSAGE_COLUMNS if c[0] in ("msg_id", "state")]
+        rows = [d for r in scan.plan([{str(tmp_path / "qm")!r}], ["q"])
+                for b in scan.read_range(r, wanted) for d in b.to_pylist()]
+        print(json.dumps(sorted((d["msg_id"], d["state"]) for d in rows)))
+    """)
+
+    def look(found):
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return found, [tuple(row) for row in json.loads(out.stdout)]
+
+    found, rows = in_delivery(st, 2, look)
+    held = {m.msg_id for m in found}
+    assert rows == sorted((m.msg_id, "get-unconfirmed" if m.msg_id in held else "available")
+                          for m in st.browse("q", states="all") + found)
+
+
+def test_check_finds_a_hold_naming_a_message_that_is_not_there(st):
+    fill(st, 3)
+
+    def look(found):
+        from store import holders
+        with st._env.begin(write=True) as lt:
+            key, value = next(iter(lt.cursor(db=st._dbs["holders"])))
+            missing = holders.PLACE.pack(7 - 4, found[-1].seq + 1000)
+            lt.put(key, bytes(value) + missing, db=st._dbs["holders"])
+        problems = st.check()
+        with st._env.begin(write=True) as lt:  # put it right, so the fixture's check passes
+            lt.put(key, bytes(value), db=st._dbs["holders"])
+        return problems
+
+    problems = in_delivery(st, 2, look)
+    assert any("no such position" in p for p in problems), problems
