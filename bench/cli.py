@@ -574,11 +574,10 @@ def _child_lib_get(store_path: str, queue: str) -> dict:
             encode += time.perf_counter() - a
 
         a = time.perf_counter()
-        while True:
-            try:
-                n += len(st.get_many(queue, 1000, wait=0, deliver=deliver))
-            except errors.Timeout:
-                break
+        try:
+            n = st.get_batches(queue, deliver, batch=1000)  # as `mqcli get --all`
+        except errors.Timeout:
+            pass
         loop = time.perf_counter() - a
     return {"messages": n, "import_s": t_import, "encode_s": encode, "store_s": loop - encode,
             "in_process_s": time.perf_counter() - t0}
@@ -595,7 +594,7 @@ def bulk_commands(py: str, mq: str, store_path: str, jsonl: str) -> dict:
             "put": (lib + ["lib-put", store_path, QUEUE, jsonl],
                     "json.loads + Message.from_dict + st.import_messages per 1,000"),
             "get": (lib + ["lib-get", store_path, QUEUE],
-                    "st.get_many(q, 1000, deliver=...) + to_dict + json.dumps > /dev/null"),
+                    "st.get_batches(q, deliver, batch=1000) + to_dict + json.dumps > /dev/null"),
         },
     }
 

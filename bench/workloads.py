@@ -100,21 +100,22 @@ def store_get_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
     st = _store_open(workdir)
     try:
         _store_prefill(st, n + batch, body, batch)
-        get_many = st.get_many
-        # as `mqcli get --all` gets: each message delivered with no write transaction open
-        # (held by this process meanwhile), the batch removed after
-        delivered = []
-        deliver = delivered.append
-        _expect("warm-up get_many", len(get_many(QUEUE, batch, wait=0, deliver=deliver)), batch)
+        # as `mqcli get --all` gets: each batch delivered with no write transaction open (held
+        # by this process meanwhile), its removal committed with the next batch's hold
+        got = 0
+
+        def deliver(found) -> None:
+            nonlocal got
+            got += len(found)
+
+        _expect("warm-up get_many", len(st.get_many(QUEUE, batch, wait=0, deliver=deliver)), batch)
         got = 0
         t0 = perf_counter()
-        while got < n:  # the queue is empty exactly when n messages were read
-            got += len(get_many(QUEUE, batch, wait=0, deliver=deliver))
-            delivered.clear()
+        delivered = st.get_batches(QUEUE, deliver, batch=batch)  # until the queue is empty
         dt = perf_counter() - t0
-        _expect("store messages read by get_many", got, n)
+        _expect("store messages read by get_batches", (got, delivered), (n, n))
         try:
-            extra = get_many(QUEUE, batch, wait=0)
+            extra = st.get_many(QUEUE, batch, wait=0)
         except errors.Timeout:
             pass
         else:
@@ -633,9 +634,9 @@ WORKLOADS: list[Workload] = [
         key="get_batched",
         title="3. batched get, {batch:,} per commit",
         size="batched",
-        store_op="st.get_many(q, batch, wait=0)",
+        store_op="st.get_batches(q, deliver, batch=batch)",
         contenders={
-            STORE: ("st.get_many(q, batch, wait=0) until empty", store_get_batched),
+            STORE: ("st.get_batches(q, deliver, batch=batch) until empty, as `mqcli get --all`", store_get_batched),
             LMDB: ("per write txn: batch x (cursor.first, value, delete)", lmdb_get_batched),
         },
         target=Target(LMDB, 0.2),

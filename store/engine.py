@@ -688,6 +688,49 @@ class Store(Forwarding):
         and the others go back without a backout; the exception then propagates. A process
         killed meanwhile loses nothing: its messages go back when the next writer sees it gone.
         """
+        return self._get_many(queue, count, wait=wait, msg_id=msg_id, unique_id=unique_id,
+                              correl_id=correl_id, lookup_id=lookup_id, priority=priority,
+                              confirm_id=confirm_id, lock_id=lock_id, lease=lease, deliver=deliver,
+                              tx=tx, extend=extend)
+
+    def get_batches(self, queue: str, deliver: Callable[[list[Message]], None], *,
+                    limit: int | None = None, batch: int = 1000, wait: float | None = 0.0,
+                    priority: int | None = None) -> int:
+        """Get every available message of a queue (at most `limit`), in batches of up to
+        `batch`, as repeated `get_many(queue, batch, deliver=deliver)` would (`mqcli get
+        --all`), and return how many were delivered; waits up to `wait` for the first message
+        (errors.Timeout if none comes). The removal of one batch and the hold of the next share
+        one commit. If `deliver` raises, its batch ends as in get_many and the exception
+        propagates."""
+        _check_count(batch, "batch")
+        _check_count(limit, "limit")
+        chain = _Chain()
+        total = 0
+        try:
+            while limit is None or total < limit:
+                try:
+                    found = self._get_many(queue, batch if limit is None else min(batch, limit - total),
+                                           wait=wait if total == 0 else 0, priority=priority,
+                                           deliver=deliver, chain=chain)
+                except Timeout:
+                    if total == 0:
+                        raise
+                    break
+                total += len(found)
+        finally:
+            if chain.end is not None:  # the last batch's removal, alone
+                self._write(chain.end)
+        return total
+
+    def _get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
+                  unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
+                  priority: int | None = None,
+                  confirm_id: NewId | None = None, lock_id: int | None = None, lease: float | None = None,
+                  deliver: Callable[[list[Message]], None] | None = None,
+                  tx: int | None = None, extend: bool = False, chain: _Chain | None = None) -> list[Message]:
+        """get_many; with a `chain`, a plain held get first runs the end of the chain's last
+        batch (if any) in the write that holds its own batch, and leaves its own end in the
+        chain instead of committing it (get_batches)."""
         if tx is not None and confirm_id is not None:
             raise InvalidArgument("a get is either in a transaction or two-phase, not both (seed 002)")
         _check_count(count, "count")
@@ -712,6 +755,8 @@ class Store(Forwarding):
 
         def take(t: Txn) -> tuple[int, list[Message]]:
             nonlocal token, held_at, places, queue_name
+            if chain is not None and chain.end is not None:
+                chain.end(t)  # the last batch's removal, in this commit
             q = t.queue(queue)
             queue_name = q.name
             if tx is not None:
@@ -757,6 +802,8 @@ class Store(Forwarding):
             while True:
                 try:
                     qid, found = self._write(take)
+                    if chain is not None:
+                        chain.end = None  # committed with this write
                 except StoreFull:
                     # holding copies each record into `msg` before the commit frees its place, so
                     # a full map may have no room for a whole batch, though a get is the way to
@@ -797,17 +844,21 @@ class Store(Forwarding):
             placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
-            self._deliver(queue, found, deliver, hold=token if held else None, placed=placed,
-                          two_phase=two_phase)
+            end = self._deliver(queue, found, deliver, hold=token if held else None, placed=placed,
+                                two_phase=two_phase, later=chain is not None and placed is not None)
+            if chain is not None:
+                chain.end = end
         return found
 
     def _deliver(self, queue: str, found: list[Message], deliver: Callable[[list[Message]], None], *,
-                 hold: int | None, placed: holders.Placed | None, two_phase: int | None) -> None:
+                 hold: int | None, placed: holders.Placed | None, two_phase: int | None,
+                 later: bool = False) -> Callable[[Txn], None] | None:
         """Call `deliver(found)` with no transaction open; then end the `hold` (remove what
         was delivered, put back the rest) or, for a `two_phase` get, put back what was not
         delivered. If `deliver` raises, the exception's `delivered` attribute (default 0)
         says how many of the first messages it delivered whole. A get in a transaction keeps
-        its messages either way: the transaction's abort returns them."""
+        its messages either way: the transaction's abort returns them. With `later`, a delivery
+        that went through returns the hold's end for the caller's next write to run instead."""
         try:
             deliver(found)
         except BaseException as exc:
@@ -817,10 +868,19 @@ class Store(Forwarding):
                 self._end_delivery(queue, hold, placed, two_phase, {m.seq for m in found[:done]})
             raise
         if hold is not None:
-            self._end_delivery(queue, hold, placed, None, {m.seq for m in found})
+            end = self._ending(queue, hold, placed, None, {m.seq for m in found})
+            if later:
+                return end
+            self._write(end)
+        return None
 
     def _end_delivery(self, queue: str, hold: int | None, placed: holders.Placed | None,
                       two_phase: int | None, delivered: set[int]) -> None:
+        self._write(self._ending(queue, hold, placed, two_phase, delivered))
+
+    def _ending(self, queue: str, hold: int | None, placed: holders.Placed | None,
+                two_phase: int | None, delivered: set[int]) -> Callable[[Txn], None]:
+        """The write that ends a delivery: see _deliver."""
         def end(t: Txn) -> None:
             if hold is None:  # a two-phase get: what was delivered stays under its confirm id
                 for m in t.with_token(t.queue(queue), two_phase):  # type: ignore[arg-type]
@@ -828,15 +888,18 @@ class Store(Forwarding):
                         holders.give_back(t, m)
                 return
             found = holders.lookup(t, hold)
-            if found is None or not t.queue_exists(found.qid):
-                return  # the queue was deleted meanwhile, and its messages with it
+            if found is None:
+                return
+            if not t.queue_exists(found.qid):  # deleted meanwhile, and its messages with it
+                holders.forget(t, hold)
+                return
             q = t.queue(t.queue_name(found.qid))
             if placed is not None:  # held in place by hold_next
                 removed, _ = t.end_hold(q, placed, delivered)
             else:
                 removed, _ = holders.finish(t, found, q, delivered)
             t.got(q, removed)
-        self._write(end)
+        return end
 
     # ---- browse ------------------------------------------------------------------------
 
@@ -1190,6 +1253,12 @@ class Store(Forwarding):
         from .check import check_store
         with self._env.begin() as lt:
             return check_store(Txn(lt, self._dbs, self._now(), self._queue_cache))
+
+
+@dataclass(slots=True)
+class _Chain:
+    """The end of a batch get_batches delivered, to run in the write of the next batch."""
+    end: Callable[[Txn], None] | None = None
 
 
 def _held_by_a_process(t: Txn, m: Message) -> bool:

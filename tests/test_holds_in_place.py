@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from store import NewMessage, errors
+from store import NewMessage, errors, holders
 
 
 def fill(st, n, queue="q", **kw):
@@ -163,3 +163,88 @@ def test_check_finds_a_hold_naming_a_message_that_is_not_there(st):
 
     problems = in_delivery(st, 2, look)
     assert any("no such position" in p for p in problems), problems
+
+
+# ---- get_batches: a batch's removal shares the next batch's hold commit ----------------------
+
+def test_get_batches_delivers_every_message_once_in_order(st):
+    fill(st, 2500)
+    batches = []
+    assert st.get_batches("q", batches.append, batch=1000) == 2500
+    assert [len(b) for b in batches] == [1000, 1000, 500]
+    assert [m.body for b in batches for m in b] == [b"m%03d" % i for i in range(2500)]
+    assert st.queue_info("q").depth == 0 and st.browse("q", states="all") == []
+    with pytest.raises(errors.Timeout):
+        st.get_batches("q", batches.append)
+
+
+def test_get_batches_stops_at_its_limit(st):
+    fill(st, 30)
+    batches = []
+    assert st.get_batches("q", batches.append, limit=25, batch=10) == 25
+    assert [len(b) for b in batches] == [10, 10, 5]
+    assert [m.body for m in st.browse("q")] == [b"m%03d" % i for i in range(25, 30)]
+
+
+def test_get_batches_whose_delivery_fails_keeps_what_was_not_delivered(st):
+    fill(st, 25)
+    seen = []
+
+    def deliver(found):
+        seen.append(len(found))
+        if len(seen) == 2:  # the reader went away three messages into the second batch
+            exc = BrokenPipeError()
+            exc.delivered = 3
+            raise exc
+
+    with pytest.raises(BrokenPipeError):
+        st.get_batches("q", deliver, batch=10)
+    assert seen == [10, 10]
+    assert [m.body for m in st.browse("q")] == [b"m%03d" % i for i in range(13, 25)]
+    assert {m.backouts for m in st.browse("q")} == {0}
+
+
+def test_get_batches_whose_queue_is_deleted_between_batches_ends_cleanly(st):
+    fill(st, 25)
+    seen = []
+
+    def deliver(found):
+        seen.append(len(found))
+        st.delete_queue("q")
+
+    with pytest.raises(errors.QueueNotAvailable):
+        st.get_batches("q", deliver, batch=10)
+    assert seen == [10]
+    assert st._read(holders.holds) == []  # the hold of the deleted queue is forgotten
+    assert st.check() == []
+
+
+def test_get_batches_killed_while_delivering_a_batch_has_removed_the_ones_before(tmp_path):
+    from store import Store
+    path = tmp_path / "qm"
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        fill(st, 30)
+    script = textwrap.dedent(f"""
+        import sys, time
+        from store import Store
+        st = Store.open({str(path)!r})
+        def deliver(found):
+            print(",".join(m.body.decode() for m in found), flush=True)
+            if found[0].body == b"m020":
+                time.sleep(600)
+        st.get_batches("q", deliver, batch=10)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        printed = [proc.stdout.readline().decode().strip() for _ in range(3)]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert printed[-1].startswith("m020")
+    with Store.open(path) as st:
+        st.sweep()  # the dead holder's batch goes back
+        left = [m.body.decode() for m in st.browse("q", states="all")]
+        assert st.check() == []
+    # the first two batches were printed whole and removed; the third, held, is back in order
+    assert left == [f"m{i:03d}" for i in range(20, 30)]

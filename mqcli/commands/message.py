@@ -348,6 +348,15 @@ def get(
             return
         left = count
         with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
+            if all(v is None for k, v in filters.items() if k != "priority"):
+                # the plain bulk get: each batch's removal shares a commit with the next hold
+                def deliver(found: list[Message]) -> None:
+                    stream.extend(found)
+                    bar.advance(len(found))
+
+                _delivered(st.get_batches, queue, deliver=deliver, limit=count, batch=BATCH,
+                           wait=seconds, priority=priority)
+                return
             while left is None or left > 0:
                 try:
                     got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
