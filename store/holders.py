@@ -182,7 +182,8 @@ class Holder:
             m.state, m.confirm_id, m.since = was
         return token
 
-    def is_alive(self, holder: bytes) -> bool:
+    def is_alive(self, hold: Hold) -> bool:
+        holder = hold.holder
         if holder == self.id:
             return True
         seen = self._alive.get(holder)
@@ -190,6 +191,8 @@ class Holder:
         if seen is not None and now - seen < _ALIVE_FOR:
             return True
         alive = _locked(self.dir / holder.hex())
+        if alive is None:  # no file: deleted by someone (a clean-up script), or its holder died
+            alive = _process_lives(hold.pid, hold.since)
         if alive:
             self._alive[holder] = now
         else:
@@ -244,12 +247,12 @@ _LIVE: weakref.WeakSet[Holder] = weakref.WeakSet()
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _locked(path: Path) -> bool:
-    """Whether a live process holds the lock on `path`. A missing file has no holder."""
+def _locked(path: Path) -> bool | None:
+    """Whether a live process holds the lock on `path`; None if there is no such file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        return False
+        return None
     except OSError:
         return True  # cannot tell (another user's file?): never take a live holder's messages
     try:
@@ -259,6 +262,32 @@ def _locked(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _process_lives(pid: int, since: int) -> bool:
+    """Whether process `pid` lives and is the one that made a hold at `since` (µs since the
+    epoch): it started before then. A process started later reuses a dead holder's pid. The
+    fallback for a holder whose file is gone: a live holder keeps its flock on an unlinked
+    file, where nobody else can see it. Without /proc (not Linux), a missing file means dead,
+    as before."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+    except (OSError, StopIteration, ValueError):
+        return False
+    # fields after the command name, which is in parentheses and may hold spaces: the 22nd
+    # field of the line (starttime, clock ticks after boot) is the 20th after it
+    try:
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+    except (ValueError, IndexError):
+        return False
+    # btime is whole seconds, rounded down: `started` is at most a second early, so a process
+    # that started before the hold always passes, and a pid reused within a second of the
+    # hold is taken for the holder (its messages stay held until that process ends)
+    started = boot + ticks / os.sysconf("SC_CLK_TCK")
+    return started <= since / 1_000_000
 
 
 def finish(t: Txn, hold: Hold, q: QueueInfo, delivered: set[int]) -> tuple[list[Message], list[Message]]:
@@ -304,7 +333,7 @@ def recover(t: Txn, me: Holder) -> int:
     """Return the messages of holders that died; the number returned."""
     returned = 0
     for hold in holds(t):
-        if me.is_alive(hold.holder):
+        if me.is_alive(hold):
             continue
         if t.queue_exists(hold.qid):
             q = t.queue(t.queue_name(hold.qid))
@@ -332,7 +361,7 @@ def remove_dead_files(me: Holder) -> int:
     for entry in entries:
         if len(entry.name) != 32 or entry.name == me.id.hex() or not entry.is_file(follow_symlinks=False):
             continue  # not a holder file: not ours to judge
-        if not _locked(Path(entry.path)):
+        if _locked(Path(entry.path)) is False:
             try:
                 os.unlink(entry.path)
                 removed += 1
@@ -343,4 +372,4 @@ def remove_dead_files(me: Holder) -> int:
 
 def recovery_due(t: Txn, me: Holder) -> bool:
     """Whether a reader should run a write first: a dead holder's messages are waiting."""
-    return any(not me.is_alive(h.holder) for h in holds(t))
+    return any(not me.is_alive(h) for h in holds(t))

@@ -203,10 +203,9 @@ def test_a_live_gets_expired_messages_do_not_hold_up_expiry_elsewhere(cli, spawn
     assert cli.ok("check").code == 0
 
 
-@pytest.mark.xfail(strict=True, reason="liveness is the flock on holders/<id> alone: a holder file deleted by "
-                   "someone makes its live holder look dead, and the next writer takes back messages that "
-                   "are being written out (shown twice); a fallback on the row's pid is proposed")
 def test_a_live_holder_whose_file_was_deleted_keeps_its_messages(cli, spawn):
+    # the flock is on a file nobody can see any more; the row's pid, started before the hold,
+    # still lives
     fill(cli.store, 10)
     reader = stalled_get(cli, spawn, "--all")
     for name in os.listdir(cli.store / "holders"):  # a clean-up script, a careless `rm`
@@ -217,6 +216,43 @@ def test_a_live_holder_whose_file_was_deleted_keeps_its_messages(cli, spawn):
     finally:
         shown = drained(reader)
     assert len(shown) == 10 and everything(cli.store, "q") == []
+
+
+def test_a_dead_holder_whose_file_was_deleted_gives_its_messages_back(cli, spawn):
+    fill(cli.store, 10)
+    reader = stalled_get(cli, spawn, "--all")
+    reader.kill()
+    reader.wait(timeout=30)
+    for name in os.listdir(cli.store / "holders"):
+        os.unlink(cli.store / "holders" / name)
+    assert cli.subprocess("sweep", timeout=30).code == 0
+    assert in_flight(cli.store) == [] and len(everything(cli.store, "q")) == 10
+
+
+def test_a_holder_pid_reused_by_a_later_process_is_not_taken_for_the_holder(cli, spawn):
+    fill(cli.store, 10)
+    reader = stalled_get(cli, spawn, "--all")
+    reader.kill()
+    reader.wait(timeout=30)
+    for name in os.listdir(cli.store / "holders"):
+        os.unlink(cli.store / "holders" / name)
+    # a process started after the hold, given the dead holder's pid in its row: what a reused
+    # pid looks like
+    time.sleep(2.1)  # /proc/stat's boot time is in whole seconds: a start may look a second early
+    later = subprocess.Popen(["sleep", "600"])
+    try:
+        with Store.open(cli.store) as st, st._env.begin(write=True) as lt:
+            db = st._dbs["holders"]
+            for key, value in list(lt.cursor(db=db)):
+                hold = holders.decode(bytes(key), bytes(value))
+                row = bytes(value)
+                lt.put(key, row[:16] + later.pid.to_bytes(4, "big") + row[20:], db=db)
+                assert holders.decode(bytes(key), lt.get(key, db=db)).pid == later.pid != hold.pid
+        assert cli.subprocess("sweep", timeout=30).code == 0
+        assert in_flight(cli.store) == [] and len(everything(cli.store, "q")) == 10
+    finally:
+        later.kill()
+        later.wait(timeout=30)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root works in another user's store")
