@@ -656,17 +656,17 @@ class Store(Forwarding):
 
     def get(self, queue: str, *, wait: float | None = FOREVER, msg_id: str | None = None,
             unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
-            priority: int | None = None,
+            priority: int | None = None, where: str | None = None,
             confirm_id: NewId | None = None, lock_id: int | None = None, lease: float | None = None,
             deliver: Callable[[list[Message]], None] | None = None, tx: int | None = None) -> Message:
         """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
         return self.get_many(queue, 1, wait=wait, msg_id=msg_id, unique_id=unique_id, correl_id=correl_id,
-                             lookup_id=lookup_id, priority=priority, confirm_id=confirm_id,
+                             lookup_id=lookup_id, priority=priority, where=where, confirm_id=confirm_id,
                              lock_id=lock_id, lease=lease, deliver=deliver, tx=tx)[0]
 
     def get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
                  unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
-                 priority: int | None = None,
+                 priority: int | None = None, where: str | None = None,
                  confirm_id: NewId | None = None, lock_id: int | None = None, lease: float | None = None,
                  deliver: Callable[[list[Message]], None] | None = None,
                  tx: int | None = None, extend: bool = False) -> list[Message]:
@@ -689,7 +689,7 @@ class Store(Forwarding):
         killed meanwhile loses nothing: its messages go back when the next writer sees it gone.
         """
         return self._get_many(queue, count, wait=wait, msg_id=msg_id, unique_id=unique_id,
-                              correl_id=correl_id, lookup_id=lookup_id, priority=priority,
+                              correl_id=correl_id, lookup_id=lookup_id, priority=priority, where=where,
                               confirm_id=confirm_id, lock_id=lock_id, lease=lease, deliver=deliver,
                               tx=tx, extend=extend)
 
@@ -724,7 +724,7 @@ class Store(Forwarding):
 
     def _get_many(self, queue: str, count: int, *, wait: float | None = 0.0, msg_id: str | None = None,
                   unique_id: str | None = None, correl_id: str | None = None, lookup_id: int | None = None,
-                  priority: int | None = None,
+                  priority: int | None = None, where: str | None = None,
                   confirm_id: NewId | None = None, lock_id: int | None = None, lease: float | None = None,
                   deliver: Callable[[list[Message]], None] | None = None,
                   tx: int | None = None, extend: bool = False, chain: _Chain | None = None) -> list[Message]:
@@ -741,9 +741,10 @@ class Store(Forwarding):
         if lease is not None and confirm_id is None:
             raise InvalidArgument("a lease goes with a confirm id: it bounds how long the get stays unconfirmed")
         lease_us = _seconds(lease, "lease")
-        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority,
+                   where=where)
         waits = wait is None or wait > 0
-        plain = not f.exact and correl_id is None and lock_id is None
+        plain = f.plain and lock_id is None
         if f.exact or lock_id is not None:
             waits = False  # an exact id either names a message now or does not (seed 002)
         held = deliver is not None and tx is None and confirm_id is None
@@ -906,9 +907,10 @@ class Store(Forwarding):
     def browse(self, queue: str, *, msg_id: str | None = None, unique_id: str | None = None,
                correl_id: str | None = None,
                lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
-               states: str | Iterable[str] | None = None) -> list[Message]:
+               states: str | Iterable[str] | None = None, where: str | None = None) -> list[Message]:
         """Messages in queue order without taking them; default only available ones."""
-        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority,
+                   where=where)
         wanted = _states(states)
 
         def read(t: Txn) -> list[Message]:
@@ -920,21 +922,23 @@ class Store(Forwarding):
                 except (MessageNotFound, AlreadyReceived):
                     return []
                 return out
-            source = (m for m in t.queue_messages(q) if m.state in wanted and f.matches(m))
+            source = (m for m in t.queue_messages(q) if m.state in wanted and f.matches(m, t.now))
             return _first(source, limit)
         return self._read(read)
 
     def browse_lock(self, queue: str, *, msg_id: str | None = None, unique_id: str | None = None,
                     correl_id: str | None = None,
                     lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
-                    lock_id: NewId | None = None, lease: float | None = None) -> tuple[int, list[Message]]:
+                    lock_id: NewId | None = None, lease: float | None = None,
+                    where: str | None = None) -> tuple[int, list[Message]]:
         """Browse with lock (MQe browseWithLock): each match becomes locked-browse(lock_id).
 
         The lock id must not be pending in the queue nor reserved after a lapse (IdInUse);
         without one (or with AUTO) a fresh one is drawn. Returns it with the messages."""
         _check_id(lock_id, "lock id", auto=True)
         lease_us = _seconds(lease, "lease")
-        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority,
+                   where=where)
         lock = 0
 
         def lock_them(t: Txn) -> list[Message]:
@@ -1027,7 +1031,8 @@ class Store(Forwarding):
 
     def move(self, source: str, target: str, *, count: int | None = None, copy: bool = False,
              msg_id: str | None = None, unique_id: str | None = None, correl_id: str | None = None,
-             lookup_id: int | None = None, priority: int | None = None, batch: int = 1000, tx: int | None = None) -> Iterator[list[Message]]:
+             lookup_id: int | None = None, priority: int | None = None, batch: int = 1000, tx: int | None = None,
+             where: str | None = None) -> Iterator[list[Message]]:
         """Move (or copy) available messages in queue order, one commit per batch.
 
         Yields each batch after its commit, so a caller can show progress; a batch is atomic.
@@ -1047,7 +1052,8 @@ class Store(Forwarding):
         _check_count(batch, "batch")
         if queue_key(source) == queue_key(target):
             raise InvalidArgument("source and target are the same queue")
-        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority)
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority,
+                   where=where)
         left = count
         after: tuple[int, int] | None = None  # copy: the last position copied (it stays put)
 

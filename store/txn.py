@@ -815,7 +815,7 @@ class Txn:
         AlreadyReceived, and one that does not exist raises MessageNotFound (seed 002).
         """
         if lock_id is not None:
-            held = [m for m in self.with_lock_id(q, lock_id) if f.matches(m)]
+            held = [m for m in self.with_lock_id(q, lock_id) if f.matches(m, self.now)]
             eligible = [m for m in held if m.state == LOCKED_BROWSE]
             if held and not eligible:
                 raise AlreadyReceived(f"the messages under lock id {lock_id} are already got, pending confirm")
@@ -828,7 +828,7 @@ class Txn:
                 source = self.by_unique_id(*f.unique_id_parts)
             else:
                 source = self.by_lookup_id(q, f.lookup_id)  # type: ignore[arg-type]
-            found = [m for m in source if m.qid == q.qid and f.matches(m) and not m.hidden]
+            found = [m for m in source if m.qid == q.qid and f.matches(m, self.now) and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message {f.describe()} in queue {q.name!r}")
             eligible = [m for m in found if m.state == AVAILABLE]
@@ -841,10 +841,15 @@ class Txn:
             if f.priority is not None:
                 prefix += bytes((7 - f.priority,))
             for m in self.by_index(prefix):
-                if m.state == AVAILABLE and f.matches(m):
+                if m.state == AVAILABLE and f.matches(m, self.now):
                     yield m
             return
-        yield from self.available(q, f.priority)
+        if f.selector is None:
+            yield from self.available(q, f.priority)
+            return
+        for m in self.available(q, f.priority):
+            if f.selector.matches(m, self.now):
+                yield m
 
     def get_next(self, q: QueueInfo, priority: int | None, count: int) -> list[Message]:
         """Destructive get of the next `count` available messages: cursor steps on the position

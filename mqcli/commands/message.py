@@ -12,6 +12,7 @@ from typing import Annotated, BinaryIO, Optional
 import typer
 
 from store import Message, NewMessage, Store, errors
+from store.selectors import SelectorError, compile_selector
 
 from ..durations import parse_duration
 from ..exits import UsageError
@@ -27,6 +28,23 @@ UniqueOpt = Annotated[Optional[str], typer.Option("--unique-id", help="Only the 
 CorrelOpt = Annotated[Optional[str], typer.Option("--correl-id", help="Only messages with this correlation id.")]
 LookupOpt = Annotated[Optional[str], typer.Option("--lookup-id", help="Only the message with this lookup id (decimal or 0x hex).")]
 PriorityOpt = Annotated[Optional[int], typer.Option("--priority", min=0, max=7, help="Only messages of this priority (0-7).")]
+
+
+def _selector(text: Optional[str]) -> Optional[str]:
+    """A --where selector is checked as the command line is read (exit 2, naming the column)."""
+    if text is not None:
+        try:
+            compile_selector(text)
+        except SelectorError as exc:
+            raise typer.BadParameter(str(exc).removeprefix("--where: ")) from None
+    return text
+
+
+WhereOpt = Annotated[Optional[str], typer.Option(
+    "--where", metavar="SELECTOR", callback=_selector,
+    help="Only messages the selector selects: SQL92 conditions on header fields and props.NAME, "
+         "e.g. \"priority > 4 AND props.region = 'eu'\" or \"age > 10m AND label LIKE 'inv%'\" "
+         "(README: Selectors).")]
 ConfirmOpt = Annotated[Optional[int], typer.Option("--confirm-id", help="Confirm id (a positive 63-bit integer you choose).")]
 LockOpt = Annotated[Optional[int], typer.Option("--lock-id", help="Lock id of a browse with lock.")]
 LeaseOpt = Annotated[Optional[str], typer.Option("--lease", help="Undo automatically if not confirmed within this time, e.g. 30s.")]
@@ -308,7 +326,7 @@ def get(
     queue: QueueArg,
     wait: Annotated[str, typer.Option("--wait", "-w", help="How long to wait for a message: 0, 250ms, 30s, 5m, 2h, forever.")] = "0",
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
-    lookup_id: LookupOpt = None, priority: PriorityOpt = None,
+    lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="Get up to N messages.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Get every available message.")] = False,
     confirm_id: NewConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
@@ -329,6 +347,7 @@ def get(
       mqcli get orders --confirm-id 42 --lease 1m -o json && mqcli confirm orders --confirm-id 42
       C=$(mqcli get orders --confirm-id auto -o json | jq .confirm_id) && mqcli confirm orders --confirm-id "$C"
       mqcli get orders --all -o jsonl > drained.jsonl
+      mqcli get orders --all --where "props.region = 'eu' AND age > 10m" -o jsonl
       mqcli get orders --tx "$T" -o json > order.json
       mqcli get orders --unique-id "$(mqcli browse orders -n 1 -o json | jq -r '.[0].unique_id')"
     """
@@ -339,7 +358,8 @@ def get(
     seconds = parse_duration(wait, what="wait")
     s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
-                   priority=priority, confirm_id=confirm_id, lock_id=lock_id, lease=_seconds(lease, "lease"), tx=tx)
+                   priority=priority, where=where, confirm_id=confirm_id, lock_id=lock_id,
+                   lease=_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
             m = _delivered(st.get, queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
@@ -401,7 +421,7 @@ def browse(
     ctx: typer.Context,
     queue: QueueArg,
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
-    lookup_id: LookupOpt = None, priority: PriorityOpt = None,
+    lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="At most N messages.")] = None,
     state: Annotated[Optional[list[str]], typer.Option("--state", metavar="put-unconfirmed|available|locked-browse|get-unconfirmed|browse-get-unconfirmed|tx-locked|all", help="Show messages in this state (repeatable). Default: available.")] = None,
     lock: Annotated[bool, typer.Option("--lock", help="Browse with lock: lock each match and print the lock id.")] = False,
@@ -415,11 +435,12 @@ def browse(
     Examples:
       mqcli browse orders --limit 10
       mqcli browse orders --state all -o jsonl
+      mqcli browse dead-letter --where "dead_letter_reason = 'max-backouts' AND original_queue = 'payments'"
       L=$(mqcli browse orders --lock --limit 5 --lease 1m) && mqcli get orders --lock-id "$L"
     """
     s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
-                   priority=priority)
+                   priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):
         raise UsageError("--lock-id and --lease go with --lock")
     with s.open() as st:
@@ -530,7 +551,7 @@ def move(
     target: Annotated[str, typer.Argument(help="Target queue.", show_default=False)],
     copy: Annotated[bool, typer.Option("--copy", help="Copy instead of moving (ids are kept).")] = False,
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
-    lookup_id: LookupOpt = None, priority: PriorityOpt = None,
+    lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="At most N messages.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would move, change nothing.")] = False,
     tx: TxOpt = None,
@@ -544,11 +565,12 @@ def move(
     Examples:
       mqcli move dead-letter orders --correl-id order-17
       mqcli move orders orders.backup --copy
+      mqcli move dead-letter orders --where "original_queue = 'orders' AND dead_letter_reason = 'expired'"
       mqcli move inbox work --count 10 --tx "$T"
     """
     s = session(ctx, store, output, quiet)
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
-                   priority=priority)
+                   priority=priority, where=where)
     with s.open() as st:
         if dry_run:
             st.queue_info(target)
