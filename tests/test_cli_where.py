@@ -1,0 +1,88 @@
+"""`--where SELECTOR` through the command line (get, browse, browse --lock, move), and the
+store's use of the index for the selector's equalities (a count of records decoded)."""
+
+import pytest
+
+from store import NewMessage, Store, records, txn
+
+REGIONS = ["eu", "us", "ap"]
+
+
+def fill(cli, n=30):
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(f"m{i:02d}".encode(), priority=i % 8, correl_id=f"c{i % 3}",
+                                     label="urgent" if i % 5 == 0 else "routine",
+                                     props={"region": REGIONS[i % 3]} if i % 4 else {})
+                          for i in range(n)])
+
+
+def bodies(result):
+    return sorted(r["body"] for r in result.jsonl())
+
+
+def expected(n, keep):
+    return sorted(f"m{i:02d}" for i in range(n) if keep(i))
+
+
+def test_browse_where_selects_by_property_label_and_priority(cli):
+    fill(cli)
+    got = bodies(cli.ok("browse", "q", "--where", "props.region = 'eu' AND priority >= 4", "-o", "jsonl"))
+    assert got == expected(30, lambda i: i % 4 and REGIONS[i % 3] == "eu" and i % 8 >= 4)
+    got = bodies(cli.ok("browse", "q", "--where", "label LIKE 'urg%' OR props.region IS NULL", "-o", "jsonl"))
+    assert got == expected(30, lambda i: i % 5 == 0 or i % 4 == 0)
+    # NULL is not 'eu', and not not-'eu' either
+    got = bodies(cli.ok("browse", "q", "--where", "NOT props.region = 'eu'", "-o", "jsonl"))
+    assert got == expected(30, lambda i: i % 4 and REGIONS[i % 3] != "eu")
+
+
+def test_get_where_takes_only_the_selected_messages(cli):
+    fill(cli)
+    got = bodies(cli.ok("get", "q", "--all", "--where", "correl_id = 'c1' AND priority IN (1, 2, 3)", "-o", "jsonl"))
+    assert got == expected(30, lambda i: i % 3 == 1 and i % 8 in (1, 2, 3))
+    left = bodies(cli.ok("browse", "q", "-o", "jsonl"))
+    assert left == sorted(set(expected(30, lambda i: True)) - set(got))
+    cli.fails(3, "get", "q", "--where", "correl_id = 'c1' AND priority IN (1, 2, 3)")
+    assert cli.ok("check").code == 0
+
+
+def test_move_and_browse_lock_take_a_selector(cli):
+    fill(cli)
+    cli.ok("queue", "create", "eu", "-q")
+    moved = cli.json("move", "q", "eu", "--where", "props.region = 'eu'")
+    want = expected(30, lambda i: i % 4 and REGIONS[i % 3] == "eu")
+    assert moved["moved"] == len(want)
+    assert bodies(cli.ok("browse", "eu", "-o", "jsonl")) == want
+    lock = cli.ok("browse", "q", "--lock", "--where", "label = 'urgent'").out.strip()
+    locked = [m for m in cli.jsonl("browse", "q", "--state", "locked-browse") if m["lock_id"] == int(lock)]
+    assert sorted(m["body"] for m in locked) == sorted(
+        b for b in expected(30, lambda i: i % 5 == 0) if b not in want)
+
+
+@pytest.mark.parametrize("selector, column", [
+    ("priority >", 11), ("props.n = 5", 11), ("colour = 'red'", 1), ("label LIKE", 11)])
+def test_a_bad_selector_is_a_usage_error_naming_the_column(cli, selector, column):
+    for command in (["browse", "q"], ["get", "q"], ["move", "q", "dead-letter"]):
+        result = cli.fails(2, *command, "--where", selector)
+        assert f"column {column}:" in cli.error_line(result)
+
+
+def test_an_indexed_selector_reads_the_index_not_the_queue(tmp_path, monkeypatch):
+    st = Store.open(tmp_path / "qm", create=True)
+    st.create_queue("q")
+    st.put_many("q", [NewMessage(b"%d" % i, correl_id="rare" if i % 1000 == 0 else "common",
+                                 props={"n": str(i)}) for i in range(5000)])
+    decoded = 0
+    real = records.decode
+
+    def counting(*args, **kw):
+        nonlocal decoded
+        decoded += 1
+        return real(*args, **kw)
+
+    monkeypatch.setattr(txn, "decode", counting)
+    assert len(st.browse("q", where="correl_id = 'rare' AND props.n <> '0'")) == 4
+    assert decoded == 5  # the five messages the correl_id index names, and no other
+    decoded = 0
+    assert len(st.browse("q", where="props.n = '1000'")) == 1
+    assert decoded == 5000  # a property has no index: the queue is read
+    st.close()
