@@ -7,7 +7,7 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import consume listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
@@ -41,6 +41,7 @@ _mqcli_options()
         "inflight") REPLY="--store -o --output -q --quiet -h --help" ;;
         "export") REPLY="--to --format --store -o --output -q --quiet -h --help" ;;
         "import") REPLY="--queue --new-ids --store -o --output -q --quiet -h --help" ;;
+        "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output -q --quiet -h --help" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
@@ -102,6 +103,7 @@ _mqcli_value_options()
         "inflight") REPLY="--store -o --output" ;;
         "export") REPLY="--to --format --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
+        "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;

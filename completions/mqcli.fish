@@ -6,7 +6,7 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'listen' 'dispatch' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'consume' 'listen' 'dispatch' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
@@ -62,6 +62,8 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
             printf '%s\n' '--to' '--format' '--store' '-o' '--output'
         case 'import'
             printf '%s\n' '--queue' '--store' '-o' '--output'
+        case 'consume'
+            printf '%s\n' '-e' '--exec' '--lease' '-P' '--parallel' '-n' '--count' '--idle' '--where' '--store' '-o' '--output'
         case 'listen'
             printf '%s\n' '--key-file' '--bind' '--max-frame' '--idle-timeout' '--store' '-o' '--output'
         case 'dispatch'
@@ -189,6 +191,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'move' -d 'Move (or copy) available me
 complete -c mqcli -n '__mqcli_at \'\'' -a 'inflight' -d 'Every locked, unconfirmed or transactional message: ids, state, age, lease left.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'export' -d 'Dump queues as JSONL, one message a line with every field (any state), in queue order.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'import' -d 'Load a JSONL dump: every record back on its queue (created if missing), ids kept.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'consume' -d 'Run a command for each message of a queue; exit 0 confirms it, anything else undoes it.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'listen' -d 'Receive messages from other queue managers into this store until stopped.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'dispatch' -d 'Send the outgoing queues to their links\' listeners.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and latency with real producer and consumer processes.'
@@ -380,6 +383,18 @@ complete -c mqcli -n '__mqcli_at \'import\'' -s o -l output -x -a 'text json jso
 complete -c mqcli -n '__mqcli_at \'import\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'import\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'import\'' -F
+
+# mqcli consume
+complete -c mqcli -n '__mqcli_at \'consume\'' -s e -l exec -x -d 'Shell command run for each message (sh -c): the body on stdin, the fields in MQ_* variables; exit 0 confirms the message, any other status undoes it.'
+complete -c mqcli -n '__mqcli_at \'consume\'' -l lease -x -d 'How long a command may run: past it, it is killed and its message undone.'
+complete -c mqcli -n '__mqcli_at \'consume\'' -s P -l parallel -x -d 'Run up to N commands at once.'
+complete -c mqcli -n '__mqcli_at \'consume\'' -s n -l count -x -d 'Stop after N messages.'
+complete -c mqcli -n '__mqcli_at \'consume\'' -l idle -x -d 'Stop after this long with no message (default: wait for more, until Ctrl-C).'
+complete -c mqcli -n '__mqcli_at \'consume\'' -l where -x -d 'Only messages the selector selects: SQL92 conditions on header fields and props.NAME, e.g. "priority > 4 AND props.region = \'eu\'" or "age > 10m AND label LIKE \'inv%\'" (README: Selectors).'
+complete -c mqcli -n '__mqcli_at \'consume\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'consume\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'consume\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'consume\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli listen
 complete -c mqcli -n '__mqcli_at \'listen\'' -l key-file -r -F -d 'The pre-shared key peers must prove they hold (`mqcli link keygen`; mode 0600).'

@@ -61,6 +61,7 @@ def _register() -> None:
     from .commands import link, outgoing
     app.add_typer(link.app, name="link")
     app.add_typer(outgoing.app, name="outgoing")
+    from .commands import consume; consume.register(app)
     from .commands import channel; channel.register(app)  # listen, dispatch
     from .commands import analyze; analyze.register(app)  # PySpark pipeline, imported lazily
     from .commands import bench

@@ -961,20 +961,38 @@ class Store(Forwarding):
         """Confirm the put or get pending under `confirm_id` (MQe confirm)."""
         _check_id(confirm_id, "confirm id")
 
-        def confirm(t: Txn) -> int:
+        return self._write(lambda t: _confirm(t, t.queue(queue), confirm_id))
+
+    def consumer(self, queue: str, *, lease: float | None = None, where: str | None = None) -> Consumer:
+        """A two-phase consumer of a queue whose confirms ride on its next get (store/consumer.py)."""
+        from .consumer import Consumer
+        return Consumer(self, queue, lease=lease, where=where)
+
+    def _ack_and_get(self, queue: str, confirm_ids: list[int], *, wait: float | None,
+                     lease: float | None, where: str | None) -> tuple[Message | None, list[tuple[int, StoreError]]]:
+        """Confirm `confirm_ids` and get the next message two-phase under a fresh confirm id,
+        in one durable commit (Consumer.next). Returns the message (None if none came within
+        `wait`; the confirms are committed then too) and the confirms that failed: an id whose
+        lease lapsed or that is unknown (exit 4) does not stop the others or the get."""
+        failed: list[tuple[int, StoreError]] = []
+
+        def acks(t: Txn) -> None:
+            failed.clear()  # a retried write runs this again
             q = t.queue(queue)
-            _not_held_by_a_process(t, confirm_id)
-            pending = t.with_confirm_id(q, confirm_id)
-            got = []
-            for m in pending:
-                if m.state == PUT_UNCONFIRMED:
-                    t.transition(m, durable=True, state=AVAILABLE)
-                else:
-                    t.remove(m)
-                    got.append(m)
-            t.got(q, got)  # a confirmed get is a get
-            return len(pending)
-        return self._write(confirm)
+            for confirm_id in confirm_ids:
+                try:
+                    _confirm(t, q, confirm_id)
+                except (MessageNotFound, AlreadyReceived) as exc:  # lapsed, unknown, or not ours
+                    failed.append((confirm_id, exc))
+        chain = _Chain(acks if confirm_ids else None)
+        try:
+            found = self._get_many(queue, 1, wait=wait, confirm_id=AUTO, lease=lease, where=where, chain=chain)
+        except Timeout:
+            return None, failed
+        finally:
+            if chain.end is not None:  # the get's write failed: the confirms alone
+                self._write(chain.end)
+        return found[0], failed
 
     def undo(self, queue: str, *, confirm_id: int | None = None, lock_id: int | None = None) -> int:
         """Undo the put or get under a confirm id, or the browse lock under a lock id (SPEC §5)."""
@@ -1265,6 +1283,21 @@ class Store(Forwarding):
 class _Chain:
     """The end of a batch get_batches delivered, to run in the write of the next batch."""
     end: Callable[[Txn], None] | None = None
+
+
+def _confirm(t: Txn, q: QueueInfo, confirm_id: int) -> int:
+    """Confirm the put or get pending under `confirm_id` in queue `q` (MQe confirm)."""
+    _not_held_by_a_process(t, confirm_id)
+    pending = t.with_confirm_id(q, confirm_id)
+    got = []
+    for m in pending:
+        if m.state == PUT_UNCONFIRMED:
+            t.transition(m, durable=True, state=AVAILABLE)
+        else:
+            t.remove(m)
+            got.append(m)
+    t.got(q, got)  # a confirmed get is a get
+    return len(pending)
 
 
 def _held_by_a_process(t: Txn, m: Message) -> bool:

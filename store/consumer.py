@@ -1,0 +1,104 @@
+"""A two-phase consumer whose confirms ride on its next get ("ack and next").
+
+A worker that gets a message two-phase, handles it and confirms it pays a commit for the get
+and a durable one for the confirm. A consumer instead keeps the confirm until it gets the next
+message and does both in one durable commit, so a steady worker pays one durable commit a
+message. The confirm never waits for a message to come: a get that finds none commits the
+confirms before it waits.
+
+    with st.consumer("orders", lease=60) as c:
+        for m in c:                 # each message two-phase, under its own confirm id
+            if handle(m):
+                c.confirm(m)        # committed with the next get (or at close)
+            else:
+                c.undo(m)           # now: a backout; at max-backouts, the dead-letter queue
+
+A consumer killed meanwhile loses nothing: what it held goes back when its lease lapses (with a
+backout), and a message it handled whose confirm had not been committed yet is delivered again
+(at least once; the handler sees its `backouts` go up). Several messages may be in flight at
+once (a worker with parallel handlers): each has its own confirm id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .errors import AlreadyReceived, InvalidArgument, MessageNotFound, StoreError
+from .records import Message
+
+if TYPE_CHECKING:
+    from .engine import Store
+
+FOREVER = None
+
+
+class Consumer:
+    def __init__(self, store: Store, queue: str, *, lease: float | None = None, where: str | None = None) -> None:
+        self.store = store
+        self.queue = queue
+        self.lease = lease
+        self.where = where
+        self.in_flight: dict[int, Message] = {}   # confirm id -> message handed out, not yet acked
+        self._acked: dict[int, Message] = {}      # confirm id -> message to confirm with the next get
+        # confirms that failed when committed, with why (a lease that lapsed meanwhile: the
+        # message went back and may be handled again); the caller reads and clears it
+        self.failed: list[tuple[Message, StoreError]] = []
+
+    def next(self, wait: float | None = FOREVER) -> Message | None:
+        """The next message (None if none came within `wait` seconds; None waits forever),
+        got two-phase in the commit that confirms the messages acked since the last call."""
+        acked, self._acked = self._acked, {}
+        message, failed = self.store._ack_and_get(self.queue, list(acked), wait=wait, lease=self.lease,
+                                                  where=self.where)
+        self.failed += [(acked[confirm_id], exc) for confirm_id, exc in failed]
+        if message is not None:
+            self.in_flight[message.confirm_id] = message  # type: ignore[index]
+        return message
+
+    def confirm(self, m: Message) -> None:
+        """`m` was handled: confirm it with the next get, or at close (flush)."""
+        self._acked[m.confirm_id] = self._handed_out(m)  # type: ignore[index]
+
+    def undo(self, m: Message) -> None:
+        """`m` was not handled: back to the queue now, with a backout (at the queue's
+        max-backouts, to the dead-letter queue). One whose lease lapsed is back already."""
+        self._handed_out(m)
+        try:
+            self.store.undo(self.queue, confirm_id=m.confirm_id)
+        except (MessageNotFound, AlreadyReceived) as exc:
+            self.failed.append((m, exc))
+
+    def flush(self) -> None:
+        """Commit the confirms acked since the last get, now."""
+        while self._acked:
+            confirm_id, m = next(iter(self._acked.items()))
+            try:
+                self.store.confirm(self.queue, confirm_id)
+            except (MessageNotFound, AlreadyReceived) as exc:
+                self.failed.append((m, exc))
+            del self._acked[confirm_id]
+
+    def close(self) -> None:
+        """Commit what was acked; messages handed out and never acked go back (undo)."""
+        self.flush()
+        for m in list(self.in_flight.values()):
+            self.undo(m)
+
+    def __iter__(self) -> Iterator[Message]:
+        while True:
+            m = self.next(FOREVER)
+            if m is not None:
+                yield m
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _handed_out(self, m: Message) -> Message:
+        found = self.in_flight.pop(m.confirm_id, None)  # type: ignore[arg-type]
+        if found is None:
+            raise InvalidArgument(f"message {m.msg_id} is not in flight from this consumer (acked already?)")
+        return found
