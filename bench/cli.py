@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join("bench", "results", "cli.json")
-PARTS = ("startup", "bulk", "wait", "stalled")
+PARTS = ("startup", "bulk", "wait", "stalled", "consume")
 QUEUE = "q"
 BODY = (b"mqcli-bench-256-byte-body/" * 10)[:256]  # the store suite's body
 assert len(BODY) == 256
@@ -111,6 +111,7 @@ TARGETS = {
     "wait_latency_median": Target("wait_latency_median", "put start -> getter's output line, median", "<=", 10, "ms"),
     "wait_latency_p99": Target("wait_latency_p99", "put start -> getter's output line, p99 (nearest rank)", "<=", 50, "ms"),
     "stalled_put_p99": Target("stalled_put_p99", "durable put while a get blocks writing to a full pipe, p99 (nearest rank)", "<=", 50, "ms"),
+    "consume_overhead": Target("consume_overhead", "(wall(mqcli consume q --exec true --count N) - wall(N x subprocess.run(['/bin/sh', '-c', 'true']))) / N", "<=", 2, "ms"),
 }
 
 
@@ -887,6 +888,7 @@ def run_wait(sizes: CliSizes, tmp_root: str, log) -> dict:
 # --------------------------------------------------------------------------------------
 
 STALLED_MESSAGES = 5000  # 1.3 MB of bodies: far more than a pipe holds (64 KiB)
+CONSUME_MESSAGES = 2000
 
 
 def run_stalled(sizes: CliSizes, tmp_root: str, log) -> dict:
@@ -945,6 +947,47 @@ def run_stalled(sizes: CliSizes, tmp_root: str, log) -> dict:
             "results": results,
             "targets": {"stalled_put_p99": _target_result(
                 "stalled_put_p99", results["stalled reader"]["latency_ms_p99"])}}
+
+
+def run_consume(sizes: CliSizes, tmp_root: str, log) -> dict:
+    """`mqcli consume q --exec true` over N messages against N spawns of the same command by a
+    bare Python loop: what consume adds per message (a durable commit: the confirm of one
+    message and the get of the next; the spawn's bookkeeping), rounds interleaved."""
+    from store import NewMessage, Store
+
+    mq = mqcli_path()
+    n = CONSUME_MESSAGES if sizes.bulk >= 100_000 else CONSUME_MESSAGES // 10
+    rounds = max(1, min(3, sizes.bulk_rounds))
+    spawns, consumes = [], []
+    log(f"consume: {rounds} rounds of {n} messages, consume --exec true against {n} bare spawns")
+    for r in range(rounds):
+        work = tempfile.mkdtemp(prefix="consume-", dir=tmp_root)
+        store_path = os.path.join(work, "store")
+        _new_store(store_path)
+        with Store.open(store_path) as st:
+            for at in range(0, n, 1000):
+                st.put_many(QUEUE, [NewMessage(BODY) for _ in range(min(1000, n - at))])
+        _sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            subprocess.run(["/bin/sh", "-c", "true"], stdin=subprocess.DEVNULL, check=True)
+        spawns.append(time.perf_counter() - t0)
+        child = run_child([mq, "consume", QUEUE, "--exec", "true", "--count", str(n)],
+                          _child_env(store_path), work, capture=True)
+        if child.returncode != 0 or _depth(store_path, QUEUE) != 0:
+            raise BenchError(f"consume exited {child.returncode} leaving {_depth(store_path, QUEUE)} "
+                             f"messages: {child.stderr[-500:]}")
+        consumes.append(child.seconds)
+        shutil.rmtree(work, ignore_errors=True)
+    spawn_s, consume_s = statistics.median(spawns), statistics.median(consumes)
+    overhead_ms = (consume_s - spawn_s) / n * 1000
+    return {"messages": n, "rounds": rounds,
+            "consume": f"mqcli consume {QUEUE} --exec true --count {n} (one process; sh -c per message)",
+            "baseline": f"{n} x subprocess.run(['/bin/sh', '-c', 'true']) in the bench process",
+            "results": {"consume_s": consume_s, "spawns_s": spawn_s,
+                        "consume_s_rounds": consumes, "spawns_s_rounds": spawns,
+                        "overhead_ms_per_message": overhead_ms},
+            "targets": {"consume_overhead": _target_result("consume_overhead", overhead_ms)}}
 
 
 # --------------------------------------------------------------------------------------
@@ -1070,6 +1113,15 @@ def render_table(doc: dict) -> str:
                     f"p99 {e['latency_ms_p99']:.2f} ms", "context", "")
             title = ""
         lines.append("")
+    c = doc.get("consume")
+    if c:
+        res = c["results"]
+        t, m = tgt(c["targets"]["consume_overhead"])
+        row("5. consume --exec true", "bare spawns (sh -c true)", str(c["messages"]), f"{res['spawns_s']:.2f} s",
+            "", "", "context", "")
+        row("", "mqcli consume", str(c["messages"]), f"{res['consume_s']:.2f} s", "",
+            f"+{res['overhead_ms_per_message']:.2f} ms/msg", t, m)
+        lines.append("")
     lines.append("spread = (max - min) / median over runs/rounds; value = ratio to python -c pass, "
                  "rate, max RSS or latency; MB = 10^6 bytes.")
 
@@ -1151,10 +1203,12 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
         doc["wait_latency"] = run_wait(sizes, tmp_root, log)
     if "stalled" in parts:
         doc["stalled_reader"] = run_stalled(sizes, tmp_root, log)
+    if "consume" in parts:
+        doc["consume"] = run_consume(sizes, tmp_root, log)
     elapsed = time.perf_counter() - t0
     info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     targets = {}
-    for part in ("startup", "bulk", "wait_latency", "stalled_reader"):
+    for part in ("startup", "bulk", "wait_latency", "stalled_reader", "consume"):
         targets.update(doc.get(part, {}).get("targets", {}))
     la0, la1 = info.get("loadavg_start"), info.get("loadavg_end")
     cpus = info.get("cpus_usable") or info.get("cpu_count") or 1
@@ -1182,7 +1236,7 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
                          "max RSS from os.wait4 (ru_maxrss); latency median and nearest-rank p99",
             "elapsed_s": round(elapsed, 1),
         },
-        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader")},
+        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader", "consume")},
         "targets": targets,
         "targets_met": all(t["met"] for t in targets.values()),
         "notes": notes,

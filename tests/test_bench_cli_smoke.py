@@ -14,7 +14,7 @@ MQCLI = os.path.join(os.path.dirname(sys.executable), "mqcli")
 
 TARGETS = {"startup_put_ratio", "startup_help_ratio", "bulk_put_rate", "bulk_get_rate",
            "bulk_put_max_rss", "bulk_get_max_rss", "wait_latency_median", "wait_latency_p99",
-           "stalled_put_p99"}
+           "stalled_put_p99", "consume_overhead"}
 STARTUP = {"python -c pass", "mqcli put q hello", "mqcli --help", "python -c 'import typer'",
            "mqcli put q hello, caller's env"}
 
@@ -73,6 +73,10 @@ def test_bench_cli_quick_runs_and_writes_json(tmp_path):
     for who in ("alone", "stalled reader"):
         assert stalled[who]["puts"] >= 100
         assert 0 < stalled[who]["latency_ms_median"] <= stalled[who]["latency_ms_p99"] <= stalled[who]["latency_ms_max"]
+
+    c = doc["consume"]
+    assert c["messages"] == 200 and c["rounds"] == 1
+    assert c["results"]["consume_s"] > 0 and c["results"]["spawns_s"] > 0
 
     assert set(doc["targets"]) == TARGETS
     for key, t in doc["targets"].items():

@@ -174,13 +174,19 @@ def _start(command: str, queue: str, m: Message, lease: float, results: queues.Q
             proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it does not read its stdin: its exit status still decides
-        try:
-            code: int | None = proc.wait(timeout=lease)
-        except subprocess.TimeoutExpired:
+        # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms
+        killed = threading.Event()
+
+        def overdue() -> None:
+            killed.set()
             _kill(proc)
-            proc.wait()
-            code = None
-        results.put(Outcome(m, code))
+
+        timer = threading.Timer(lease, overdue)
+        timer.daemon = True
+        timer.start()
+        code = proc.wait()
+        timer.cancel()
+        results.put(Outcome(m, None if killed.is_set() else code))
 
     threading.Thread(target=feed_and_wait, daemon=True).start()
     return proc
