@@ -231,8 +231,13 @@ def test_listen_usage_errors(tmp_path):
     assert r.code == 2 and "does not exist" in r.stderr
     r = mqcli(b, "listen", "--key-file", key_file, "--bind", "127.0.0.1:99999")
     assert r.code == 13 and "--bind '127.0.0.1:99999'" in r.stderr
-    r = mqcli(b, "listen", "--key-file", key_file, "--max-frame", "1KiB")
-    assert r.code == 13 and "at least 65536" in r.stderr
+    for bad in ("1KiB", "4GiB", "4294967296", "1TiB"):  # below the minimum, beyond a u32 length
+        r = mqcli(b, "listen", "--key-file", key_file, "--max-frame", bad)
+        assert r.code == 2, r
+        assert f"invalid --max-frame {bad!r}: from 64KiB (65536) to 4GiB less one byte (4294967295)" in r.stderr
+    for bad, why in (("0s", "must be positive"), ("forever", "cannot be forever"), ("soon", "invalid")):
+        r = mqcli(b, "listen", "--key-file", key_file, "--handshake-timeout", bad)
+        assert r.code == 2 and "--handshake-timeout" in r.stderr and why in r.stderr, r
     with ListenerProc(b, key_file) as first:  # the port is taken
         r = mqcli(b, "listen", "--key-file", key_file, "--bind", f"127.0.0.1:{first.port}")
         assert r.code == 13 and f"cannot listen on 127.0.0.1:{first.port}" in r.stderr
