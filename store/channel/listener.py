@@ -139,6 +139,8 @@ class _Peer:
     busy: bool = False       # a batch is committing or its ACK is being sent
     closing: bool = False    # shutdown: close after the current ACK
     dropped: str | None = None  # why it was closed to make room for a newer connection
+    expired: bool = False    # not authenticated within the handshake timeout
+    deadline: asyncio.TimerHandle | None = None
 
 
 class Listener:
@@ -260,7 +262,17 @@ class Listener:
         self._handshaking.setdefault(host, {})[peer] = None
         self._n_handshaking += 1
         self._peers.add(peer)
-        peer.task = asyncio.get_running_loop().create_task(self._handle(peer, sock))
+        loop = asyncio.get_running_loop()
+        peer.task = loop.create_task(self._handle(peer, sock))
+        # a timer, not wait_for: wait_for runs the handshake as a second task, whose end can
+        # cross a cancellation and be lost
+        peer.deadline = loop.call_later(self.config.handshake_timeout, self._expire, peer)
+
+    def _expire(self, peer: _Peer) -> None:
+        if peer in self._handshaking.get(peer.host, ()) and peer.task is not None:  # not leaving already
+            peer.expired = True
+            self._forget_handshake(peer)
+            peer.task.cancel()
 
     def _make_room(self, host: str) -> None:
         """Before a connection from `host` joins the handshaking pool: drop one if it is full."""
@@ -319,7 +331,7 @@ class Listener:
         stats = [0, 0, 0, 0]  # batches, stored, duplicates, dead-lettered
         who = peer.address
         try:
-            session = await asyncio.wait_for(self._authenticate(peer, sock), c.handshake_timeout)
+            session = await self._authenticate(peer, sock)
             assert peer.conn is not None
             who = f"{peer.address} (queue manager {session.peer_name!r}, {session.peer_guid})"
             peer.conn.decoder.max_frame = c.max_frame
@@ -330,6 +342,8 @@ class Listener:
             self._forget_handshake(peer)  # on its way out: not counted, not a victim to drop
             await self._refuse(peer, who, exc, stats)
         finally:
+            if peer.deadline is not None:
+                peer.deadline.cancel()
             self._forget_handshake(peer)
             self._sessions.discard(peer)
             self._peers.discard(peer)
@@ -353,6 +367,10 @@ class Listener:
                 await conn.send_error(code, text)
 
         if isinstance(exc, asyncio.CancelledError):
+            if peer.expired:
+                log(f"{who}: refused: no handshake within {c.handshake_timeout:g}s")
+                await tell(ErrorCode.PROTOCOL, "handshake timed out")
+                return
             if peer.dropped is not None:  # made room for a newer connection
                 log(f"{who}: dropped before it authenticated: {peer.dropped}")
                 await tell(ErrorCode.BUSY, f"{peer.dropped}; retry later")
@@ -362,9 +380,6 @@ class Listener:
             await tell(ErrorCode.SHUTTING_DOWN, "the listener is stopping")
             if stats[0]:
                 self.log(f"{who}: closed at shutdown after {stats[0]} batches ({stats[1]} stored)")
-        elif isinstance(exc, asyncio.TimeoutError):  # before ChannelTimeout's OSError cousins
-            log(f"{who}: refused: no handshake within {c.handshake_timeout:g}s")
-            await tell(ErrorCode.PROTOCOL, "handshake timed out")
         elif isinstance(exc, PeerError) or isinstance(exc, ConnectionLost):
             log(f"{who}: {exc.message}" + (f" ({stats[1]} stored before)" if stats[0] else ""))
         elif isinstance(exc, ChannelTimeout):
@@ -399,6 +414,8 @@ class Listener:
         # proved the key: from here a session, counted against max_connections (no await
         # between the count and the move, so the two pools never both or neither hold it)
         self._forget_handshake(peer)
+        assert peer.deadline is not None
+        peer.deadline.cancel()
         if len(self._sessions) >= c.max_connections:
             raise ListenerBusy(f"too many connections (at most {c.max_connections} peers at once)")
         self._sessions.add(peer)
