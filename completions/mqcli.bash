@@ -41,7 +41,7 @@ _mqcli_options()
         "inflight") REPLY="--store -o --output -q --quiet -h --help" ;;
         "export") REPLY="--to --format --store -o --output -q --quiet -h --help" ;;
         "import") REPLY="--queue --new-ids --store -o --output -q --quiet -h --help" ;;
-        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output -q --quiet -h --help" ;;
+        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
@@ -102,7 +102,7 @@ _mqcli_value_options()
         "inflight") REPLY="--store -o --output" ;;
         "export") REPLY="--to --format --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
-        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output" ;;
+        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
         "qmgr set") REPLY="--quota --name --max-message-size --store -o --output" ;;

@@ -223,6 +223,21 @@ def test_signals_stop_the_listener_cleanly(tmp_path, signum, code):
     assert bodies(b, "q") == [b"x", b"y"]
 
 
+def test_the_largest_max_frame_a_32_bit_length_allows_is_announced_and_served(tmp_path):
+    b = tmp_path / "b"
+    make_store(b, "qmB", "q")
+    key_file = keygen(tmp_path / "k.key")
+    origin, items = records_for(tmp_path, "qmB", "q", [b"x"])
+    with ListenerProc(b, key_file, 0, "--max-frame", "4294967295") as listener:
+        with RawPeer(listener.port) as peer:
+            session = peer.handshake(load_key(key_file), origin)
+            assert session.max_frame == 4294967295
+            peer.send(sealed_batch(session, items))
+            assert peer.read_frame().type == FrameType.ACK
+        assert listener.stop() == 0, listener.stderr
+    assert bodies(b, "q") == [b"x"]
+
+
 def test_listen_usage_errors(tmp_path):
     b = tmp_path / "b"
     make_store(b, "qmB")
