@@ -1,6 +1,6 @@
 """The listener (`mqcli listen`): receive batches from authenticated peers into the local store.
 
-One asyncio server; per connection: handshake (bounded by `handshake_timeout`, frames no larger
+One asyncio event loop; per connection: handshake (bounded by `handshake_timeout`, frames no larger
 than HANDSHAKE_MAX_FRAME until the peer has proved the key), then BATCH frames, each opened
 (seal and sequence checked), decoded, and handed to `Store.receive` — one durable commit that
 de-duplicates by transfer (the sender's incarnation and seq) — and only after that commit
@@ -25,8 +25,8 @@ as it is connected and answers the CHALLENGE within a round trip, so a crowd of 
 half-open sockets only ever displaces its own members. The listener accepts one connection per
 turn of its event loop (its own accept loop, not asyncio's, which takes up to a whole backlog
 at once): between two accepts every connection already in — the sessions above all — is
-served, and a connection does not wait in the kernel's queue long enough to be dropped before
-its HELLO is read. A connection costs a socket, a task and its buffers, no thread, and the
+served, and a new connection's HELLO is read before many newer ones are let in (a burst of
+them would push it out of the pool first). A connection costs a socket, a task and its buffers, no thread, and the
 pool bounds how many of them strangers hold.
 
 Shutdown (SIGTERM or Ctrl-C): stop accepting; a connection waiting for a frame or in the middle
@@ -264,9 +264,22 @@ class Listener:
         self._peers.add(peer)
         loop = asyncio.get_running_loop()
         peer.task = loop.create_task(self._handle(peer, sock))
+        # cleanup also for a task cancelled before its first step, whose `finally` never runs
+        peer.task.add_done_callback(lambda _: self._gone(peer, sock))
         # a timer, not wait_for: wait_for runs the handshake as a second task, whose end can
         # cross a cancellation and be lost
         peer.deadline = loop.call_later(self.config.handshake_timeout, self._expire, peer)
+
+    def _gone(self, peer: _Peer, sock: socket.socket) -> None:
+        if peer.deadline is not None:
+            peer.deadline.cancel()
+        self._forget_handshake(peer)
+        self._sessions.discard(peer)
+        self._peers.discard(peer)
+        if peer.conn is None:
+            sock.close()
+        else:
+            peer.conn.abort()  # closed already, unless cut short in its close
 
     def _expire(self, peer: _Peer) -> None:
         if peer in self._handshaking.get(peer.host, ()) and peer.task is not None:  # not leaving already
@@ -341,16 +354,11 @@ class Listener:
         except (asyncio.CancelledError, Exception) as exc:
             self._forget_handshake(peer)  # on its way out: not counted, not a victim to drop
             await self._refuse(peer, who, exc, stats)
-        finally:
-            if peer.deadline is not None:
-                peer.deadline.cancel()
+        finally:  # then _gone
             self._forget_handshake(peer)
             self._sessions.discard(peer)
-            self._peers.discard(peer)
             if peer.conn is not None:
                 await peer.conn.close()
-            else:
-                sock.close()
 
     async def _refuse(self, peer: _Peer, who: str, exc: BaseException, stats: list[int]) -> None:
         """Log why the connection ends and tell the peer, where it can still be told."""
