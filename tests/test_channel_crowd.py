@@ -7,6 +7,7 @@ Every loop is bounded in count and time."""
 from __future__ import annotations
 
 import json
+import os
 import selectors
 import socket
 import threading
@@ -94,6 +95,13 @@ class Crowd:
         self.stop()
 
 
+def resources(pid: int) -> tuple[int, int]:
+    """(open file descriptors, threads) of a process."""
+    with open(f"/proc/{pid}/status") as status:
+        threads = next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+    return len(os.listdir(f"/proc/{pid}/fd")), threads
+
+
 def put(store, n: int) -> list[bytes]:
     sent = [b"m-%04d" % i for i in range(n)]
     with Store.open(store) as st:
@@ -111,6 +119,7 @@ def test_an_authenticated_dispatch_goes_through_while_200_unauthenticated_connec
     there is a limit: docs/protocol.md §5)."""
     with linked_pair(tmp_path, (), ("q",)) as net:
         sent = put(net.a, 1000)
+        fds, threads = resources(net.listener.proc.pid)
         with Crowd(net.listener.port, 200, source, roles) as crowd:
             # all 200 in, and the listener (32 places, 8 per address) has closed some to make room
             wait_until(lambda: crowd.opened >= 200 and crowd.reopened >= 200, 60, "the crowd to churn")
@@ -118,6 +127,10 @@ def test_an_authenticated_dispatch_goes_through_while_200_unauthenticated_connec
             r = mqcli(net.a, "-o", "json", "dispatch", "--once", timeout=10)
             assert crowd.running()  # its 200 still held (reopened as closed) when the dispatch ended
             during = crowd.reopened - before
+            held_fds, held_threads = resources(net.listener.proc.pid)
+        # the crowd cost the listener at most its pool's sockets (32), no thread per connection
+        # (the one more is the store's worker, started by the first batch)
+        assert held_fds - fds <= 32 + 8 and held_threads <= threads + 1, (fds, held_fds, threads, held_threads)
         assert net.listener.alive(), net.listener.stderr
         assert r.code == 0, r
         [result] = json.loads(r.stdout)
@@ -214,7 +227,8 @@ def test_a_full_pool_makes_room_from_the_address_holding_most(qmb):
         crowds = {n: [RawPeer(port, timeout=30, source=f"127.0.0.{n}") for _ in range(8)] for n in (2, 3, 4, 5)}
         crowds[3].append(RawPeer(port, timeout=30, source="127.0.0.3"))  # its own oldest makes room
         assert error_of(crowds[3][0])[0] == ErrorCode.BUSY
-        lone = RawPeer(port, timeout=30, source="127.0.0.6")  # the pool is full: the first address holding 8 gives one
+        # the pool is full: the first address holding 8 gives one to a newcomer from elsewhere
+        lone = RawPeer(port, timeout=30, source="127.0.0.6")
         assert error_of(crowds[2][0]) == (ErrorCode.BUSY, "too many connections waiting to authenticate "
                                                           "(at most 32); retry later")
         assert still_open(lone)

@@ -331,8 +331,9 @@ class Listener:
         if not counts:
             return  # a quiet window: the next one is logged at once
         top, n = counts.most_common(1)[0]
-        self.log(f"{sum(counts.values())} more connections closed before they authenticated in "
-                 f"the last {REFUSED_LOG_WINDOW:g}s" + (f" ({n} from {top})" if top else ""))
+        when = "" if final else f" in the last {REFUSED_LOG_WINDOW:g}s"
+        self.log(f"{sum(counts.values())} more connections closed before they authenticated{when}"
+                 + (f" ({n} from {top})" if top else ""))
         if not final:  # still coming: keep counting
             self._refused = Counter()
             self._refused_flush = asyncio.get_running_loop().call_later(REFUSED_LOG_WINDOW, self._flush_refused)
