@@ -42,7 +42,7 @@ _mqcli_options()
         "export") REPLY="--to --format --store -o --output -q --quiet -h --help" ;;
         "import") REPLY="--queue --new-ids --store -o --output -q --quiet -h --help" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output -q --quiet -h --help" ;;
-        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output -q --quiet -h --help" ;;
+        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
@@ -104,7 +104,7 @@ _mqcli_value_options()
         "export") REPLY="--to --format --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output" ;;
-        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --store -o --output" ;;
+        "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
         "qmgr set") REPLY="--quota --name --max-message-size --store -o --output" ;;

@@ -84,10 +84,11 @@ def mqcli(store: Path, *args: Any, timeout: float = 120, input: bytes | None = N
 class ListenerProc:
     """A real `mqcli listen` subprocess; `port` once it printed its ready line."""
 
-    def __init__(self, store: Path, key: Path, port: int = 0, *extra: str, ready_timeout: float = 30) -> None:
+    def __init__(self, store: Path, key: Path, port: int = 0, *extra: str, ready_timeout: float = 30,
+                 host: str = "127.0.0.1") -> None:
         self.store = store
         self.proc = subprocess.Popen(
-            [*mqcli_command(), "--store", str(store), "listen", "--bind", f"127.0.0.1:{port}",
+            [*mqcli_command(), "--store", str(store), "listen", "--bind", f"{host}:{port}",
              "--key-file", str(key), *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines: list[str] = []
@@ -142,8 +143,10 @@ class ListenerProc:
 class RawPeer:
     """A protocol client on a plain blocking socket, for tests that misbehave on purpose."""
 
-    def __init__(self, port: int, timeout: float = 10) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = 10, source: str | None = None) -> None:
+        """`source`: the loopback address to connect from (127.0.0.2 plays another host)."""
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.decoder = FrameDecoder(1 << 20)
         self.pending: list[Frame] = []
         self.sent = bytearray()  # every byte this client sent

@@ -223,6 +223,21 @@ def test_signals_stop_the_listener_cleanly(tmp_path, signum, code):
     assert bodies(b, "q") == [b"x", b"y"]
 
 
+def test_the_largest_max_frame_a_32_bit_length_allows_is_announced_and_served(tmp_path):
+    b = tmp_path / "b"
+    make_store(b, "qmB", "q")
+    key_file = keygen(tmp_path / "k.key")
+    origin, items = records_for(tmp_path, "qmB", "q", [b"x"])
+    with ListenerProc(b, key_file, 0, "--max-frame", "4294967295") as listener:
+        with RawPeer(listener.port) as peer:
+            session = peer.handshake(load_key(key_file), origin)
+            assert session.max_frame == 4294967295
+            peer.send(sealed_batch(session, items))
+            assert peer.read_frame().type == FrameType.ACK
+        assert listener.stop() == 0, listener.stderr
+    assert bodies(b, "q") == [b"x"]
+
+
 def test_listen_usage_errors(tmp_path):
     b = tmp_path / "b"
     make_store(b, "qmB")
@@ -231,8 +246,13 @@ def test_listen_usage_errors(tmp_path):
     assert r.code == 2 and "does not exist" in r.stderr
     r = mqcli(b, "listen", "--key-file", key_file, "--bind", "127.0.0.1:99999")
     assert r.code == 13 and "--bind '127.0.0.1:99999'" in r.stderr
-    r = mqcli(b, "listen", "--key-file", key_file, "--max-frame", "1KiB")
-    assert r.code == 13 and "at least 65536" in r.stderr
+    for bad in ("1KiB", "4GiB", "4294967296", "1TiB"):  # below the minimum, beyond a u32 length
+        r = mqcli(b, "listen", "--key-file", key_file, "--max-frame", bad)
+        assert r.code == 2, r
+        assert f"invalid --max-frame {bad!r}: from 64KiB (65536) to 4GiB less one byte (4294967295)" in r.stderr
+    for bad, why in (("0s", "must be positive"), ("forever", "cannot be forever"), ("soon", "invalid")):
+        r = mqcli(b, "listen", "--key-file", key_file, "--handshake-timeout", bad)
+        assert r.code == 2 and "--handshake-timeout" in r.stderr and why in r.stderr, r
     with ListenerProc(b, key_file) as first:  # the port is taken
         r = mqcli(b, "listen", "--key-file", key_file, "--bind", f"127.0.0.1:{first.port}")
         assert r.code == 13 and f"cannot listen on 127.0.0.1:{first.port}" in r.stderr

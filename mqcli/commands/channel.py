@@ -56,10 +56,13 @@ def listen(
     max_frame: Annotated[str, typer.Option(
         "--max-frame", metavar="BYTES",
         help="Largest frame a peer may send (a batch of messages), e.g. 16MiB; larger ones are "
-             "refused from their header.")] = "16MiB",
+             "refused from their header. 64KiB to 4GiB less one byte (a 32-bit length).")] = "16MiB",
     idle_timeout: Annotated[str, typer.Option(
         "--idle-timeout", metavar="DURATION",
         help="Close a connection that sends no frame for this long (or forever).")] = "60s",
+    handshake_timeout: Annotated[str, typer.Option(
+        "--handshake-timeout", metavar="DURATION",
+        help="Close a connection that has not proved the key this long after it was accepted.")] = "5s",
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Receive messages from other queue managers into this store until stopped.
@@ -68,24 +71,40 @@ def listen(
     key; each batch is acknowledged only after it is committed here, and a message received
     twice is stored once. Prints "listening on HOST:PORT" on stderr when ready. SIGTERM stops
     it (exit 0), Ctrl-C too (exit 130), after the batch being committed is acknowledged.
+    Connections that have not proved the key yet have a pool of their own (32, 8 from one
+    address) apart from the 64 authenticated peers, so sockets held open by strangers cannot
+    lock peers out. The channel is authenticated, not encrypted: binding a non-loopback address
+    prints a warning.
 
     \b
     Example:
       mqcli link keygen qm2.key
       mqcli --store /var/lib/mq/qm2 listen --bind 127.0.0.1:7000 --key-file qm2.key
     """
-    from store.channel.listener import ListenerConfig, parse_bind, serve
+    from store.channel.frames import MAX_MAX_FRAME, MIN_MAX_FRAME
+    from store.channel.listener import ListenerConfig, is_loopback, parse_bind, serve
     from store.links import load_key
 
     host, port = parse_bind(bind)
+    frame = parse_size(max_frame, "--max-frame")
+    if not MIN_MAX_FRAME <= frame <= MAX_MAX_FRAME:  # CHALLENGE carries it in 32 bits
+        raise UsageError(f"invalid --max-frame {max_frame!r}: from 64KiB ({MIN_MAX_FRAME}) to 4GiB less "
+                         f"one byte ({MAX_MAX_FRAME}); a frame's length is a 32-bit field")
+    deadline = parse_duration(handshake_timeout, allow_forever=False, what="--handshake-timeout")
+    if not deadline:
+        raise UsageError("--handshake-timeout must be positive")
     config = ListenerConfig(
-        host, port, max_frame=parse_size(max_frame, "--max-frame"),
+        host, port, max_frame=frame, handshake_timeout=deadline,
         idle_timeout=parse_duration(idle_timeout, what="--idle-timeout"))  # type: ignore[arg-type]
     key = load_key(key_file)
     s = session(ctx, store, output, quiet)
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
+        if not is_loopback(host):
+            s.out.note(f"mqcli: warning: listening on {shown}, which is not a loopback address: peers "
+                       f"must prove they hold the key, but messages cross unencrypted; between "
+                       f"machines use a tunnel (SSH, WireGuard) or a private network (docs/protocol.md)")
         sys.stderr.write(f"listening on {shown}:{port}\n")  # always: scripts wait for this line
         sys.stderr.flush()
 

@@ -28,6 +28,8 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 #: Smallest maximum frame size either side may configure: a batch of one large-ish message
 #: must always fit, and handshake frames are below it.
 MIN_MAX_FRAME = 64 * 1024
+#: Largest maximum frame size: the header's length and CHALLENGE's max_frame field are u32.
+MAX_MAX_FRAME = 0xFFFFFFFF
 #: Frames before authentication are small; an unauthenticated peer gets no bigger buffer.
 HANDSHAKE_MAX_FRAME = 4096
 #: Longest text an ERROR frame carries.
