@@ -7,7 +7,7 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import consume listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import consume batch listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
@@ -42,6 +42,7 @@ _mqcli_options()
         "export") REPLY="--to --format --store -o --output -q --quiet -h --help" ;;
         "import") REPLY="--queue --new-ids --store -o --output -q --quiet -h --help" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output -q --quiet -h --help" ;;
+        "batch") REPLY="-k --keep-going --store -o --output -q --quiet -h --help" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
@@ -104,6 +105,7 @@ _mqcli_value_options()
         "export") REPLY="--to --format --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output" ;;
+        "batch") REPLY="--store -o --output" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
@@ -152,7 +154,7 @@ _mqcli_option_value()
 _mqcli_argument()
 {
     case "$1" in
-        "backup"|"import"|"link keygen"|"analyze health"|"analyze routes") _mqcli_files "$2" ;;
+        "backup"|"import"|"batch"|"link keygen"|"analyze health"|"analyze routes") _mqcli_files "$2" ;;
     esac
 }
 

@@ -6,7 +6,7 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'consume' 'listen' 'dispatch' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'consume' 'batch' 'listen' 'dispatch' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
@@ -64,6 +64,8 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
             printf '%s\n' '--queue' '--store' '-o' '--output'
         case 'consume'
             printf '%s\n' '-e' '--exec' '--lease' '-P' '--parallel' '-n' '--count' '--idle' '--where' '--store' '-o' '--output'
+        case 'batch'
+            printf '%s\n' '--store' '-o' '--output'
         case 'listen'
             printf '%s\n' '--key-file' '--bind' '--max-frame' '--idle-timeout' '--handshake-timeout' '--store' '-o' '--output'
         case 'dispatch'
@@ -192,6 +194,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'inflight' -d 'Every locked, unconfirm
 complete -c mqcli -n '__mqcli_at \'\'' -a 'export' -d 'Dump queues as JSONL, one message a line with every field (any state), in queue order.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'import' -d 'Load a JSONL dump: every record back on its queue (created if missing), ids kept.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'consume' -d 'Run a command for each message of a queue; exit 0 confirms it, anything else undoes it.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'batch' -d 'Run mqcli commands from a file, one per line, in one process against one open store.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'listen' -d 'Receive messages from other queue managers into this store until stopped.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'dispatch' -d 'Send the outgoing queues to their links\' listeners.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and latency with real producer and consumer processes.'
@@ -395,6 +398,14 @@ complete -c mqcli -n '__mqcli_at \'consume\'' -l store -r -F -d 'Store directory
 complete -c mqcli -n '__mqcli_at \'consume\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli batch
+complete -c mqcli -n '__mqcli_at \'batch\'' -s k -l keep-going -d 'Run every line even after one fails; exit with the first failure\'s code.'
+complete -c mqcli -n '__mqcli_at \'batch\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'batch\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'batch\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'batch\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'batch\'' -F
 
 # mqcli listen
 complete -c mqcli -n '__mqcli_at \'listen\'' -l key-file -r -F -d 'The pre-shared key peers must prove they hold (`mqcli link keygen`; mode 0600).'

@@ -62,6 +62,7 @@ def _register() -> None:
     app.add_typer(link.app, name="link")
     app.add_typer(outgoing.app, name="outgoing")
     from .commands import consume; consume.register(app)
+    from .commands import batch; batch.register(app)
     from .commands import channel; channel.register(app)  # listen, dispatch
     from .commands import analyze; analyze.register(app)  # PySpark pipeline, imported lazily
     from .commands import bench
@@ -71,19 +72,32 @@ def _register() -> None:
 _register()
 
 
+_command = None
+
+
+def click_command():  # type: ignore[no-untyped-def]
+    """The click command tree of the app, built once (`mqcli batch` runs many commands)."""
+    global _command
+    if _command is None:
+        _command = typer.main.get_command(app)
+    return _command
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the command line and return the exit code."""
     import click
 
     argv = list(sys.argv[1:] if argv is None else argv)
     json_errors = wants_json(argv)
-    command = typer.main.get_command(app)
+    command = click_command()
     try:
-        if command.main(args=argv, prog_name="mqcli", standalone_mode=False) == ExitCode.INTERRUPTED:
+        result = command.main(args=argv, prog_name="mqcli", standalone_mode=False)
+        if result == ExitCode.INTERRUPTED:
             # typer turns Ctrl-C (and SIGTERM, a KeyboardInterrupt too) into a return value of
             # 130 when not in standalone mode
             return report(signals.interruption(), json_errors=json_errors)
-        return ExitCode.OK
+        # click returns the code of a typer.Exit(code) when not in standalone mode (`batch`)
+        return int(result) if isinstance(result, int) and not isinstance(result, bool) else ExitCode.OK
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):

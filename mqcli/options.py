@@ -7,9 +7,11 @@ keeps them in the context) and on each command (a command's own value wins).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -89,7 +91,16 @@ class Session:
     allow_unsafe: bool = False
 
     def open(self, *, create: bool = True, name: str | None = None) -> Store:
-        """Open the store; SPEC §2 creates it on first use (0700/0600), named `name`."""
+        """Open the store; SPEC §2 creates it on first use (0700/0600), named `name`. Inside
+        `mqcli batch` the store is opened once and lent to each command (shared_stores)."""
+        if _shared is not None:
+            key = os.path.abspath(self.store_path)
+            if key not in _shared:
+                _shared[key] = self._open(create=create, name=name)
+            return _Lent(_shared[key])  # type: ignore[return-value]
+        return self._open(create=create, name=name)
+
+    def _open(self, *, create: bool, name: str | None) -> Store:
         from store import Store
 
         try:
@@ -97,6 +108,40 @@ class Session:
                               allow_unsafe_permissions=self.allow_unsafe)
         except (PermissionError, NotADirectoryError, FileExistsError) as exc:
             raise unusable_store(self.store_path, exc) from None
+
+
+# the stores the commands of one `mqcli batch` share, by absolute path; None outside a batch
+_shared: dict[str, Store] | None = None
+
+
+@contextmanager
+def shared_stores() -> Iterator[None]:
+    """Within the block, every command that opens a store gets the one open handle of that path
+    (`mqcli batch`: one process, one open store); they are closed at the end."""
+    global _shared
+    _shared = {}
+    try:
+        yield
+    finally:
+        stores, _shared = _shared, None
+        for st in stores.values():
+            st.close()
+
+
+class _Lent:
+    """A shared store as a command's `with s.open() as st`: leaving the block keeps it open."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __enter__(self) -> Store:
+        return self._store
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
 
 
 def unusable_store(path: Path, exc: OSError) -> Exception:
