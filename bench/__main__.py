@@ -56,7 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "dir). Use a real disk: on tmpfs fsync is free and ratios mislead")
     p.add_argument("--only", action="append", metavar="WORKLOAD",
                    help="run only this workload or part (repeatable): put_single, put_batched, "
-                        "get_batched, get_confirm (store); startup, bulk, wait, stalled, consume (cli)")
+                        "get_batched, get_confirm (store); startup, bulk, wait, stalled, consume, batch (cli)")
     g = p.add_argument_group("cli suite")
     g.add_argument("--bulk-messages", type=int, metavar="N",
                    help="messages in the bulk put --jsonl / get --all measurements "

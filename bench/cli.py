@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join("bench", "results", "cli.json")
-PARTS = ("startup", "bulk", "wait", "stalled", "consume")
+PARTS = ("startup", "bulk", "wait", "stalled", "consume", "batch")
 QUEUE = "q"
 BODY = (b"mqcli-bench-256-byte-body/" * 10)[:256]  # the store suite's body
 assert len(BODY) == 256
@@ -111,6 +111,7 @@ TARGETS = {
     "wait_latency_median": Target("wait_latency_median", "put start -> getter's output line, median", "<=", 10, "ms"),
     "wait_latency_p99": Target("wait_latency_p99", "put start -> getter's output line, p99 (nearest rank)", "<=", 50, "ms"),
     "stalled_put_p99": Target("stalled_put_p99", "durable put while a get blocks writing to a full pipe, p99 (nearest rank)", "<=", 50, "ms"),
+    "batch_speedup": Target("batch_speedup", "time per command of mqcli put processes / time per line of mqcli batch of 1,000 put lines", ">=", 50, "x"),
     "consume_overhead": Target("consume_overhead", "(wall(mqcli consume q --exec true --count N) - wall(N x subprocess.run(['/bin/sh', '-c', 'true']))) / N", "<=", 2, "ms"),
 }
 
@@ -889,6 +890,7 @@ def run_wait(sizes: CliSizes, tmp_root: str, log) -> dict:
 
 STALLED_MESSAGES = 5000  # 1.3 MB of bodies: far more than a pipe holds (64 KiB)
 CONSUME_MESSAGES = 2000
+BATCH_LINES = 1000
 
 
 def run_stalled(sizes: CliSizes, tmp_root: str, log) -> dict:
@@ -988,6 +990,46 @@ def run_consume(sizes: CliSizes, tmp_root: str, log) -> dict:
                         "consume_s_rounds": consumes, "spawns_s_rounds": spawns,
                         "overhead_ms_per_message": overhead_ms},
             "targets": {"consume_overhead": _target_result("consume_overhead", overhead_ms)}}
+
+
+def run_batch(sizes: CliSizes, tmp_root: str, log) -> dict:
+    """`mqcli batch` of 1,000 `put` lines against `mqcli put` processes, per command: a sample
+    of processes (a thousand would take minutes), rounds interleaved."""
+    mq = mqcli_path()
+    lines = BATCH_LINES
+    processes = 50 if sizes.bulk >= 100_000 else 10
+    rounds = max(1, min(3, sizes.bulk_rounds))
+    per_process, per_line = [], []
+    log(f"batch: {rounds} rounds of mqcli batch ({lines} put lines) against {processes} mqcli put processes")
+    for _ in range(rounds):
+        work = tempfile.mkdtemp(prefix="batch-", dir=tmp_root)
+        store_path = os.path.join(work, "store")
+        _new_store(store_path)
+        env = _child_env(store_path)
+        script = os.path.join(work, "puts.mqcli")
+        with open(script, "w", encoding="utf-8") as f:
+            f.writelines(f"put {QUEUE} 'message {i}'\n" for i in range(lines))
+        _sync()
+        total = 0.0
+        for i in range(processes):
+            child = run_child([mq, "put", QUEUE, f"process {i}"], env, work, capture=True)
+            if child.returncode != 0:
+                raise BenchError(f"mqcli put exited {child.returncode}: {child.stderr[-300:]}")
+            total += child.seconds
+        per_process.append(total / processes)
+        child = run_child([mq, "batch", script], env, work, capture=True)
+        if child.returncode != 0 or _depth(store_path, QUEUE) != lines + processes:
+            raise BenchError(f"mqcli batch exited {child.returncode} with {_depth(store_path, QUEUE)} messages "
+                             f"stored: {child.stderr[-300:]}")
+        per_line.append(child.seconds / lines)
+        shutil.rmtree(work, ignore_errors=True)
+    process_s, line_s = statistics.median(per_process), statistics.median(per_line)
+    return {"lines": lines, "processes": processes, "rounds": rounds,
+            "batch": f"mqcli batch FILE, {lines} lines `put {QUEUE} 'message N'` (one process, one open store)",
+            "baseline": f"mqcli put {QUEUE} 'process N', {processes} processes one after another",
+            "results": {"per_process_ms": process_s * 1000, "per_line_ms": line_s * 1000,
+                        "speedup": process_s / line_s},
+            "targets": {"batch_speedup": _target_result("batch_speedup", process_s / line_s)}}
 
 
 # --------------------------------------------------------------------------------------
@@ -1122,6 +1164,14 @@ def render_table(doc: dict) -> str:
         row("", "mqcli consume", str(c["messages"]), f"{res['consume_s']:.2f} s", "",
             f"+{res['overhead_ms_per_message']:.2f} ms/msg", t, m)
         lines.append("")
+    b = doc.get("batch")
+    if b:
+        res = b["results"]
+        t, m = tgt(b["targets"]["batch_speedup"])
+        row("6. batch of put lines", "mqcli put processes", str(b["processes"]), f"{res['per_process_ms']:.1f} ms",
+            "", "", "context", "")
+        row("", "mqcli batch", str(b["lines"]), f"{res['per_line_ms']:.2f} ms", "", f"{res['speedup']:.0f}x", t, m)
+        lines.append("")
     lines.append("spread = (max - min) / median over runs/rounds; value = ratio to python -c pass, "
                  "rate, max RSS or latency; MB = 10^6 bytes.")
 
@@ -1205,10 +1255,12 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
         doc["stalled_reader"] = run_stalled(sizes, tmp_root, log)
     if "consume" in parts:
         doc["consume"] = run_consume(sizes, tmp_root, log)
+    if "batch" in parts:
+        doc["batch"] = run_batch(sizes, tmp_root, log)
     elapsed = time.perf_counter() - t0
     info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     targets = {}
-    for part in ("startup", "bulk", "wait_latency", "stalled_reader", "consume"):
+    for part in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch"):
         targets.update(doc.get(part, {}).get("targets", {}))
     la0, la1 = info.get("loadavg_start"), info.get("loadavg_end")
     cpus = info.get("cpus_usable") or info.get("cpu_count") or 1
@@ -1236,7 +1288,7 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
                          "max RSS from os.wait4 (ru_maxrss); latency median and nearest-rank p99",
             "elapsed_s": round(elapsed, 1),
         },
-        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader", "consume")},
+        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch")},
         "targets": targets,
         "targets_met": all(t["met"] for t in targets.values()),
         "notes": notes,

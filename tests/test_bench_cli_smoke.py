@@ -14,7 +14,7 @@ MQCLI = os.path.join(os.path.dirname(sys.executable), "mqcli")
 
 TARGETS = {"startup_put_ratio", "startup_help_ratio", "bulk_put_rate", "bulk_get_rate",
            "bulk_put_max_rss", "bulk_get_max_rss", "wait_latency_median", "wait_latency_p99",
-           "stalled_put_p99", "consume_overhead"}
+           "stalled_put_p99", "consume_overhead", "batch_speedup"}
 STARTUP = {"python -c pass", "mqcli put q hello", "mqcli --help", "python -c 'import typer'",
            "mqcli put q hello, caller's env"}
 
@@ -77,6 +77,9 @@ def test_bench_cli_quick_runs_and_writes_json(tmp_path):
     c = doc["consume"]
     assert c["messages"] == 200 and c["rounds"] == 1
     assert c["results"]["consume_s"] > 0 and c["results"]["spawns_s"] > 0
+
+    b = doc["batch"]
+    assert (b["lines"], b["processes"]) == (1000, 10) and b["results"]["speedup"] > 0
 
     assert set(doc["targets"]) == TARGETS
     for key, t in doc["targets"].items():
