@@ -15,7 +15,7 @@ from hypothesis import strategies as s
 from store.errors import BadData, InvalidArgument
 from store.trace import (
     DAYS, MONTHS, ReportBody, ReportLabel, TraceFormatError, decode_body, decode_label,
-    _fast_label, _Parser, encode_body, encode_label,
+    _fast_label, _Parser, encode_body, encode_conflict_label, encode_label,
 )
 
 VECTORS = Path(__file__).parent / "vectors"
@@ -340,3 +340,52 @@ def test_a_bad_format_name_in_a_body_fails_at_its_column(queue, at, detail):
                                     f"rule queue-format: {detail}")
     with pytest.raises(InvalidArgument, match=f"is not a format name \\(MS-MQMQ 2.1\\): column {at}: "):
         encode_body(42, queue)
+
+
+# ---- the documented forms (tests/vectors/trace_documented.jsonl) ------------------------------
+
+DOCUMENTED = [json.loads(line) for line in (VECTORS / "trace_documented.jsonl").read_text("utf-8").splitlines()]
+
+
+def _decode(vector, strict):
+    decode = decode_label if vector["kind"] == "label" else decode_body
+    try:
+        return decode(vector["text"], strict=strict).to_dict()
+    except TraceFormatError as exc:
+        return [exc.column, exc.rule]
+
+
+@pytest.mark.parametrize("vector", DOCUMENTED, ids=_ids(DOCUMENTED))
+def test_documented_vector_decodes_to_its_fields_or_fails_at_its_column(vector):
+    assert _decode(vector, False) == (vector["fields"] if vector["valid"] else [vector["column"], vector["rule"]])
+
+
+@pytest.mark.parametrize("vector", DOCUMENTED, ids=_ids(DOCUMENTED))
+def test_strict_decoding_refuses_every_form_beyond_the_seed(vector):
+    assert _decode(vector, True) == (vector["fields"] if vector["strict"] == "valid" else vector["strict"])
+
+
+def test_documented_vectors_cover_every_form_and_rule():
+    valid = [v for v in DOCUMENTED if v["valid"]]
+    labels = [v["fields"] for v in valid if v["kind"] == "label"]
+    bodies = [v["fields"] for v in valid if v["kind"] == "body"]
+    assert {f["event"] for f in labels} == {"received", "sent", "conflict"}
+    assert any(f["computer"] and len(f["computer"]) != 36 for f in labels)  # a machine name
+    assert any(f["computer"] and len(f["computer"]) == 36 for f in labels)  # a GUID
+    assert {f["has_seconds"] for f in labels} == {True, False, None}
+    assert {(f["next_hop"] is None, f["hop_count"] is None) for f in bodies} == {
+        (True, True), (False, True), (True, False), (False, False)}
+    invalid_rules = {v["rule"] for v in DOCUMENTED if not v["valid"]}
+    assert ANY_RULES <= invalid_rules
+    assert all(v["strict"] != "valid" for v in DOCUMENTED if not v["valid"])
+
+
+def test_a_departure_and_a_conflict_encode_as_windows_writes_them():
+    when = datetime(2026, 11, 22, 15, 15, 42, tzinfo=timezone.utc)
+    sent = encode_label("1A2B", 42, 1, GUID_, when, next_hop="10.0.0.5", nul=False)
+    assert sent == f"1A2B:0000002A:01 sent from {GUID_} to 10.0.0.5 at 03:15:42 PM Sun,Nov 22 26"
+    assert decode_label(sent) == ReportLabel("1A2B", 42, 1, GUID_, when, True, "sent", "10.0.0.5")
+    assert encode_conflict_label() == "Report Message Conflict\0"
+    assert decode_label(encode_conflict_label()).event == "conflict"
+    assert encode_body(42, "DIRECT=OS:qm2\\orders", next_hop="10.0.0.5", hop_count=1) == (
+        SPEC_BODY + "<NEXT HOP>10.0.0.5</NEXT HOP>\r\n<HOP COUNT>1</HOP COUNT>\r\n")
