@@ -62,7 +62,7 @@ _mqcli_options()
         "tx list") REPLY="--store -o --output -q --quiet -h --help" ;;
         "tx show") REPLY="--store -o --output -q --quiet -h --help" ;;
         "trace") REPLY="-h --help" ;;
-        "trace decode") REPLY="--body --store -o --output -q --quiet -h --help" ;;
+        "trace decode") REPLY="--body --strict --store -o --output -q --quiet -h --help" ;;
         "trace show") REPLY="-n --limit --store -o --output -q --quiet -h --help" ;;
         "trace route") REPLY="-r --report-queue --store -o --output -q --quiet -h --help" ;;
         "link") REPLY="-h --help" ;;

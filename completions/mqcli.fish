@@ -560,13 +560,14 @@ complete -c mqcli -n '__mqcli_at \'tx show\'' -s q -l quiet -d 'No diagnostics o
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli trace
-complete -c mqcli -n '__mqcli_at \'trace\'' -a 'decode' -d 'Decode a trace report\'s label (or body) strictly by the seed\'s ABNF and print its fields.'
+complete -c mqcli -n '__mqcli_at \'trace\'' -a 'decode' -d 'Decode a trace report\'s label (or body), in any form Windows documents, and print its fields.'
 complete -c mqcli -n '__mqcli_at \'trace\'' -a 'show' -d 'List the trace reports in a queue, decoded, oldest first, without consuming them.'
 complete -c mqcli -n '__mqcli_at \'trace\'' -a 'route' -d 'Print one traced message\'s route hop by hop, with the time each step took.'
 complete -c mqcli -n '__mqcli_at \'trace\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli trace decode
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -l body -d 'Decode a report body instead of a label.'
+complete -c mqcli -n '__mqcli_at \'trace decode\'' -l strict -d 'Accept only [MS-MQQB]\'s ABNF (received by a GUID; no next hop or hop count).'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -s q -l quiet -d 'No diagnostics on stderr.'

@@ -273,8 +273,20 @@ def done(t: Txn, q: QueueInfo, token: int) -> int:
         return 0
     sent, _ = holders.finish(t, hold, q, {m.seq for m in t.with_token(q, token)})
     t.durable = False  # light: a lost removal resends the batch, which the receiver drops
-    reports.emit(t, sent, reports.SENT, delivered=False, at=lambda m: m.since)
+    if any(m.trace and m.report_queue for m in sent):
+        reports.emit(t, sent, reports.SENT, delivered=False, at=lambda m: m.since, next_hop=_next_hop(t, q))
     return len(sent)
+
+
+def _next_hop(t: Txn, q: QueueInfo) -> str:
+    """Where an outgoing queue's messages go: its link's HOST:PORT (its host, or the queue
+    manager's name, when a report cannot name that address)."""
+    from . import links
+
+    link = link_for(q, [links.decode(bytes(v)) for _, v in t.lt.cursor(db=t.dbs["links"])])
+    if link is None:
+        return reports.next_hop_address(q.outgoing)
+    return reports.next_hop_address(link.address, link.host, q.outgoing)
 
 
 def give_back(t: Txn, q: QueueInfo, token: int) -> int:

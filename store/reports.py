@@ -73,21 +73,36 @@ def target_format_name(t: Txn, m: Message) -> str:
 
 
 def emit(t: Txn, messages: list[Message], event: str, *, delivered: bool,
-         at: Callable[[Message], int | None] | None = None) -> int:
+         at: Callable[[Message], int | None] | None = None, next_hop: str | None = None) -> int:
     """Send the report of `event` for each traced message in `messages`; return how many were
     sent. Reports are plain enqueues in the caller's transaction: one commit for both.
 
     The report's time (its put time, and the label's time) is this commit's, or `at(m)` when
     that gives one: a put time allocated earlier for this report (Txn.allocate_ids), as
-    outgoing.take does for `sent`, whose event is the take, before the commit that reports it."""
+    outgoing.take does for `sent`, whose event is the take, before the commit that reports it.
+
+    A `sent` report is written as Windows writes a departure: label `… sent from <this queue
+    manager's GUID> to <next_hop> at …`, body with `<NEXT HOP>` and `<HOP COUNT>`; `next_hop`
+    is the address the message leaves for (the link's HOST:PORT)."""
     sent = 0
     for m in messages:
         if m.trace and m.report_queue:
-            sent += _emit_one(t, m, event, delivered, at(m) if at is not None else None)
+            sent += _emit_one(t, m, event, delivered, at(m) if at is not None else None, next_hop)
     return sent
 
 
-def _emit_one(t: Txn, m: Message, event: str, delivered: bool, at: int | None = None) -> int:
+def next_hop_address(*candidates: str | None) -> str:
+    """The first of `candidates` that a report can name as an address (trace.py: an IPX
+    address, or a host and an optional port); a link's host that is not one (an IPv6
+    literal) falls back to the next candidate, and last to `unknown`."""
+    for c in candidates:
+        if c and trace._address_value(c) is not None:
+            return c
+    return "unknown"
+
+
+def _emit_one(t: Txn, m: Message, event: str, delivered: bool, at: int | None = None,
+              next_hop: str | None = None) -> int:
     from .outgoing import destination
 
     try:
@@ -100,12 +115,17 @@ def _emit_one(t: Txn, m: Message, event: str, delivered: bool, at: int | None = 
         put_time = at
     when = datetime.fromtimestamp((t.now if at is None else at) / 1e6, tz=UTC)
     message_id = m.msg_n & trace.MAX_MESSAGE_ID
-    label = trace.encode_label(guid_text(m.origin)[:4].upper(), message_id, min(m.hops, trace.MAX_HOPS),
-                               computer, when)
+    hops = min(m.hops, trace.MAX_HOPS)
+    # a departure names where the message goes, in the label and the body (Windows' form); an
+    # arrival, and the first enqueue at the origin (a `received by` at hop 0), names no next hop
+    departure = event == SENT
+    hop = next_hop_address(next_hop) if departure else None
+    label = trace.encode_label(guid_text(m.origin)[:4].upper(), message_id, hops, computer, when, next_hop=hop)
+    extra = {"next_hop": hop, "hop_count": hops} if departure else {}
     try:
-        body = trace.encode_body(message_id, target_format_name(t, m)).encode("utf-8")
+        body = trace.encode_body(message_id, target_format_name(t, m), **extra).encode("utf-8")
     except InvalidArgument:  # a queue manager name no DIRECT=OS: name can hold
-        body = trace.encode_body(message_id, f"PUBLIC={t.queue(m.queue).guid}").encode("utf-8")
+        body = trace.encode_body(message_id, f"PUBLIC={t.queue(m.queue).guid}", **extra).encode("utf-8")
     report = Message(
         body, q.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n, put_time=put_time,
         correl_id=m.msg_id, label=label, report=True, express=True, dead_letter=False,
@@ -122,8 +142,10 @@ def _emit_one(t: Txn, m: Message, event: str, delivered: bool, at: int | None = 
 
 
 def describe(m: Message) -> dict[str, object]:
-    """A report message's decoded label and body with the properties above; a report whose
-    label or body does not decode keeps its `error` instead of those fields."""
+    """A report message's decoded label and body; a report whose label or body does not decode
+    keeps its `error` instead of those fields. The event is the label's (a `received by` at
+    hop 0 is the first enqueue at the origin: `enqueued`), so reports that no mqcli wrote, or
+    whose properties were lost, read the same; `delivered` is mqcli's property (None without)."""
     row: dict[str, object] = {
         "report_id": m.msg_id, "msg_id": m.correl_id, "event": m.props.get(EVENT_PROP),
         "delivered": m.props.get(DELIVERED_PROP) == "true" if DELIVERED_PROP in m.props else None,
@@ -134,16 +156,28 @@ def describe(m: Message) -> dict[str, object]:
     except trace.TraceFormatError as exc:
         row["error"] = str(exc)
         return row
-    row.update(qm_id=label.qm_id, message_id=label.message_id, hops=label.hops,
-               computer=label.computer, label_time=label.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
-               target=body.queue)
+    row.update(describe_fields(label, body))
     return row
+
+
+def describe_fields(label: trace.ReportLabel, body: trace.ReportBody) -> dict[str, object]:
+    """The fields of a decoded report, as `describe` and `trace route --reports` show them."""
+    event = label.event
+    if event == trace.RECEIVED and label.hops == 0:
+        event = ENQUEUED
+    return {"event": event, "qm_id": label.qm_id,
+            "message_id": label.message_id if label.message_id is not None else body.message_id,
+            "hops": label.hops if label.hops is not None else body.hop_count,
+            "computer": label.computer,
+            "label_time": None if label.time is None else label.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "target": body.queue, "next_hop": label.next_hop or body.next_hop}
 
 
 def route(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     """One message's reports in route order (hop, then time), each with the µs since the
     previous one: the time a hop took."""
-    ordered = sorted((r for r in rows if "error" not in r), key=lambda r: (r["hops"], r["time"]))
+    ordered = sorted((r for r in rows if "error" not in r and r["event"] != trace.CONFLICT),
+                     key=lambda r: (r["hops"], r["time"]))
     previous = None
     for r in ordered:
         r["since_previous_us"] = None if previous is None else int(r["time"]) - previous  # type: ignore[call-overload]

@@ -1,6 +1,7 @@
-"""Trace report labels and bodies (seed 001, SPEC §7): encoded from their fields, decoded strictly.
+"""Trace report labels and bodies: encoded from their fields, decoded strictly by [MS-MQQB]'s
+ABNF or by every form Windows' Message Queuing documentation gives.
 
-The seed's ABNF, which this module follows rule by rule:
+[MS-MQQB]'s ABNF (the `strict` decoders follow it alone, rule by rule):
 
     label      = qm-id %x3A message-id %x3A hops SP "received by" SP computer SP "at" SP
                  time-date %x0000
@@ -19,6 +20,32 @@ The seed's ABNF, which this module follows rule by rule:
     Report     = "<MESSAGE ID>" id "</MESSAGE ID>" CR LF "<TARGET QUEUE>" queue "</TARGET QUEUE>" CR LF
     id         = 8HEXDIG
     queue      = queue-format            ; MS-MQMQ section 2.1: store.formatnames.check_syntax
+
+The forms Windows' Message Queuing documentation adds (SDK "Report Messages", "Tracing
+Messages", "Specifying Multiple Report Queues"; administration guide "Report Message Format"),
+which real report queues hold and the default (not strict) decoders accept too, written here in
+the same ABNF (rules named as the errors name them):
+
+    any-label      = (report-label / conflict-label) [%x0000]
+    report-label   = qm-id %x3A message-id %x3A hops SP (received / sent) SP "at" SP time-date
+    received       = "received by" SP computer
+    sent           = "sent from" SP computer SP "to" SP address
+    conflict-label = "Report Message Conflict"
+    computer       = GUID / machine-name      ; a GUID-shaped name is the GUID
+    machine-name   = 1*255(ALPHA / DIGIT / "-" / "_" / ".")
+    address        = ipx-address / 1*255(ALPHA / DIGIT / "-" / "_" / ".") [":" port]
+    ipx-address    = 8HEXDIG ":" 12HEXDIG     ; network:node
+    port           = 1*5DIGIT                 ; 0-65535 (mqcli names a next hop by host:port)
+
+    any-report     = Report [next-hop] [hop-count]
+    next-hop       = "<NEXT HOP>" address "</NEXT HOP>" CR LF
+    hop-count      = "<HOP COUNT>" 1*3DIGIT "</HOP COUNT>" CR LF    ; 0-255, the hops field's range
+
+A decoded label says its `event` (received, sent, conflict) and `next_hop` (the address of a
+`sent from` label, else None); a conflict label has no other field (all None). A decoded body
+has `next_hop` and `hop_count` (None when absent). The documentation writes the address as an
+IP or IPX address; a host name, and a port after the host, are mqcli's readings (its links are
+HOST:PORT, and every listener of a test may share one address).
 
 How the seed is read where it leaves room (each reading is also noted where it is applied):
 
@@ -68,6 +95,9 @@ DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() o
 _MONTH_LENGTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # the longest, in a leap year
 _HEX = frozenset("0123456789abcdefABCDEF")
 _DIGITS = frozenset("0123456789")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+MAX_NAME = 255  # machine-name, and the host of an address
+MAX_PORT = 0xFFFF
 MAX_MESSAGE_ID = 0xFFFF_FFFF  # 8HEXDIG
 MAX_HOPS = 0xFF               # 2HEXDIG
 MIN_YEAR, MAX_YEAR = 2000, 2099
@@ -84,63 +114,89 @@ class TraceFormatError(BadData):
         self.detail = detail
 
 
-class ReportLabel(NamedTuple):
-    """The fields of a report message's label (seed 001)."""
+RECEIVED, SENT, CONFLICT = "received", "sent", "conflict"  # a label's event
+CONFLICT_LABEL = "Report Message Conflict"
 
-    qm_id: str            # the four hex digits, as written
-    message_id: int       # 0 .. 0xFFFFFFFF
-    hops: int             # 0 .. 0xFF
-    computer: str         # the GUID, lowercase
-    time: datetime        # UTC, whole seconds
-    has_seconds: bool = True  # whether the label wrote the seconds (`hour`'s optional part)
+
+class ReportLabel(NamedTuple):
+    """The fields of a report message's label. A conflict label (`event` conflict) has none
+    but its event: every other field is None."""
+
+    qm_id: str | None           # the four hex digits, as written
+    message_id: int | None      # 0 .. 0xFFFFFFFF
+    hops: int | None            # 0 .. 0xFF
+    computer: str | None        # a GUID (lowercase) or a machine name (as written)
+    time: datetime | None       # UTC, whole seconds
+    has_seconds: bool | None = True  # whether the label wrote the seconds (`hour`'s optional part)
+    event: str = RECEIVED       # received, sent or conflict
+    next_hop: str | None = None  # the address of a `sent from` label, as written
 
     def to_dict(self) -> dict[str, Any]:
-        return {"qm_id": self.qm_id, "message_id": self.message_id, "hops": self.hops,
-                "computer": self.computer, "time": self.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "has_seconds": self.has_seconds}
+        return {"event": self.event, "qm_id": self.qm_id, "message_id": self.message_id, "hops": self.hops,
+                "computer": self.computer,
+                "time": None if self.time is None else self.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "has_seconds": self.has_seconds, "next_hop": self.next_hop}
 
     def encode(self, *, nul: bool = True) -> str:
+        if self.event == CONFLICT:
+            return CONFLICT_LABEL + ("\0" if nul else "")
+        assert self.qm_id is not None and self.message_id is not None and self.hops is not None
+        assert self.computer is not None and self.time is not None
         return encode_label(self.qm_id, self.message_id, self.hops, self.computer, self.time,
-                            has_seconds=self.has_seconds, nul=nul)
+                            has_seconds=bool(self.has_seconds), nul=nul,
+                            next_hop=self.next_hop if self.event == SENT else None)
 
 
 @dataclass(frozen=True)
 class ReportBody:
-    """The fields of a report message's body (seed 001)."""
+    """The fields of a report message's body."""
 
     message_id: int       # `id`, 0 .. 0xFFFFFFFF
     queue: str            # the destination's format name (MS-MQMQ 2.1), as written
+    next_hop: str | None = None   # <NEXT HOP>, as written
+    hop_count: int | None = None  # <HOP COUNT>, 0 .. 0xFF
 
     def to_dict(self) -> dict[str, Any]:
-        return {"message_id": self.message_id, "queue": self.queue}
+        return {"message_id": self.message_id, "queue": self.queue, "next_hop": self.next_hop,
+                "hop_count": self.hop_count}
 
     def encode(self) -> str:
-        return encode_body(self.message_id, self.queue)
+        return encode_body(self.message_id, self.queue, next_hop=self.next_hop, hop_count=self.hop_count)
 
 
 # ---- encoding ---------------------------------------------------------------------------------
 
 def encode_label(qm_id: str, message_id: int, hops: int, computer: str | uuid.UUID, time: datetime,
-                 *, has_seconds: bool = True, nul: bool = True) -> str:
+                 *, has_seconds: bool = True, nul: bool = True, next_hop: str | None = None) -> str:
     """The label of a report message, e.g. `1A2B:0000002A:01 received by 6f1c…9a0b at 03:15:42 PM
-    Sun,Nov 22 26` and a NUL (omitted with `nul=False`). Hex is written uppercase except the
-    qm_id (as given) and the GUID (lowercase, as MSMQ writes GUIDs). Without `has_seconds` the
-    seconds are left out (and dropped). Raises InvalidArgument for a field that cannot be written.
+    Sun,Nov 22 26` and a NUL (omitted with `nul=False`); with `next_hop` (an address) the
+    departure's form, `… sent from <computer> to <next_hop> at …`. Hex is written uppercase
+    except the qm_id (as given) and a GUID (lowercase, as MSMQ writes GUIDs); `computer` is a
+    GUID or a machine name. Without `has_seconds` the seconds are left out (and dropped).
+    Raises InvalidArgument for a field that cannot be written.
     """
     if not (isinstance(qm_id, str) and len(qm_id) == 4 and set(qm_id) <= _HEX):
         raise InvalidArgument(f"qm_id must be four hex digits, got {qm_id!r}")
     _check_int("message_id", message_id, MAX_MESSAGE_ID)
     _check_int("hops", hops, MAX_HOPS)
-    guid = _guid_text(computer)
+    name = _computer_text(computer)
     utc = _utc(time)
     hour = f"{utc.hour % 12 or 12:02d}:{utc.minute:02d}" + (f":{utc.second:02d}" if has_seconds else "")
     date = f"{DAYS[utc.weekday()]},{MONTHS[utc.month - 1]} {utc.day:02d} {utc.year % 100:02d}"
-    return (f"{qm_id}:{message_id:08X}:{hops:02X} received by {guid} at "
+    event = "received by " + name if next_hop is None else f"sent from {name} to {_address_text(next_hop)}"
+    return (f"{qm_id}:{message_id:08X}:{hops:02X} {event} at "
             f"{hour} {'PM' if utc.hour >= 12 else 'AM'} {date}" + ("\0" if nul else ""))
 
 
-def encode_body(message_id: int, queue: str) -> str:
-    """The body of a report message: the message id and its destination queue's format name."""
+def encode_conflict_label(*, nul: bool = True) -> str:
+    """The label of a conflict report: `Report Message Conflict` and a NUL."""
+    return CONFLICT_LABEL + ("\0" if nul else "")
+
+
+def encode_body(message_id: int, queue: str, *, next_hop: str | None = None,
+                hop_count: int | None = None) -> str:
+    """The body of a report message: the message id and its destination queue's format name,
+    then `<NEXT HOP>` and `<HOP COUNT>` when given (the departure's body, as Windows writes it)."""
     _check_int("message_id", message_id, MAX_MESSAGE_ID)
     if not isinstance(queue, str):
         raise InvalidArgument(f"queue must be a format name, got {queue!r}")
@@ -149,7 +205,13 @@ def encode_body(message_id: int, queue: str) -> str:
     except FormatNameSyntaxError as exc:
         raise InvalidArgument(f"queue {queue!r} is not a format name (MS-MQMQ 2.1): "
                               f"column {exc.column}: {exc.detail}") from None
-    return f"<MESSAGE ID>{message_id:08X}</MESSAGE ID>\r\n<TARGET QUEUE>{queue}</TARGET QUEUE>\r\n"
+    text = f"<MESSAGE ID>{message_id:08X}</MESSAGE ID>\r\n<TARGET QUEUE>{queue}</TARGET QUEUE>\r\n"
+    if next_hop is not None:
+        text += f"<NEXT HOP>{_address_text(next_hop)}</NEXT HOP>\r\n"
+    if hop_count is not None:
+        _check_int("hop_count", hop_count, MAX_HOPS)
+        text += f"<HOP COUNT>{hop_count}</HOP COUNT>\r\n"
+    return text
 
 
 def _check_int(name: str, value: int, maximum: int) -> None:
@@ -157,17 +219,22 @@ def _check_int(name: str, value: int, maximum: int) -> None:
         raise InvalidArgument(f"{name} must be an integer 0..{maximum:#x}, got {value!r}")
 
 
-def _guid_text(computer: str | uuid.UUID) -> str:
+def _computer_text(computer: str | uuid.UUID) -> str:
     if isinstance(computer, uuid.UUID):
         return str(computer)
-    try:
-        if not isinstance(computer, str) or len(computer) != 36:
-            raise ValueError
-        _Parser(computer, "computer").guid("GUID")
-    except (TraceFormatError, ValueError):
-        raise InvalidArgument(f"computer must be a GUID xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, "
-                              f"got {computer!r}") from None
-    return computer.lower()
+    if isinstance(computer, str) and _GUID_RE.fullmatch(computer):
+        return computer.lower()
+    if isinstance(computer, str) and _NAME_RE.fullmatch(computer):
+        return computer
+    raise InvalidArgument(f"computer must be a GUID xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx or a machine "
+                          f"name (1-255 of A-Z a-z 0-9 - _ .), got {computer!r}")
+
+
+def _address_text(address: str) -> str:
+    if not isinstance(address, str) or _address_value(address) is None:
+        raise InvalidArgument(f"next hop must be an IPX address (network:node) or a host with an "
+                              f"optional :port, got {address!r}")
+    return address
 
 
 def _utc(time: datetime) -> datetime:
@@ -182,14 +249,15 @@ def _utc(time: datetime) -> datetime:
 
 # ---- decoding ---------------------------------------------------------------------------------
 
-def decode_label(text: str) -> ReportLabel:
-    """Decode a report label strictly by the seed's ABNF, with or without its trailing NUL.
+def decode_label(text: str, *, strict: bool = False) -> ReportLabel:
+    """Decode a report label, with or without its trailing NUL: any documented form, or with
+    `strict` only [MS-MQQB]'s ABNF (`received by` a GUID).
 
     Raises TraceFormatError (a BadData) naming the 1-based column and the rule that failed.
     """
     if not isinstance(text, str):
         raise BadData(f"a trace label is text, got {type(text).__name__}")
-    return _fast_label(text) or _Parser(text, "label").label()
+    return _fast_label(text, strict) or _Parser(text, "label", strict).label()
 
 
 # The fast path: one regular expression for the label's syntax, then the range checks. It
@@ -197,12 +265,23 @@ def decode_label(text: str) -> ReportLabel:
 # vectors and on Hypothesis input); anything it does not accept goes to the parser, which
 # accepts it or finds the column and rule to report. re.ASCII keeps case folding to ASCII.
 _HEX_RE = "[0-9A-Fa-f]"
+_NAME_RE_TEXT = "[0-9A-Za-z._-]"
+_GUID_RE_TEXT = rf"{_HEX_RE}{{8}}-{_HEX_RE}{{4}}-{_HEX_RE}{{4}}-{_HEX_RE}{{4}}-{_HEX_RE}{{12}}"
+_ADDRESS_RE_TEXT = rf"{_HEX_RE}{{8}}:{_HEX_RE}{{12}}|{_NAME_RE_TEXT}{{1,{MAX_NAME}}}(?::[0-9]{{1,5}})?"
+_TIME_RE_TEXT = (r"([0-9]{2}):([0-9]{2})(?::([0-9]{2}))? (?i:(AM)|PM) "
+                 rf"(?i:({'|'.join(DAYS)})),(?i:({'|'.join(MONTHS)})) ([0-9]{{2}}) ([0-9]{{2}})\x00?")
 _LABEL_RE = re.compile(
-    rf"({_HEX_RE}{{4}}):({_HEX_RE}{{8}}):({_HEX_RE}{{2}}) (?i:received by) "
-    rf"({_HEX_RE}{{8}}-{_HEX_RE}{{4}}-{_HEX_RE}{{4}}-{_HEX_RE}{{4}}-{_HEX_RE}{{12}}) (?i:at) "
-    r"([0-9]{2}):([0-9]{2})(?::([0-9]{2}))? (?i:(AM)|PM) "
-    rf"(?i:({'|'.join(DAYS)})),(?i:({'|'.join(MONTHS)})) ([0-9]{{2}}) ([0-9]{{2}})\x00?",
-    re.ASCII)
+    rf"({_HEX_RE}{{4}}):({_HEX_RE}{{8}}):({_HEX_RE}{{2}}) (?i:received by) ({_GUID_RE_TEXT}) (?i:at) "
+    + _TIME_RE_TEXT, re.ASCII)
+_ANY_LABEL_RE = re.compile(
+    rf"({_HEX_RE}{{4}}):({_HEX_RE}{{8}}):({_HEX_RE}{{2}}) (?:(?i:received by) ({_NAME_RE_TEXT}{{1,{MAX_NAME}}})"
+    rf"|(?i:sent from) ({_NAME_RE_TEXT}{{1,{MAX_NAME}}}) (?i:to) ({_ADDRESS_RE_TEXT})) (?i:at) "
+    + _TIME_RE_TEXT, re.ASCII)
+_CONFLICT_RE = re.compile(r"(?i:Report Message Conflict)\x00?", re.ASCII)
+_GUID_RE = re.compile(_GUID_RE_TEXT, re.ASCII)
+_NAME_RE = re.compile(f"{_NAME_RE_TEXT}{{1,{MAX_NAME}}}", re.ASCII)
+_IPX_RE = re.compile(rf"{_HEX_RE}{{8}}:{_HEX_RE}{{12}}", re.ASCII)
+_ADDRESS_RE = re.compile(rf"({_NAME_RE_TEXT}{{1,{MAX_NAME}}})(?::([0-9]{{1,5}}))?", re.ASCII)
 _DAY_NUMBER = {d.lower(): i for i, d in enumerate(DAYS)}
 _MONTH_NUMBER = {m.lower(): i + 1 for i, m in enumerate(MONTHS)}
 
@@ -210,20 +289,44 @@ _MONTH_NUMBER = {m.lower(): i + 1 for i, m in enumerate(MONTHS)}
 _TIMES: dict[str, tuple[datetime, bool] | None] = {}  # time-date text → its value; reports come in bursts
 
 
-def _fast_label(text: str) -> ReportLabel | None:
-    m = _LABEL_RE.fullmatch(text)
+def _address_value(text: str) -> str | None:
+    """`text` when it is an `address` (an IPX address, or a host and an optional port up to
+    65535), else None."""
+    if _IPX_RE.fullmatch(text):
+        return text
+    m = _ADDRESS_RE.fullmatch(text)
+    return text if m is not None and (m.group(2) is None or int(m.group(2)) <= MAX_PORT) else None
+
+
+def _computer_value(text: str) -> str:
+    """A GUID-shaped computer is the GUID, lowercase; any other is a machine name, as written."""
+    return text.lower() if len(text) == 36 and _GUID_RE.fullmatch(text) else text
+
+
+def _fast_label(text: str, strict: bool = False) -> ReportLabel | None:
+    m = (_LABEL_RE if strict else _ANY_LABEL_RE).fullmatch(text)
     if m is None:
+        if not strict and _CONFLICT_RE.fullmatch(text):
+            return ReportLabel(None, None, None, None, None, None, CONFLICT)
         return None
-    when = text[m.start(5):m.end(12)]
+    first = 5 if strict else 7  # the time-date's groups
+    when = text[m.start(first):m.end(first + 7)]
     value = _TIMES.get(when, False)
     if value is False:
         if len(_TIMES) >= 65536:
             _TIMES.clear()
-        value = _TIMES[when] = _time_date(*m.group(5, 6, 7, 8, 9, 10, 11, 12))
+        value = _TIMES[when] = _time_date(*m.group(*range(first, first + 8)))
     if value is None:
         return None
-    qm_id, message_id, hops, computer = m.group(1, 2, 3, 4)
-    return ReportLabel(qm_id, int(message_id, 16), int(hops, 16), computer.lower(), *value)
+    qm_id, message_id, hops = m.group(1, 2, 3)
+    if strict:
+        return ReportLabel(qm_id, int(message_id, 16), int(hops, 16), m.group(4).lower(), *value)
+    if m.group(4) is not None:
+        return ReportLabel(qm_id, int(message_id, 16), int(hops, 16), _computer_value(m.group(4)), *value)
+    if _address_value(m.group(6)) is None:  # a port above 65535
+        return None
+    return ReportLabel(qm_id, int(message_id, 16), int(hops, 16), _computer_value(m.group(5)), *value,
+                       SENT, m.group(6))
 
 
 def _time_date(hh: str, mm: str, ss: str | None, am: str | None, day: str, month: str, dd: str,
@@ -239,14 +342,15 @@ def _time_date(hh: str, mm: str, ss: str | None, am: str | None, day: str, month
     return (date, ss is not None) if date.weekday() == _DAY_NUMBER[day.lower()] else None
 
 
-def decode_body(text: str) -> ReportBody:
-    """Decode a report body strictly: `Report` of the seed, ending with its CR LF.
+def decode_body(text: str, *, strict: bool = False) -> ReportBody:
+    """Decode a report body: `Report` of [MS-MQQB], ending with its CR LF, then (unless
+    `strict`) `<NEXT HOP>` and `<HOP COUNT>` when there.
 
     Raises TraceFormatError (a BadData) naming the 1-based column and the rule that failed.
     """
     if not isinstance(text, str):
         raise BadData(f"a trace body is text, got {type(text).__name__}")
-    return _Parser(text, "body").report()
+    return _Parser(text, "body", strict).report()
 
 
 def _starts(text: str, pos: int, literal: str) -> bool:
@@ -254,11 +358,13 @@ def _starts(text: str, pos: int, literal: str) -> bool:
 
 
 class _Parser(Scanner):
-    """The seed's `label` and `Report`, one method per rule; errors name the seed's rule."""
+    """The seed's `label` and `Report` (`strict`), or the documented forms' `any-label` and
+    `any-report`, one method per rule; errors name the rule (the seed's where it has one)."""
 
-    def __init__(self, text: str, kind: str) -> None:
+    def __init__(self, text: str, kind: str, strict: bool = True) -> None:
         super().__init__(text)
         self.kind = kind
+        self.strict = strict
 
     def error(self, column: int, detail: str, rule: str | None) -> TraceFormatError:
         assert rule is not None, "every trace error names the seed's rule that failed"
@@ -273,23 +379,67 @@ class _Parser(Scanner):
     # ---- label -------------------------------------------------------------------------
 
     def label(self) -> ReportLabel:
+        if not self.strict and abnf_equal(self.peek(), "R"):  # no qm-id starts with R
+            self.literal(CONFLICT_LABEL, repr(CONFLICT_LABEL), rule="conflict-label")
+            self.label_end("after 'Report Message Conflict'")
+            return ReportLabel(None, None, None, None, None, None, CONFLICT)
         qm_id = self.hexdig(4, "qm-id")
         self.literal(":", "':' (%x3A)", rule="label")
         message_id = int(self.hexdig(8, "message-id"), 16)
         self.literal(":", "':' (%x3A)", rule="label")
         hops = int(self.hexdig(2, "hops"), 16)
-        self.literal(" received by ", "SP \"received by\" SP", rule="label")
-        computer = self.guid("GUID").lower()  # computer = GUID: reported as GUID
+        next_hop = None
+        if self.strict:
+            self.literal(" received by ", "SP \"received by\" SP", rule="label")
+            computer = self.guid("GUID").lower()  # computer = GUID: reported as GUID
+        else:
+            self.literal(" ", "SP", rule="label")
+            sent = self.choice(("received by", "sent from"), "the event", rule="label") == 1
+            self.literal(" ", "SP", rule="label")
+            computer = self.computer()
+            if sent:
+                self.literal(" to ", "SP \"to\" SP", rule="label")
+                next_hop = self.address()
         self.literal(" at ", "SP \"at\" SP", rule="label")
         time, has_seconds = self.time_date()
+        self.label_end("after the year")
+        return ReportLabel(qm_id, message_id, hops, computer, time, has_seconds,
+                           RECEIVED if next_hop is None else SENT, next_hop)
+
+    def label_end(self, where: str) -> None:
         # %x0000 ends the label; decode takes the label without it too (a command-line
         # argument cannot hold a NUL), but nothing may follow it
         if self.peek() == "\0":
             self.pos += 1
             self.end("expected end of label after %x0000", rule="label")
         else:
-            self.end("expected %x0000 (NUL) or end of label after the year", rule="label")
-        return ReportLabel(qm_id, message_id, hops, computer, time, has_seconds)
+            self.end(f"expected %x0000 (NUL) or end of label {where}", rule="label")
+
+    def computer(self) -> str:
+        """computer = GUID / machine-name: a GUID-shaped name is the GUID (lowercase)."""
+        name = self.run(_NAME_CHARS.__contains__, 1, MAX_NAME, "a GUID or machine name (A-Z a-z 0-9 - _ .)",
+                        rule="computer")
+        if self.peek() in _NAME_CHARS and self.peek():
+            self.fail(f"a machine name has at most {MAX_NAME} characters", rule="machine-name")
+        return _computer_value(name)
+
+    def address(self) -> str:
+        """address = ipx-address / host [":" port]: as written."""
+        start = self.pos
+        m = _IPX_RE.match(self.text, self.pos, self.limit)
+        if m is not None:
+            self.pos = m.end()
+            return m.group()
+        self.run(_NAME_CHARS.__contains__, 1, MAX_NAME, "an address (IPX network:node, or a host)", rule="address")
+        if self.peek() in _NAME_CHARS and self.peek():
+            self.fail(f"a host has at most {MAX_NAME} characters", rule="address")
+        if self.peek() == ":":
+            self.pos += 1
+            port_at = self.pos
+            port = int(self.run(_DIGITS.__contains__, 1, 5, "DIGIT (the port)", rule="port"))
+            if port > MAX_PORT:
+                self.fail(f"port {port} is out of range (0-{MAX_PORT})", port_at, rule="port")
+        return self.text[start:self.pos]
 
     def guid(self, rule: str) -> str:
         start = self.pos
@@ -377,5 +527,26 @@ class _Parser(Scanner):
         self.pos = stop
         self.literal("</TARGET QUEUE>", rule="Report")
         self.literal("\r\n", "CR LF", rule="Report")
+        if self.strict:
+            self.end("expected end of body after CR LF", rule="Report")
+            return ReportBody(message_id, queue)
+        next_hop = hop_count = None
+        options = ("<NEXT HOP>", "<HOP COUNT>")
+        while self.pos < self.limit and options:
+            # each element at most once, in this order: what comes next is one that is left
+            picked = options[self.choice(options, "an element or the end of the body", rule="Report")]
+            if picked == "<NEXT HOP>":
+                next_hop = self.address()
+                self.literal("</NEXT HOP>", rule="next-hop")
+                self.literal("\r\n", "CR LF", rule="next-hop")
+                options = ("<HOP COUNT>",)
+            else:
+                at = self.pos
+                hop_count = int(self.run(_DIGITS.__contains__, 1, 3, "DIGIT", rule="hop-count"))
+                if hop_count > MAX_HOPS:
+                    self.fail(f"hop count {hop_count} is out of range (0-{MAX_HOPS})", at, rule="hop-count")
+                self.literal("</HOP COUNT>", rule="hop-count")
+                self.literal("\r\n", "CR LF", rule="hop-count")
+                options = ()
         self.end("expected end of body after CR LF", rule="Report")
-        return ReportBody(message_id, queue)
+        return ReportBody(message_id, queue, next_hop, hop_count)

@@ -7,12 +7,14 @@ and A's report queue holds the report of every hop."""
 import json
 import subprocess
 from collections import Counter, defaultdict
+from dataclasses import replace
 
 import pytest
 
 from channel_helpers import ListenerProc, keygen, make_store, mqcli, wait_until
 from cli_helpers import mqcli_command
 from store import NewMessage, Store
+from store import trace
 from store.reports import describe
 
 pytestmark = pytest.mark.slow
@@ -81,6 +83,7 @@ def test_traced_messages_cross_two_hops_and_their_reports_come_home(tmp_path):
             assert sorted(steps) == sorted(hop), (msg_id, steps)
         delivered = [r for r in rows if r["delivered"]]
         assert len(delivered) == N and {r["computer"] for r in delivered} == {guids["qmC"]}
+        _labels_are_as_windows_writes_them(a, guids, port)
 
         for f in followers:
             f.terminate()
@@ -110,10 +113,46 @@ def _routes_rebuilt_by_the_pipeline(a, guids, msg_ids):
 
     if importlib.util.find_spec("pyspark") is None:  # the spark extra (CI installs it)
         return
-    r = mqcli(a, "analyze", "routes", str(a), "-o", "json", timeout=600)
-    assert r.code == 0, r
-    rows = json.loads(r.stdout)
-    assert {row["msg_id"] for row in rows} == msg_ids
-    for row in rows:
-        assert row["path"] == [guids["qmA"], guids["qmB"], guids["qmC"]], row
-        assert row["hops"] == 2 and row["complete"] is True, row
+    # the same reports without their mqcli.event property: the labels alone give the events
+    stripped = a.parent / "stripped"
+    with Store.open(a) as st:
+        reports = [replace(m, props={k: v for k, v in m.props.items() if k != "mqcli.event"})
+                   for m in st.browse("reports")]
+    with Store.open(stripped, create=True, name="stripped") as st:
+        st.create_queue("reports")
+        st.import_messages("reports", reports)
+    for store in (a, stripped):
+        r = mqcli(a, "analyze", "routes", str(store), "-o", "json", timeout=600)
+        assert r.code == 0, r
+        rows = json.loads(r.stdout)
+        assert {row["msg_id"] for row in rows} == msg_ids
+        for row in rows:
+            assert row["path"] == [guids["qmA"], guids["qmB"], guids["qmC"]], row
+            assert row["hops"] == 2 and row["complete"] is True, row
+
+
+def _labels_are_as_windows_writes_them(a, guids, port):
+    """Issue 22: every departure is labelled `sent from <its queue manager's GUID> to <the next
+    hop's address>` with <NEXT HOP> and <HOP COUNT> in its body; every arrival, and the first
+    enqueue at the origin, `received by`; and the labels alone, with the mqcli.event property
+    removed, give each report's event."""
+    with Store.open(a) as st:
+        reports = st.browse("reports")
+    seen = Counter()
+    for m in reports:
+        label = trace.decode_label(m.label)
+        body = trace.decode_body(m.body.decode("utf-8"))
+        stripped = describe(replace(m, props={k: v for k, v in m.props.items() if k != "mqcli.event"}))
+        if label.event == "sent":
+            # A sends to B's listener for both hops' links (qmC via qmB); B sends to C's
+            want = {guids["qmA"]: f"127.0.0.1:{port['qmB']}", guids["qmB"]: f"127.0.0.1:{port['qmC']}"}
+            assert label.next_hop == want[label.computer] == body.next_hop, (label, body)
+            assert body.hop_count == label.hops == {guids["qmA"]: 0, guids["qmB"]: 1}[label.computer]
+            assert m.props["mqcli.event"] == "sent"
+        else:
+            assert label.event == "received" and label.next_hop is None and body.next_hop is None
+            assert body.hop_count is None
+            assert m.props["mqcli.event"] == ("enqueued" if label.hops == 0 else "received")
+        assert stripped["event"] == m.props["mqcli.event"]
+        seen[(label.event, label.hops)] += 1
+    assert seen == {("received", 0): N, ("sent", 0): N, ("received", 1): N, ("sent", 1): N, ("received", 2): N}

@@ -4,13 +4,19 @@ stdin, and exit 12 naming the column and ABNF rule of bad input."""
 import json
 import os
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from cli_helpers import invoke, mqcli_command
 
 GUID = "6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 LABEL = f"1A2B:0000002A:01 received by {GUID} at 03:15:42 PM Sun,Nov 22 26"
-FIELDS = {"qm_id": "1A2B", "message_id": 42, "hops": 1, "computer": GUID,
-          "time": "2026-11-22T15:15:42Z", "has_seconds": True}
+FIELDS = {"event": "received", "qm_id": "1A2B", "message_id": 42, "hops": 1, "computer": GUID,
+          "time": "2026-11-22T15:15:42Z", "has_seconds": True, "next_hop": None}
+BODY_FIELDS = {"message_id": 42, "queue": "DIRECT=OS:qm2\\orders", "next_hop": None, "hop_count": None}
+DOCUMENTED = [json.loads(line) for line in
+              (Path(__file__).parent / "vectors" / "trace_documented.jsonl").read_text("utf-8").splitlines()]
 BODY = "<MESSAGE ID>0000002A</MESSAGE ID>\r\n<TARGET QUEUE>DIRECT=OS:qm2\\orders</TARGET QUEUE>\r\n"
 HOUR_13 = ("mqcli: error: bad trace label: column 70, rule hour: 13 is not an hour of the 12-hour "
            "clock (01-12, followed by AM or PM) [MQ_ERROR_BAD_DATA]")
@@ -18,8 +24,9 @@ HOUR_13 = ("mqcli: error: bad trace label: column 70, rule hour: 13 is not an ho
 
 def test_trace_decode_prints_the_label_fields_as_text(cli):
     r = cli.ok("trace", "decode", LABEL)
-    assert r.out == (f"qm_id        1A2B\nmessage_id   42\nhops         1\ncomputer     {GUID}\n"
-                     "time         2026-11-22T15:15:42Z\nhas_seconds  yes\n")
+    assert r.out == (f"event        received\nqm_id        1A2B\nmessage_id   42\nhops         1\n"
+                     f"computer     {GUID}\ntime         2026-11-22T15:15:42Z\nhas_seconds  yes\n"
+                     "next_hop     -\n")
     assert r.stderr == ""
 
 
@@ -43,11 +50,12 @@ def test_trace_decode_takes_only_one_line_end_from_stdin(cli):
 
 
 def test_trace_decode_body_from_argument_and_stdin(cli):
-    doc = {"message_id": 42, "queue": "DIRECT=OS:qm2\\orders"}
+    doc = BODY_FIELDS
     assert cli.json("trace", "decode", "--body", BODY) == doc
     assert cli.json("trace", "decode", "--body", "-", input=BODY.encode()) == doc
     r = cli.ok("trace", "decode", "--body", BODY)
-    assert r.out == "message_id  42\nqueue       DIRECT=OS:qm2\\orders\n"
+    assert r.out == ("message_id  42\nqueue       DIRECT=OS:qm2\\orders\nnext_hop    -\n"
+                     "hop_count   -\n")
 
 
 def test_bad_label_exits_12_naming_column_and_rule(cli):
@@ -101,7 +109,7 @@ def test_a_report_body_piped_from_get_decodes_between_processes(cli):
                             stdin=get.stdout, capture_output=True, check=False, env={**os.environ, **cli.env})
     get.stdout.close()
     assert get.wait(30) == 0 and decode.returncode == 0, decode.stderr
-    assert json.loads(decode.stdout) == {"message_id": 42, "queue": "DIRECT=OS:qm2\\orders"}
+    assert json.loads(decode.stdout) == BODY_FIELDS
 
 
 def test_a_label_with_its_nul_decodes_from_a_real_pipe(cli):
@@ -109,3 +117,34 @@ def test_a_label_with_its_nul_decodes_from_a_real_pipe(cli):
     assert r.code == 0 and r.json() == FIELDS
     r = cli.subprocess("trace", "decode", "-", input=(LABEL.replace("Sun", "Sat") + "\0").encode())
     assert r.code == 12 and "column 82, rule day:" in r.stderr
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_trace_decode_agrees_with_every_documented_vector(cli, strict):
+    """tests/vectors/trace_documented.jsonl through the command: the fields of an accepted form,
+    exit 12 naming the column and rule of any other; --strict refuses every form beyond the seed."""
+    wrong = []
+    for v in DOCUMENTED:
+        args = ["trace", "decode", "-", "-o", "json", *(["--body"] if v["kind"] == "body" else []),
+                *(["--strict"] if strict else [])]
+        accepted = v["strict"] == "valid" if strict else v["valid"]
+        r = cli(*args, input=v["text"].encode("utf-8"))
+        if accepted:
+            ok = r.code == 0 and r.json() == v["fields"]
+        else:
+            column, rule = v["strict"] if strict else (v["column"], v["rule"])
+            ok = r.code == 12 and f"column {column}, rule {rule}:" in r.stderr and r.stdout == b""
+        if not ok:
+            wrong.append((v["note"], r.code, r.stderr))
+    assert wrong == []
+
+
+def test_trace_decode_reads_a_departure_and_a_conflict(cli):
+    sent = "1A2B:0000002A:01 sent from SRV01 to 10.0.0.5 at 03:15 PM Sun,Nov 22 26"
+    assert cli.json("trace", "decode", sent) == {**FIELDS, "event": "sent", "computer": "SRV01",
+                                                 "time": "2026-11-22T15:15:00Z", "has_seconds": False,
+                                                 "next_hop": "10.0.0.5"}
+    assert cli.json("trace", "decode", "Report Message Conflict")["event"] == "conflict"
+    r = cli.fails(12, "trace", "decode", "--strict", sent)
+    assert cli.error_line(r) == ("mqcli: error: bad trace label: column 18, rule label: expected SP "
+                                 "\"received by\" SP, found 's' [MQ_ERROR_BAD_DATA]")

@@ -15,7 +15,7 @@ from hypothesis import strategies as s
 from store.errors import BadData, InvalidArgument
 from store.trace import (
     DAYS, MONTHS, ReportBody, ReportLabel, TraceFormatError, decode_body, decode_label,
-    _fast_label, _Parser, encode_body, encode_label,
+    _fast_label, _Parser, encode_body, encode_conflict_label, encode_label,
 )
 
 VECTORS = Path(__file__).parent / "vectors"
@@ -24,6 +24,8 @@ BODIES = [json.loads(line) for line in (VECTORS / "trace_bodies.jsonl").read_tex
 LABEL_RULES = {"label", "qm-id", "message-id", "hops", "GUID", "time-date", "hour", "date", "day",
                "month", "year"}
 BODY_RULES = {"Report", "id", "queue-format"}
+# what the documented forms add (store/trace.py's docstring): rules only the default decoders name
+ANY_RULES = {"conflict-label", "computer", "machine-name", "address", "port", "next-hop", "hop-count"}
 FUZZ = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 SPEC_LABEL = "1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26\0"
@@ -38,25 +40,28 @@ def _ids(vectors):
 
 @pytest.mark.parametrize("vector", [v for v in LABELS if v["valid"]], ids=_ids([v for v in LABELS if v["valid"]]))
 def test_valid_label_vector_decodes_to_its_fields(vector):
+    # a seed label is a documented form too: both decoders give the same fields
+    assert decode_label(vector["label"], strict=True).to_dict() == vector["fields"]
     assert decode_label(vector["label"]).to_dict() == vector["fields"]
 
 
 @pytest.mark.parametrize("vector", [v for v in LABELS if not v["valid"]], ids=_ids([v for v in LABELS if not v["valid"]]))
 def test_invalid_label_vector_fails_at_its_column_and_rule(vector):
     with pytest.raises(TraceFormatError) as caught:
-        decode_label(vector["label"])
+        decode_label(vector["label"], strict=True)
     assert (caught.value.column, caught.value.rule) == (vector["column"], vector["rule"]), caught.value.message
 
 
 @pytest.mark.parametrize("vector", [v for v in BODIES if v["valid"]], ids=_ids([v for v in BODIES if v["valid"]]))
 def test_valid_body_vector_decodes_to_its_fields(vector):
+    assert decode_body(vector["body"], strict=True).to_dict() == vector["fields"]
     assert decode_body(vector["body"]).to_dict() == vector["fields"]
 
 
 @pytest.mark.parametrize("vector", [v for v in BODIES if not v["valid"]], ids=_ids([v for v in BODIES if not v["valid"]]))
 def test_invalid_body_vector_fails_at_its_column_and_rule(vector):
     with pytest.raises(TraceFormatError) as caught:
-        decode_body(vector["body"])
+        decode_body(vector["body"], strict=True)
     assert (caught.value.column, caught.value.rule) == (vector["column"], vector["rule"]), caught.value.message
 
 
@@ -83,7 +88,7 @@ def test_the_spec_example_encodes_exactly():
     assert label.encode() == SPEC_LABEL
     assert label.encode(nul=False) == SPEC_LABEL[:-1]
     assert encode_body(42, "DIRECT=OS:qm2\\orders") == SPEC_BODY
-    assert decode_label(SPEC_LABEL) == label and decode_body(SPEC_BODY) == ReportBody(42, "DIRECT=OS:qm2\\orders")
+    assert decode_label(SPEC_LABEL, strict=True) == label and decode_body(SPEC_BODY) == ReportBody(42, "DIRECT=OS:qm2\\orders")
 
 
 @pytest.mark.parametrize("vector", [v for v in LABELS if v["valid"]], ids=_ids([v for v in LABELS if v["valid"]]))
@@ -107,7 +112,8 @@ def test_decode_errors_are_bad_data_naming_column_and_rule():
 @pytest.mark.parametrize("change", [
     {"qm_id": "1A2"}, {"qm_id": "1A2G"}, {"qm_id": 0x1A2B}, {"message_id": -1},
     {"message_id": 2**32}, {"message_id": True}, {"hops": 256}, {"hops": 1.0},
-    {"computer": "6f1c2d3e4a5b4c6d8e9f0a1b2c3d4e5f"}, {"computer": "{6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f}"},
+    {"computer": "qm 2"}, {"computer": ""}, {"computer": "q" * 256}, {"computer": "{6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f}"},
+    {"next_hop": "10.0.0.5:65536"}, {"next_hop": ""}, {"next_hop": "10.0.0.5 "}, {"next_hop": "h:"},
     {"computer": 7}, {"time": datetime(2026, 11, 22, 15, 15, 42)},
     {"time": datetime(1999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)},
     {"time": datetime(2100, 1, 1, tzinfo=timezone.utc)},
@@ -143,11 +149,21 @@ def labels(draw) -> ReportLabel:
     time = draw(s.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31, 23, 59, 59),
                             timezones=s.just(timezone.utc))).replace(microsecond=0)
     has_seconds = draw(s.booleans())
+    documented = draw(s.booleans())  # beyond the seed: machine names, and departures' `sent from`
+    next_hop = draw(s.one_of(s.none(), DOCUMENTED_ADDRESS)) if documented else None
     return ReportLabel(
         qm_id=draw(s.text(s.sampled_from(HEX), min_size=4, max_size=4)),
         message_id=draw(s.integers(0, 2**32 - 1)), hops=draw(s.integers(0, 255)),
-        computer=str(draw(s.uuids())), time=time if has_seconds else time.replace(second=0),
-        has_seconds=has_seconds)
+        computer=draw(MACHINE_NAME) if documented and draw(s.booleans()) else str(draw(s.uuids())),
+        time=time if has_seconds else time.replace(second=0),
+        has_seconds=has_seconds, event="received" if next_hop is None else "sent", next_hop=next_hop)
+
+
+MACHINE_NAME = s.from_regex(r"[A-Za-z0-9._-]{1,255}", fullmatch=True).filter(lambda n: len(n) != 36)
+DOCUMENTED_ADDRESS = s.one_of(
+    s.from_regex(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{12}", fullmatch=True),
+    s.builds(lambda h, p: h + p, s.from_regex(r"[A-Za-z0-9._-]{1,255}", fullmatch=True),
+             s.one_of(s.just(""), s.integers(0, 65535).map(lambda p: f":{p}"))))
 
 
 NAME = s.text(s.one_of(s.sampled_from("abcXYZ019._-/<>$!"), s.characters(categories=("L", "Nd"))),
@@ -189,6 +205,13 @@ def test_encode_then_decode_body_is_the_identity(message_id, queue):
     assert decode_body(encode_body(message_id, queue)) == ReportBody(message_id, queue)
 
 
+@settings(max_examples=500, deadline=None)
+@given(s.integers(0, 2**32 - 1), FORMAT_NAMES, s.one_of(s.none(), DOCUMENTED_ADDRESS), s.one_of(s.none(), s.integers(0, 255)))
+def test_encode_then_decode_documented_body_is_the_identity(message_id, queue, next_hop, hop_count):
+    body = ReportBody(message_id, queue, next_hop, hop_count)
+    assert decode_body(body.encode()) == body
+
+
 # ---- fuzz: only BadData escapes ------------------------------------------------------------
 
 GRAMMAR_CHARS = s.sampled_from(list(":-, \0\r\n<>/\\=;$.AMPmpJFSNODTWaecrivdbyt0123456789abcdefABCDEF"))
@@ -196,14 +219,19 @@ ANY_CHAR = s.one_of(s.characters(), s.characters(categories=("Cs",)), GRAMMAR_CH
 
 
 def _check_decoder(decode, text, rules):
+    for strict in (True, False):
+        _check_decoder_mode(decode, text, rules if strict else rules | ANY_RULES, strict)
+
+
+def _check_decoder_mode(decode, text, rules, strict):
     try:
-        decoded = decode(text)
+        decoded = decode(text, strict=strict)
     except TraceFormatError as exc:  # a BadData
         assert exc.rule in rules, exc.message
         assert 1 <= exc.column <= len(text) + 1, exc.message
         return
     # whatever decodes, encodes back to something that decodes the same
-    assert decode(decoded.encode()) == decoded
+    assert decode(decoded.encode(), strict=strict) == decoded
 
 
 @s.composite
@@ -256,23 +284,25 @@ def test_fuzzed_queues_raise_only_bad_data(text):
 
 # ---- the label fast path accepts exactly what the parser accepts ------------------------------
 
-def _parser_label(text):
+def _parser_label(text, strict):
     try:
-        return _Parser(text, "label").label()
+        return _Parser(text, "label", strict).label()
     except TraceFormatError:
         return None
 
 
+@pytest.mark.parametrize("strict", [True, False])
 @pytest.mark.parametrize("vector", LABELS, ids=lambda v: v.get("note", v["label"])[:40])
-def test_the_label_fast_path_agrees_with_the_parser_on_every_vector(vector):
-    assert _fast_label(vector["label"]) == _parser_label(vector["label"])
+def test_the_label_fast_path_agrees_with_the_parser_on_every_vector(vector, strict):
+    assert _fast_label(vector["label"], strict) == _parser_label(vector["label"], strict)
 
 
 @FUZZ
 @given(s.one_of(mutated(s.builds(lambda label, nul: label.encode(nul=nul), labels(), s.booleans())),
                 s.builds(lambda label, nul: label.encode(nul=nul), labels(), s.booleans())))
 def test_the_label_fast_path_agrees_with_the_parser(text):
-    assert _fast_label(text) == _parser_label(text)
+    for strict in (True, False):
+        assert _fast_label(text, strict) == _parser_label(text, strict)
 
 
 # ---- a bad format name in a body: the column of its first bad character -----------------------
@@ -310,3 +340,52 @@ def test_a_bad_format_name_in_a_body_fails_at_its_column(queue, at, detail):
                                     f"rule queue-format: {detail}")
     with pytest.raises(InvalidArgument, match=f"is not a format name \\(MS-MQMQ 2.1\\): column {at}: "):
         encode_body(42, queue)
+
+
+# ---- the documented forms (tests/vectors/trace_documented.jsonl) ------------------------------
+
+DOCUMENTED = [json.loads(line) for line in (VECTORS / "trace_documented.jsonl").read_text("utf-8").splitlines()]
+
+
+def _decode(vector, strict):
+    decode = decode_label if vector["kind"] == "label" else decode_body
+    try:
+        return decode(vector["text"], strict=strict).to_dict()
+    except TraceFormatError as exc:
+        return [exc.column, exc.rule]
+
+
+@pytest.mark.parametrize("vector", DOCUMENTED, ids=_ids(DOCUMENTED))
+def test_documented_vector_decodes_to_its_fields_or_fails_at_its_column(vector):
+    assert _decode(vector, False) == (vector["fields"] if vector["valid"] else [vector["column"], vector["rule"]])
+
+
+@pytest.mark.parametrize("vector", DOCUMENTED, ids=_ids(DOCUMENTED))
+def test_strict_decoding_refuses_every_form_beyond_the_seed(vector):
+    assert _decode(vector, True) == (vector["fields"] if vector["strict"] == "valid" else vector["strict"])
+
+
+def test_documented_vectors_cover_every_form_and_rule():
+    valid = [v for v in DOCUMENTED if v["valid"]]
+    labels = [v["fields"] for v in valid if v["kind"] == "label"]
+    bodies = [v["fields"] for v in valid if v["kind"] == "body"]
+    assert {f["event"] for f in labels} == {"received", "sent", "conflict"}
+    assert any(f["computer"] and len(f["computer"]) != 36 for f in labels)  # a machine name
+    assert any(f["computer"] and len(f["computer"]) == 36 for f in labels)  # a GUID
+    assert {f["has_seconds"] for f in labels} == {True, False, None}
+    assert {(f["next_hop"] is None, f["hop_count"] is None) for f in bodies} == {
+        (True, True), (False, True), (True, False), (False, False)}
+    invalid_rules = {v["rule"] for v in DOCUMENTED if not v["valid"]}
+    assert ANY_RULES <= invalid_rules
+    assert all(v["strict"] != "valid" for v in DOCUMENTED if not v["valid"])
+
+
+def test_a_departure_and_a_conflict_encode_as_windows_writes_them():
+    when = datetime(2026, 11, 22, 15, 15, 42, tzinfo=timezone.utc)
+    sent = encode_label("1A2B", 42, 1, GUID_, when, next_hop="10.0.0.5", nul=False)
+    assert sent == f"1A2B:0000002A:01 sent from {GUID_} to 10.0.0.5 at 03:15:42 PM Sun,Nov 22 26"
+    assert decode_label(sent) == ReportLabel("1A2B", 42, 1, GUID_, when, True, "sent", "10.0.0.5")
+    assert encode_conflict_label() == "Report Message Conflict\0"
+    assert decode_label(encode_conflict_label()).event == "conflict"
+    assert encode_body(42, "DIRECT=OS:qm2\\orders", next_hop="10.0.0.5", hop_count=1) == (
+        SPEC_BODY + "<NEXT HOP>10.0.0.5</NEXT HOP>\r\n<HOP COUNT>1</HOP COUNT>\r\n")

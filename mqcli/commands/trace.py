@@ -1,8 +1,8 @@
 """Trace reports: trace decode, show and route (SPEC §7, seed 001).
 
 A message put with `--trace --report-queue Q` leaves report messages in Q (store/reports.py);
-their labels and bodies follow the seed's ABNF, and `trace decode` reads them back strictly
-(store/trace.py). `show` lists a report queue decoded, `route` one message's reports in hop
+their labels and bodies are the forms Windows writes, and `trace decode` reads every documented
+form back (`--strict`: [MS-MQQB]'s ABNF alone; store/trace.py). `show` lists a report queue decoded, `route` one message's reports in hop
 order; neither consumes them.
 """
 
@@ -48,18 +48,26 @@ def decode(
         metavar="[LABEL|-]", show_default=False,
         help="The label (with --body, the body); - or nothing reads it from stdin.")] = None,
     body: Annotated[bool, typer.Option("--body", help="Decode a report body instead of a label.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Accept only [MS-MQQB]'s ABNF (received by a GUID; no next hop or hop count).")] = False,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
-    """Decode a trace report's label (or body) strictly by the seed's ABNF and print its fields.
+    """Decode a trace report's label (or body), in any form Windows documents, and print its fields.
 
-    A label gives qm_id, message_id, hops, computer (the GUID, lowercase), time (ISO-8601 UTC)
-    and has_seconds; its trailing NUL is optional, and from stdin one line end is ignored. A
-    body (--body, read exactly as given, CR LF included) gives message_id and queue. Invalid
-    input exits 12 naming the 1-based column and the ABNF rule that failed.
+    Labels: `received by COMPUTER at TIME`, `sent from COMPUTER to ADDRESS at TIME` and `Report
+    Message Conflict`, the computer a GUID or a machine name. A label gives event (received,
+    sent, conflict), qm_id, message_id, hops, computer (a GUID lowercase, a machine name as
+    written), time (ISO-8601 UTC), has_seconds and next_hop (a sent label's address); a
+    conflict label gives its event only. Its trailing NUL is optional, and from stdin one line
+    end is ignored. A body (--body, read exactly as given, CR LF included) gives message_id,
+    queue, next_hop and hop_count (null when absent). --strict accepts only [MS-MQQB]'s ABNF.
+    Invalid input exits 12 naming the 1-based column and the ABNF rule that failed.
 
     \b
     Examples:
       mqcli trace decode '1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26' -o json
+      mqcli trace decode '1A2B:0000002A:01 sent from SRV01 to 10.0.0.5 at 03:15 PM Sun,Nov 22 26'
+      mqcli trace decode --strict 'Report Message Conflict'
       mqcli get reports -o json | jq -r .label | mqcli trace decode -
       mqcli get reports -o body --delimiter '' | mqcli trace decode --body -
     """
@@ -68,7 +76,7 @@ def decode(
         raise UsageError("give the " + ("body" if body else "label") + ", or - to read it from stdin")
     if text is None or text == "-":
         text = _read_stdin(body)
-    decoded = trace.decode_body(text) if body else trace.decode_label(text)
+    decoded = trace.decode_body(text, strict=strict) if body else trace.decode_label(text, strict=strict)
     s.out.document(decoded.to_dict())
 
 

@@ -49,6 +49,24 @@ LABEL_PATTERN = (
     rf"((?i:{'|'.join(_DAYS)})),((?i:{'|'.join(_MONTHS)})) ([0-9]{{2}}) ([0-9]{{2}})\x00?\z"
 )
 
+# The documented forms beyond the seed (store/trace.py's docstring has their ABNF): `received
+# by` or `sent from … to <address>`, the computer a GUID or a machine name; `Report Message
+# Conflict`; bodies with <NEXT HOP> and <HOP COUNT>. Their fields are not at fixed columns, so
+# a matched label is split at its spaces (names and addresses hold none) and its time-date,
+# always its last five words, is read as the seed's form would be.
+_NAME = "[0-9A-Za-z._-]"
+_PORT_ANY = r"(?:[0-5]?[0-9]{1,4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+ADDRESS_PATTERN = rf"(?:{_HEX}{{8}}:{_HEX}{{12}}|{_NAME}{{1,255}}(?::{_PORT_ANY})?)"
+ANY_LABEL_PATTERN = (
+    rf"^({_HEX}{{4}}):({_HEX}{{8}}):({_HEX}{{2}}) "
+    rf"(?:(?i:received by) {_NAME}{{1,255}}|(?i:sent from) {_NAME}{{1,255}} (?i:to) {ADDRESS_PATTERN}) (?i:at) "
+    r"([0-9]{2}):([0-9]{2})(?::([0-9]{2}))? ((?i:AM|PM)) "
+    rf"((?i:{'|'.join(_DAYS)})),((?i:{'|'.join(_MONTHS)})) ([0-9]{{2}}) ([0-9]{{2}})\x00?\z"
+)
+CONFLICT_PATTERN = r"^(?i:Report Message Conflict)\x00?\z"
+_GUID_ONLY = rf"^{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}\z"
+_CANONICAL_COMPUTER = "00000000-0000-0000-0000-000000000000"
+
 # queue-format (MS-MQMQ 2.1) in the forms SPEC §3 lists, as store/trace.py reads it
 _GUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 _JOURNAL = r"(?:(?i:;JOURNAL))?"
@@ -75,6 +93,16 @@ BODY_PATTERN = (
     rf"^(?i:<MESSAGE ID>)({_HEX}{{8}})(?i:</MESSAGE ID>)\r\n"
     rf"(?i:<TARGET QUEUE>)({QUEUE_FORMAT_PATTERN})(?i:</TARGET QUEUE>)\r\n\z"
 )
+ANY_BODY_PATTERN = (
+    rf"^(?i:<MESSAGE ID>)({_HEX}{{8}})(?i:</MESSAGE ID>)\r\n"
+    rf"(?i:<TARGET QUEUE>)({QUEUE_FORMAT_PATTERN})(?i:</TARGET QUEUE>)\r\n"
+    rf"(?:(?i:<NEXT HOP>){ADDRESS_PATTERN}(?i:</NEXT HOP>)\r\n)?"
+    r"(?:(?i:<HOP COUNT>)(?:[01]?[0-9]?[0-9]|2[0-4][0-9]|25[0-5])(?i:</HOP COUNT>)\r\n)?\z"
+)
+# on a matched body: what follows the target queue (a queue holds no SP, so the first
+# </TARGET QUEUE> ends it)
+_BODY_TAIL = (r"(?i)</TARGET QUEUE>\r\n(?:<NEXT HOP>([^<]*)</NEXT HOP>\r\n)?"
+              r"(?:<HOP COUNT>([0-9]*)</HOP COUNT>\r\n)?\z")
 
 
 def _civil_days(year: Column, month: Column, day: Column) -> Column:
@@ -98,13 +126,27 @@ def _month_length(year: Column, month: Column) -> Column:
             .when(month.isin(4, 6, 9, 11), 30).otherwise(31))
 
 
-def with_label_fields(df: DataFrame, label: str = "label", name: str = "label_fields") -> DataFrame:
-    """`df` with the struct column `name`: the fields of the label in column `label`."""
+def with_label_fields(df: DataFrame, label: str = "label", name: str = "label_fields", *,
+                      strict: bool = False) -> DataFrame:
+    """`df` with the struct column `name`: the fields of the label in column `label`, any
+    documented form (with `strict`, the seed's form only)."""
     from pyspark.sql import functions as F
 
     t = f"__{name}"
-    text = F.col(label)
-    df = df.withColumn(f"{t}_matched", F.coalesce(text.rlike(LABEL_PATTERN), F.lit(False)))
+    original = F.col(label)
+    if strict:
+        df = df.withColumn(f"{t}_matched", F.coalesce(original.rlike(LABEL_PATTERN), F.lit(False)))
+        text = original
+    else:
+        df = df.withColumn(f"{t}_matched", F.coalesce(original.rlike(ANY_LABEL_PATTERN), F.lit(False)))
+        df = df.withColumn(f"{t}_words", F.when(F.col(f"{t}_matched"), F.split(original, " ")))
+        words = F.col(f"{t}_words")
+        # the seed's form of the same label: its time-date (the last five words) after a
+        # placeholder GUID, so that every field below is at the seed's fixed columns
+        df = df.withColumn(f"{t}_text", F.when(F.col(f"{t}_matched"), F.concat(
+            F.substring(original, 1, 16), F.lit(f" received by {_CANONICAL_COMPUTER} at "),
+            F.array_join(F.slice(words, -5, 5), " "))))
+        text = F.col(f"{t}_text")
     matched = F.col(f"{t}_matched")
 
     def at(column: int, length: int, shift: Column | None = None) -> Column:
@@ -141,33 +183,58 @@ def with_label_fields(df: DataFrame, label: str = "label", name: str = "label_fi
     valid = F.col(f"{t}_valid")
     hour24 = (v["hour"] % 12) + F.when(v["pm"], F.lit(12)).otherwise(F.lit(0))
     seconds = days * 86400 + hour24 * 3600 + v["minute"] * 60 + v["second"]
+    if strict:
+        computer, next_hop = F.lower(at(30, 36)), F.lit(None).cast("string")
+        event, conflict = F.lit("received"), F.lit(False)
+    else:
+        # words: ids, received|sent, by|from, computer, at|to, [address, at]
+        sent = F.lower(F.substring(original, 18, 1)) == "s"
+        name_ = F.element_at(words, 4)
+        computer = F.when(name_.rlike(_GUID_ONLY), F.lower(name_)).otherwise(name_)
+        next_hop = F.when(sent, F.element_at(words, 6))
+        event = F.when(sent, F.lit("sent")).otherwise(F.lit("received"))
+        conflict = F.coalesce(original.rlike(CONFLICT_PATTERN), F.lit(False))
     df = df.withColumn(name, F.struct(
-        valid.alias("valid"),
+        (valid | conflict).alias("valid"),
+        F.when(valid, event).when(conflict, F.lit("conflict")).alias("event"),
         F.when(valid, at(1, 4)).alias("qm_id"),
         F.when(valid, F.conv(at(6, 8), 16, 10).try_cast("long")).alias("message_id"),
         F.when(valid, F.conv(at(15, 2), 16, 10).try_cast("int")).alias("hops"),
-        F.when(valid, F.lower(at(30, 36))).alias("computer"),
+        F.when(valid, computer).alias("computer"),
         F.when(valid, F.timestamp_seconds(seconds)).alias("time"),
         F.when(valid, v["has_seconds"]).alias("has_seconds"),
+        F.when(valid, next_hop).alias("next_hop"),
     ))
-    return df.drop(*[f"{t}_{x}" for x in ("matched", "shift", "v", "days", "valid")])
+    return df.drop(*[f"{t}_{x}" for x in ("matched", "words", "text", "shift", "v", "days", "valid")])
 
 
-def with_body_fields(df: DataFrame, body: str = "body", name: str = "body_fields") -> DataFrame:
+def with_body_fields(df: DataFrame, body: str = "body", name: str = "body_fields", *,
+                     strict: bool = False) -> DataFrame:
     """`df` with the struct column `name`: the fields of the report body in column `body`
-    (BINARY, as the message table has it, or STRING)."""
+    (BINARY, as the message table has it, or STRING), any documented form (with `strict`, the
+    seed's form only)."""
     from pyspark.sql import functions as F
 
     t = f"__{name}"
     df = df.withColumn(f"{t}_text", F.col(body).cast("string"))
     text = F.col(f"{t}_text")
-    df = df.withColumn(f"{t}_valid", F.coalesce(text.rlike(BODY_PATTERN), F.lit(False)))
+    df = df.withColumn(f"{t}_valid", F.coalesce(text.rlike(BODY_PATTERN if strict else ANY_BODY_PATTERN),
+                                                F.lit(False)))
     valid = F.col(f"{t}_valid")
     # <MESSAGE ID> is 12 characters, the id 8, then </MESSAGE ID> CR LF <TARGET QUEUE> (29);
-    # the queue runs to </TARGET QUEUE> CR LF (17) at the end
+    # the queue runs to the first </TARGET QUEUE> (then CR LF, 17, and the optional elements)
+    if strict:
+        queue_length = F.char_length(text) - 66
+        next_hop, hop_count = F.lit(None).cast("string"), F.lit(None).cast("int")
+    else:
+        queue_length = F.regexp_instr(text, F.lit("(?i)</TARGET QUEUE>")) - 50
+        next_hop = F.nullif(F.regexp_extract(text, _BODY_TAIL, 1), F.lit(""))
+        hop_count = F.nullif(F.regexp_extract(text, _BODY_TAIL, 2), F.lit("")).try_cast("int")
     df = df.withColumn(name, F.struct(
         valid.alias("valid"),
         F.when(valid, F.conv(F.substring(text, 13, 8), 16, 10).try_cast("long")).alias("message_id"),
-        F.when(valid, F.substring(text, F.lit(50), F.char_length(text) - 66)).alias("queue"),
+        F.when(valid, F.substring(text, F.lit(50), queue_length)).alias("queue"),
+        F.when(valid, next_hop).alias("next_hop"),
+        F.when(valid, hop_count).alias("hop_count"),
     ))
     return df.drop(f"{t}_text", f"{t}_valid")

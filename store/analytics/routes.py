@@ -1,11 +1,14 @@
 """`analyze routes`: traced messages' routes rebuilt from their trace reports (SPEC §7, §9).
 
 Every report message (class `report`) is decoded by Spark SQL expressions (labels.py; no
-Python UDF): its label gives the route's identity (qm_id, message_id), the hop count and the
-queue manager where the event happened (`computer`); its body the target queue; its
-properties the event (`mqcli.event`: enqueued, sent, received) and whether that enqueue put
-the message into its target queue (`mqcli.delivered`); its put time, in µs, when the event
-happened (the label's time has whole seconds only).
+Python UDF), in any form Windows documents: its label gives the event (`received by`, `sent
+from … to …`, `Report Message Conflict`), the route's identity (qm_id, message_id), the hop
+count and the queue manager where the event happened (`computer`); its body the target queue;
+its put time, in µs, when the event happened (the label's time has whole seconds only). A
+route is complete when a report says the message was delivered: mqcli's `mqcli.delivered`
+property when the reports have it, else the route's last step is a `received by` with no `sent
+from` after it (a message received where it was not sent on). Conflict reports (a hop's copy
+for its own report queue) are counted (`conflict_reports`) and belong to no route.
 
 A route is keyed by its label's identity, (qm_id, message_id), together with a hash of the
 report's `correl_id` (the traced message's msg_id), which tells apart two origins whose GUIDs
@@ -43,7 +46,7 @@ DELIVERED_PROP = "mqcli.delivered"
 # what decode_reports reads: the event and delivered properties either as columns of their own
 # (the mqstore option `properties`, cheaper) or from the props map (Parquet exports)
 MESSAGE_COLUMNS_USED = ("correl_id", "label", "body", "put_time")
-PROPERTIES_USED = (EVENT_PROP, DELIVERED_PROP)
+PROPERTIES_USED = (DELIVERED_PROP,)
 PERCENTILE_ACCURACY = 10_000
 
 
@@ -66,7 +69,9 @@ class Routes:
         from pyspark.sql import functions as F
 
         r = self.steps.agg(F.sum("reports").alias("reports"),
-                           F.sum(F.when(F.col("route").isNull(), F.col("reports")).otherwise(0)).alias("invalid")).first()
+                           F.sum(F.when(F.col("route").isNull(), F.col("reports") - F.col("conflicts"))
+                                 .otherwise(0)).alias("invalid"),
+                           F.sum("conflicts").alias("conflicts")).first()
         key = ["route", "correl_hash"]
         per_route = (self.steps.where(F.col("route").isNotNull())
                      .groupBy(*key, "computer").agg(F.count(F.lit(1)).alias("steps"),
@@ -77,6 +82,7 @@ class Routes:
         routes = int(t["routes"] or 0)
         complete = int(t["complete"] or 0)
         return {"reports": int(r["reports"] or 0), "invalid_reports": int(r["invalid"] or 0),
+                "conflict_reports": int(r["conflicts"] or 0),
                 "routes": routes, "complete": complete, "incomplete": routes - complete,
                 "loops": int(t["loops"] or 0)}
 
@@ -92,20 +98,30 @@ def decode_reports(messages: DataFrame) -> DataFrame:
 
     from .columns import property_column
 
-    event_col, delivered_col = (property_column(p)[0] for p in PROPERTIES_USED)
-    if event_col in messages.columns and delivered_col in messages.columns:
-        event, delivered = F.col(event_col), F.col(delivered_col)
+    delivered_col = property_column(DELIVERED_PROP)[0]
+    if delivered_col in messages.columns:
+        delivered = F.col(delivered_col)
+    elif "props" in messages.columns:
+        delivered = F.col("props").getItem(DELIVERED_PROP)
     else:
-        event, delivered = F.col("props").getItem(EVENT_PROP), F.col("props").getItem(DELIVERED_PROP)
+        delivered = F.lit(None).cast("string")
     if "class" in messages.columns:
         messages = messages.where(F.col("class") == "report")
-    reports = messages.select(*MESSAGE_COLUMNS_USED, event.alias("event"), delivered.alias("delivered_text"))
+    reports = messages.select(*MESSAGE_COLUMNS_USED, delivered.alias("delivered_text"))
+    return decode_rows(reports)
+
+
+def decode_rows(reports: DataFrame) -> DataFrame:
+    """Rows of correl_id, label, body, put_time (TIMESTAMP) and delivered_text (mqcli's
+    `mqcli.delivered`, or null) decoded: the event is the label's (received, sent, conflict)."""
+    from pyspark.sql import functions as F
+
     reports = with_body_fields(with_label_fields(reports, "label", "label_fields"), "body", "body_fields")
     return reports.select(
         "correl_id", "label_fields", "body_fields",
         F.unix_micros("put_time").alias("t"),
-        "event",
-        F.coalesce(F.col("delivered_text") == "true", F.lit(False)).alias("delivered"),
+        F.col("label_fields.event").alias("event"),
+        (F.col("delivered_text") == "true").alias("delivered"),
     )
 
 
@@ -130,13 +146,26 @@ def routes(messages: DataFrame, *, cache: bool = True) -> Routes:
         F.when(valid, F.xxhash64("correl_id")).alias("correl_hash"),
         label["hops"].alias("hops"), label["computer"].alias("computer"),
         F.col("body_fields.queue").alias("target_queue"),
-        "t", (F.col("event") == "sent").alias("sent"), "delivered",
+        "t", (F.col("event") == "sent").alias("sent"), (F.col("event") == "received").alias("received"),
+        "delivered", F.coalesce(F.col("event") == "conflict", F.lit(False)).alias("conflict"),
     ).repartition("route", "correl_hash")
     steps = events.groupBy("route", "correl_hash", "hops", "computer", "target_queue").agg(
         F.min("t").alias("first_t"), F.max("t").alias("last_t"),
         F.max(F.when(F.col("sent"), F.col("t"))).alias("sent_t"),
-        F.min(F.when(F.col("delivered"), F.col("t"))).alias("delivered_t"),
-        F.count(F.lit(1)).alias("reports"))
+        F.min(F.when(F.col("received"), F.col("t"))).alias("received_t"),
+        # mqcli's `mqcli.delivered` when the reports have it: false rules a step out
+        F.min(F.when(F.col("delivered"), F.col("t"))).alias("said_delivered_t"),
+        F.max(F.col("delivered").isNotNull().cast("int")).alias("says_delivered"),
+        F.count(F.lit(1)).alias("reports"),
+        F.sum(F.col("conflict").cast("int")).alias("conflicts"))
+    # Without that property (reports no mqcli wrote) a message was delivered where it was
+    # received and not sent on: the route's last step, a `received by` with no `sent from`
+    last_hop = Window.partitionBy("route", "correl_hash")
+    steps = steps.withColumn("delivered_t", F.when(
+        F.col("says_delivered") == 1, F.col("said_delivered_t")).otherwise(F.when(
+            F.col("route").isNotNull() & F.col("sent_t").isNull()
+            & (F.col("hops") == F.max("hops").over(last_hop)), F.col("received_t"))))
+    steps = steps.drop("said_delivered_t", "says_delivered", "received_t")
     if cache:
         steps = steps.persist()
     in_order = Window.partitionBy("route", "correl_hash").orderBy("hops", "first_t", "computer")
