@@ -23,7 +23,7 @@ Two passes over the same stores, in one run:
   timed from the read to the collected links and summary. Starting the session (the JVM, the
   first Python workers are started by the query) is measured apart.
 - python: one process reads every record (`store.records.decode`), decodes each report's label
-  and body with store/trace.py's strict decoders (a body decoded once per distinct body: the
+  and body with store/trace.py's decoders (every documented form, as `analyze routes` reads them) (a body decoded once per distinct body: the
   reports of one message share it), rebuilds routes and links the same way and computes exact
   nearest-rank percentiles.
 
@@ -427,7 +427,7 @@ def run(args, info: dict, log) -> dict:
         "spark seconds: from the read to the collected links and summary, in the session "
         "already started (its start-up is session_start_s); the first query of the run also "
         "starts Spark's Python workers",
-        "python: store.trace.decode_label (a regular-expression fast path, strict) per report "
+        "python: store.trace.decode_label (a regular-expression fast path; every documented form) per report "
         "and store.trace.decode_body (the ABNF parser) once per distinct body",
         "both passes read the store files from the page cache (read once before each pass)",
     ]
