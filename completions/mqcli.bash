@@ -7,7 +7,7 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import consume batch listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import consume batch health listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
@@ -29,7 +29,7 @@ _mqcli_options()
         "check") REPLY="--store -o --output -q --quiet -h --help" ;;
         "backup") REPLY="--store -o --output -q --quiet -h --help" ;;
         "sweep") REPLY="--dry-run --store -o --output -q --quiet -h --help" ;;
-        "stats") REPLY="--watch --interval --store -o --output -q --quiet -h --help" ;;
+        "stats") REPLY="--watch --interval --prometheus --textfile --store -o --output -q --quiet -h --help" ;;
         "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --express --no-dead-letter --trace --report-queue --confirm-id --lease --tx -n --count --jsonl --new-ids --lines --store -o --output -q --quiet -h --help" ;;
         "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --all --confirm-id --lock-id --lease --tx --delimiter --store -o --output -q --quiet -h --help" ;;
         "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --state --lock --lock-id --lease --delimiter --store -o --output -q --quiet -h --help" ;;
@@ -43,6 +43,7 @@ _mqcli_options()
         "import") REPLY="--queue --new-ids --store -o --output -q --quiet -h --help" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output -q --quiet -h --help" ;;
         "batch") REPLY="-k --keep-going --store -o --output -q --quiet -h --help" ;;
+        "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output -q --quiet -h --help" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
@@ -92,7 +93,7 @@ _mqcli_value_options()
         "check") REPLY="--store -o --output" ;;
         "backup") REPLY="--store -o --output" ;;
         "sweep") REPLY="--store -o --output" ;;
-        "stats") REPLY="--interval --store -o --output" ;;
+        "stats") REPLY="--interval --textfile --store -o --output" ;;
         "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --report-queue --confirm-id --lease --tx -n --count --jsonl --lines --store -o --output" ;;
         "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --confirm-id --lock-id --lease --tx --delimiter --store -o --output" ;;
         "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --state --lock-id --lease --delimiter --store -o --output" ;;
@@ -106,6 +107,7 @@ _mqcli_value_options()
         "import") REPLY="--queue --store -o --output" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output" ;;
         "batch") REPLY="--store -o --output" ;;
+        "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
@@ -142,7 +144,7 @@ _mqcli_value_options()
 _mqcli_option_value()
 {
     case "$1:$2" in
-        *:--store|*:-f|*:--file|*:--jsonl|*:--lines|*:--to|*:--key-file|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
+        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|*:--to|*:--key-file|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body" -- "$3")) ;;
         *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
         "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;

@@ -6,7 +6,7 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'consume' 'batch' 'listen' 'dispatch' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'consume' 'batch' 'health' 'listen' 'dispatch' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
@@ -39,7 +39,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'sweep'
             printf '%s\n' '--store' '-o' '--output'
         case 'stats'
-            printf '%s\n' '--interval' '--store' '-o' '--output'
+            printf '%s\n' '--interval' '--textfile' '--store' '-o' '--output'
         case 'put'
             printf '%s\n' '-f' '--file' '-p' '--priority' '--correl-id' '--label' '--prop' '--app-specific' '--ttl' '--report-queue' '--confirm-id' '--lease' '--tx' '-n' '--count' '--jsonl' '--lines' '--store' '-o' '--output'
         case 'get'
@@ -66,6 +66,8 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
             printf '%s\n' '-e' '--exec' '--lease' '-P' '--parallel' '-n' '--count' '--idle' '--where' '--store' '-o' '--output'
         case 'batch'
             printf '%s\n' '--store' '-o' '--output'
+        case 'health'
+            printf '%s\n' '--depth' '--age' '--inflight-age' '--dead-letters' '--quota-pct' '--store' '-o' '--output'
         case 'listen'
             printf '%s\n' '--key-file' '--bind' '--max-frame' '--idle-timeout' '--handshake-timeout' '--store' '-o' '--output'
         case 'dispatch'
@@ -195,6 +197,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'export' -d 'Dump queues as JSONL, one
 complete -c mqcli -n '__mqcli_at \'\'' -a 'import' -d 'Load a JSONL dump: every record back on its queue (created if missing), ids kept.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'consume' -d 'Run a command for each message of a queue; exit 0 confirms it, anything else undoes it.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'batch' -d 'Run mqcli commands from a file, one per line, in one process against one open store.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'health' -d 'A Nagios / Icinga check: one line in the plugin format with performance data; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'listen' -d 'Receive messages from other queue managers into this store until stopped.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'dispatch' -d 'Send the outgoing queues to their links\' listeners.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and latency with real producer and consumer processes.'
@@ -249,6 +252,8 @@ complete -c mqcli -n '__mqcli_at \'sweep\'' -s h -l help -d 'Show this message a
 # mqcli stats
 complete -c mqcli -n '__mqcli_at \'stats\'' -l watch -d 'Refresh a live table until Ctrl-C.'
 complete -c mqcli -n '__mqcli_at \'stats\'' -l interval -x -d 'Refresh interval with --watch.'
+complete -c mqcli -n '__mqcli_at \'stats\'' -l prometheus -d 'Print Prometheus metrics (text exposition format 0.0.4).'
+complete -c mqcli -n '__mqcli_at \'stats\'' -l textfile -r -F -d 'With --prometheus: write the metrics to PATH atomically (node_exporter\'s textfile collector) instead of stdout.'
 complete -c mqcli -n '__mqcli_at \'stats\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'stats\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'stats\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -406,6 +411,17 @@ complete -c mqcli -n '__mqcli_at \'batch\'' -s o -l output -x -a 'text json json
 complete -c mqcli -n '__mqcli_at \'batch\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'batch\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'batch\'' -F
+
+# mqcli health
+complete -c mqcli -n '__mqcli_at \'health\'' -l depth -x -d 'Messages in a queue: warn above W, critical above C.'
+complete -c mqcli -n '__mqcli_at \'health\'' -l age -x -d 'Age of a queue\'s oldest message (durations, e.g. 10m:1h).'
+complete -c mqcli -n '__mqcli_at \'health\'' -l inflight-age -x -d 'How long a queue\'s oldest in-flight message has been held (durations).'
+complete -c mqcli -n '__mqcli_at \'health\'' -l dead-letters -x -d 'Messages in the dead-letter queues.'
+complete -c mqcli -n '__mqcli_at \'health\'' -l quota-pct -x -d 'Bytes in a queue with a quota, in % of it.'
+complete -c mqcli -n '__mqcli_at \'health\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'health\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'health\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'health\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli listen
 complete -c mqcli -n '__mqcli_at \'listen\'' -l key-file -r -F -d 'The pre-shared key peers must prove they hold (`mqcli link keygen`; mode 0600).'

@@ -63,6 +63,7 @@ def _register() -> None:
     app.add_typer(outgoing.app, name="outgoing")
     from .commands import consume; consume.register(app)
     from .commands import batch; batch.register(app)
+    from .commands import health; health.register(app)
     from .commands import channel; channel.register(app)  # listen, dispatch
     from .commands import analyze; analyze.register(app)  # PySpark pipeline, imported lazily
     from .commands import bench

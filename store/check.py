@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 import lmdb
 
-from . import holders, identity, ids, keys, links, outgoing
+from . import holders, identity, ids, keys, links, outgoing, queue_counters
 from .errors import BadData, InvalidArgument, StoreCorrupt, StoreError, StoreUnavailable
+from .queue_counters import QueueCounters
 from .queues import SYSTEM_QUEUES, QueueInfo, decode_queue, queue_key, validate_attrs
 from .records import (
     AVAILABLE,
@@ -120,6 +121,7 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
         keys.deadline_key(keys.TX_TIMEOUT, rec["deadline"], tx_id): b""
         for tx_id, rec in transactions.items() if rec.get("deadline")}  # index key -> its value (b"" for a position: it holds the record)
     counted: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    shapes: dict[int, QueueCounters] = defaultdict(QueueCounters)  # in flight by state, by priority
     max_seq = 0
     seen: set[int] = set()
     identities: dict[int, tuple[bytes, int, int, bytes]] = {}  # seq -> origin, msg_n, put time, location
@@ -163,6 +165,10 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
             report(f"message seq {seq} is locked by transaction {m.tx}, which does not know it")
         counted[m.qid][0] += 1
         counted[m.qid][1] += len(m.body)
+        shape = shapes[m.qid]
+        shape.by_priority[m.priority] += 1
+        if m.state != AVAILABLE:
+            shape.in_flight[m.state] += 1
         location = keys.location(m.qid, m.priority)
         for entry in index_entries(m):
             want[entry] = b"" if entry[:1] == keys.POS else location
@@ -195,6 +201,11 @@ def _check(t: Txn, report: Callable[[str], None]) -> None:
             report(f"queue {q.name!r}: counters say {stored[0]} messages / {stored[1]} bytes, found {actual[0]} / {actual[1]}")
         total[0] += actual[0]
         total[1] += actual[1]
+        raw = t.lt.get(queue_counters.counters_key(qid), db=t.dbs["meta"])
+        if raw is not None and len(raw) == queue_counters.SIZE:  # absent: computed when first used
+            stored_c, found = QueueCounters.decode(bytes(raw)), shapes[qid]
+            if (stored_c.in_flight, stored_c.by_priority) != (found.in_flight, found.by_priority):
+                report(f"queue {q.name!r}: counters say {_shape(stored_c)}, found {_shape(found)}")
     store_counts = [t.counters.count, t.counters.bytes]
     if store_counts != total:
         report(f"store counters say {store_counts[0]} messages / {store_counts[1]} bytes, found {total[0]} / {total[1]}")
@@ -260,7 +271,9 @@ def _check_links(t: Txn, report: Callable[[str], None]) -> None:
 def _check_queue_meta(t: Txn, queues: dict[int, QueueInfo], report: Callable[[str], None]) -> None:
     """The per-queue meta entries (counters ``q``, put and get times ``t``) name live queues."""
     cur = t.lt.cursor(db=t.dbs["meta"])
-    for tag, layout, what in ((b"q", keys.QSTATS, "counters"), (b"t", keys.QTIMES, "put and get times")):
+    for tag, size, what in ((b"q", keys.QSTATS.size, "counters"), (b"t", keys.QTIMES.size, "put and get times"),
+                            (b"k", queue_counters.SIZE, "state and priority counters"),
+                            (b"r", None, "dead-letter reasons")):
         if not cur.set_range(tag):
             continue
         for key, raw in cur:
@@ -268,7 +281,7 @@ def _check_queue_meta(t: Txn, queues: dict[int, QueueInfo], report: Callable[[st
                 break
             if bytes(key) in keys.META_NAMES:  # "quota", "qidn", "txid", "throttled"
                 continue
-            if len(key) != 5 or len(raw) != layout.size:
+            if len(key) != 5 or (size is not None and len(raw) != size) or (size is None and not _reasons_ok(raw)):
                 report(f"meta entry {bytes(key)!r}: not the {what} of a queue")
             elif (qid := keys.U32.unpack(key[1:])[0]) not in queues:
                 report(f"meta entry {bytes(key)!r}: {what} of queue number {qid}, which does not exist")
@@ -425,3 +438,16 @@ def _check_holds(t: Txn, queues: dict, report: Callable[[str], None]) -> None:
             if t.lt.get(keys.POS_KEY.pack(keys.POS, hold.qid, p7, seq), db=t.dbs["pos"]) is None:
                 report(f"hold {hold.token} holds message seq {seq} in place, but queue "
                        f"{queues[hold.qid].name!r} has no such position")
+
+
+def _shape(c: QueueCounters) -> str:
+    states = ", ".join(f"{n} {state}" for state, n in c.in_flight.items() if n) or "none in flight"
+    return f"{states}; by priority {c.by_priority}"
+
+
+def _reasons_ok(raw: bytes) -> bool:
+    try:
+        queue_counters.decode_reasons(bytes(raw))
+    except ValueError:
+        return False
+    return True

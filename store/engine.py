@@ -12,7 +12,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -134,6 +134,12 @@ class QueueStats:
     oldest_put_time: int | None = None
     last_put: int | None = None  # when a message was last put on the queue, µs since the epoch
     last_get: int | None = None  # when one was last got from it (None: never)
+    quota: int = 0  # bytes, 0: none
+    oldest_in_flight: int | None = None  # the earliest `since` of its in-flight messages, µs
+    # cumulative since the queue was made (or since the store had counters): put_messages,
+    # put_bytes, got_messages, got_bytes, expired, backed_out, dead_lettered
+    totals: dict[str, int] = field(default_factory=dict)
+    dead_lettered_by_reason: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -1142,22 +1148,27 @@ class Store(Forwarding):
     def stats(self) -> list[QueueStats]:
         """Per queue: depth by state and priority, bytes, oldest message (SPEC §6 `stats`)."""
         def read(t: Txn) -> list[QueueStats]:
-            out = []
-            for name in t.queue_names():
-                q = t.queue(name)
-                count, size = t.qstats(q.qid)
-                st = QueueStats(name=q.name, depth=count, bytes=size, system=q.system,
-                                by_state={s: 0 for s in STATES}, by_priority={p: 0 for p in range(8)})
-                oldest = None
-                for m in t.queue_messages(q):
-                    st.by_state[m.state] += 1
-                    st.by_priority[m.priority] += 1
-                    oldest = m.put_time if oldest is None else min(oldest, m.put_time)
-                st.oldest_put_time = oldest
-                st.last_put, st.last_get = t.queue_times(q.qid)
-                out.append(st)
-            return out
+            return [self._queue_stats(t, t.queue(name)) for name in t.queue_names()]
         return self._read(read)
+
+    @staticmethod
+    def _queue_stats(t: Txn, q: QueueInfo) -> QueueStats:
+        """From the queue's counters and the ends of its position lists: no walk over its
+        messages but the in-flight ones (store/queue_counters.py)."""
+        count, size = t.qstats(q.qid)
+        c = t.queue_counters(q.qid)
+        by_state = {s: c.in_flight.get(s, 0) for s in STATES}
+        by_state[GET_UNCONFIRMED] += len(t.placed(q.qid))  # held in place: available records
+        by_state[AVAILABLE] = count - sum(by_state.values())
+        oldest, oldest_in_flight = t.oldest_times(q.qid)
+        last_put, last_get = t.queue_times(q.qid)
+        return QueueStats(
+            name=q.name, depth=count, bytes=size, system=q.system, by_state=by_state,
+            by_priority=dict(enumerate(c.by_priority)), oldest_put_time=oldest, last_put=last_put,
+            last_get=last_get, quota=q.quota, oldest_in_flight=oldest_in_flight,
+            totals={name: getattr(c, name) for name in ("put_messages", "put_bytes", "got_messages", "got_bytes",
+                                                        "expired", "backed_out", "dead_lettered")},
+            dead_lettered_by_reason=dict(t.reasons(q.qid)))
 
     def export_messages(self, queues: Iterable[str] | None = None, batch: int = 1000, *,
                         hidden: bool = False) -> Iterator[Message]:

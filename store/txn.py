@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING
 
 import lmdb
 
-from . import holders, identity, ids, keys
+from . import holders, identity, ids, keys, queue_counters
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable,
     QueueQuotaExceeded,
     MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled,
 )
 from .keys import U32, U64
+from .queue_counters import QueueCounters
 from .queues import (
     JOURNAL_SUFFIX, QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name,
     new_queue, queue_key, validate_name,
@@ -76,6 +77,9 @@ class Txn:
         self._qnames: dict[int, str] = {}
         self._qstats: dict[int, list[int]] = {}
         self._qtimes: dict[int, list[int]] = {}  # qid -> [last put, last get] this commit set (0: not)
+        self._qcounters: dict[int, QueueCounters] = {}  # store/queue_counters.py, as read or computed
+        self._qcounters_dirty: set[int] = set()
+        self._qreasons: dict[int, dict[str, int]] = {}  # dead-lettered by reason, changed here
         self._meta: dict[bytes, int] = {}
         self._meta_dirty: set[bytes] = set()
         self._origin: bytes | None = None
@@ -130,6 +134,10 @@ class Txn:
             self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
         for qid in self._qtimes:
             self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(*self._times(qid)), db=meta)
+        for qid in self._qcounters_dirty:
+            self.lt.put(queue_counters.counters_key(qid), self._qcounters[qid].encode(), db=meta)
+        for qid, reasons in self._qreasons.items():
+            self.lt.put(queue_counters.reasons_key(qid), queue_counters.encode_reasons(reasons), db=meta)
 
     # ---- queues ------------------------------------------------------------------------
 
@@ -175,6 +183,9 @@ class Txn:
         if not removed:
             return
         self._qtimes.setdefault(q.qid, [0, 0])[1] = self.now
+        c = self.queue_counters(q.qid, change=True)
+        c.got_messages += len(removed)
+        c.got_bytes += sum(len(m.body) for m in removed)
         if not q.journal:
             return
         jq = self.journal_queue(q.name)
@@ -282,8 +293,90 @@ class Txn:
         meta = self.dbs["meta"]
         self.lt.delete(keys.qstats_key(qid), db=meta)
         self.lt.delete(keys.qtimes_key(qid), db=meta)
+        self.lt.delete(queue_counters.counters_key(qid), db=meta)
+        self.lt.delete(queue_counters.reasons_key(qid), db=meta)
         self._qstats.pop(qid, None)
         self._qtimes.pop(qid, None)
+        self._qcounters.pop(qid, None)
+        self._qcounters_dirty.discard(qid)
+        self._qreasons.pop(qid, None)
+
+    # ---- per-queue counters (store/queue_counters.py) ----------------------------------
+
+    def queue_counters(self, qid: int, change: bool = False) -> QueueCounters:
+        """The queue's counters; with `change`, to be written at the commit."""
+        c = self._qcounters.get(qid)
+        if c is None:
+            raw = self.lt.get(queue_counters.counters_key(qid), db=self.dbs["meta"])
+            if raw is not None and len(raw) == queue_counters.SIZE:
+                c = QueueCounters.decode(bytes(raw))
+            else:  # a store written before these counters: its current counts, computed once
+                c = self.count_queue(qid)
+                self._qcounters_dirty.add(qid)
+            self._qcounters[qid] = c
+        if change:
+            self._qcounters_dirty.add(qid)
+        return c
+
+    def count_queue(self, qid: int) -> QueueCounters:
+        """The queue's in-flight and by-priority counts from its messages (cumulative ones 0)."""
+        c = QueueCounters()
+        cur = self.lt.cursor(db=self.pos_db)
+        prefix = keys.queue_prefix(qid)
+        if cur.set_range(prefix):
+            for key in cur.iternext(values=False):
+                if not key.startswith(prefix):
+                    break
+                c.by_priority[7 - key[5]] += 1
+        for _, seq in self._held_seqs(qid):
+            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            if raw is not None:
+                m = decode(raw)
+                c.in_flight[m.state] += 1
+                c.by_priority[m.priority] += 1
+        return c
+
+    def oldest_times(self, qid: int) -> tuple[int | None, int | None]:
+        """The put time of the queue's oldest message and the earliest time one of its
+        messages went in flight (µs; None if none): the first position of each priority (a
+        priority's oldest message is its first) and the in-flight messages."""
+        oldest: int | None = None
+        cur = self.lt.cursor(db=self.pos_db)
+        for p7 in range(8):
+            prefix = _pack_pos(keys.POS, qid, p7, 0)[:6]
+            if cur.set_range(prefix) and cur.key().startswith(prefix):
+                put = decode(cur.value()).put_time
+                oldest = put if oldest is None else min(oldest, put)
+        since: int | None = None
+        for hold in holders.holds(self):
+            if hold.qid == qid and hold.places:
+                since = hold.since if since is None else min(since, hold.since)
+        for _, seq in self._held_seqs(qid):
+            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            if raw is not None:
+                m = decode(raw)
+                oldest = m.put_time if oldest is None else min(oldest, m.put_time)
+                if m.since is not None:
+                    since = m.since if since is None else min(since, m.since)
+        return oldest, since
+
+    def reasons(self, qid: int) -> dict[str, int]:
+        """How many messages were dead-lettered from the queue, by reason (reason_kind)."""
+        found = self._qreasons.get(qid)
+        if found is None:
+            raw = self.lt.get(queue_counters.reasons_key(qid), db=self.dbs["meta"])
+            try:
+                found = queue_counters.decode_reasons(bytes(raw) if raw is not None else None)
+            except ValueError:
+                found = {}  # check reports it; counting starts again
+        return found
+
+    def count_dead_letter(self, qid: int, reason: str) -> None:
+        c = self.queue_counters(qid, change=True)
+        c.dead_lettered += 1
+        reasons = self._qreasons[qid] = dict(self.reasons(qid))
+        kind = queue_counters.reason_kind(reason)
+        reasons[kind] = reasons.get(kind, 0) + 1
 
     # ---- records -----------------------------------------------------------------------
 
@@ -314,6 +407,7 @@ class Txn:
             self.woke.add(m.qid)
         else:
             lt.put(keys.seq_key(m.seq), encode(m), db=self.msg_db)
+            self.queue_counters(m.qid, change=True).in_flight[m.state] += 1
         location = keys.location(m.qid, m.priority)
         for key in entries:
             lt.put(key, location, db=idx)
@@ -331,6 +425,7 @@ class Txn:
             return
         else:
             lt.delete(keys.seq_key(m.seq), db=self.msg_db)
+            self.queue_counters(m.qid, change=True).in_flight[m.state] -= 1
         for key in entries:
             lt.delete(key, db=idx)
 
@@ -395,6 +490,14 @@ class Txn:
                 append((key, location))
             size += len(m.body)
         entries += identity.run_entries(q.qid, messages)
+        c = self.queue_counters(qid, change=True)
+        c.put_messages += len(messages)
+        c.put_bytes += size
+        by_priority, in_flight = c.by_priority, c.in_flight
+        for m in messages:
+            by_priority[m.priority] += 1
+            if m.state != AVAILABLE:
+                in_flight[m.state] += 1
         self.lt.cursor(db=self.pos_db).putmulti(positions)
         self.lt.cursor(db=self.idx_db).putmulti(entries)
         if held:
@@ -414,6 +517,7 @@ class Txn:
         durable = False
         for m in messages:
             self._unplace(m)
+            self.queue_counters(m.qid, change=True).by_priority[m.priority] -= 1
             for key in identity_entries(m):
                 lt.delete(key, db=idx)
             counted = by_queue.get(m.qid)
@@ -538,6 +642,7 @@ class Txn:
         self.remove(m)
         if not (m.dead_letter or poison):
             return None
+        self.count_dead_letter(m.qid, reason)
         dlq = self.queue(dead_letter_queue(self.queue(m.queue).transactional))
         moved = replace(
             m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, lease_expires=None,
@@ -549,6 +654,7 @@ class Txn:
         """Count one backout; at the queue's max-backouts the message is dead-lettered."""
         m.backouts = min(m.backouts + 1, 0xFFFF)
         q = self.queue(m.queue)
+        self.queue_counters(q.qid, change=True).backed_out += 1
         if q.max_backouts and m.backouts >= q.max_backouts:
             return self.dead_letter(m, "max-backouts", poison=True)
         return self.transition(m, durable=True, **changes)
@@ -636,6 +742,7 @@ class Txn:
             m = self.load(seq, location)
             if m is None or m.state == TX_LOCKED:
                 continue
+            self.queue_counters(m.qid, change=True).expired += 1
             self.dead_letter(m, "expired")
             done += 1
         return done
@@ -882,6 +989,9 @@ class Txn:
         if taken:
             identity.release(lt, self.dbs, taken)
             self._count(q.qid, -len(taken), -size, durable)
+            by_priority = self.queue_counters(q.qid, change=True).by_priority
+            for m in taken:
+                by_priority[m.priority] -= 1
             self.got(q, taken)
         return taken
 
@@ -937,6 +1047,9 @@ class Txn:
             messages = [m for _, m in removed]
             identity.release(lt, self.dbs, messages)
             self._count(q.qid, -len(messages), -size, durable)
+            by_priority = self.queue_counters(q.qid, change=True).by_priority
+            for m in messages:
+                by_priority[m.priority] -= 1
             return messages, [m for _, m in held if m.seq not in delivered]
         return [], [m for _, m in held]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -179,15 +180,39 @@ def stats(
     ctx: typer.Context,
     watch: Annotated[bool, typer.Option("--watch", help="Refresh a live table until Ctrl-C.")] = False,
     interval: Annotated[str, typer.Option("--interval", help="Refresh interval with --watch.")] = "1s",
+    prometheus: Annotated[bool, typer.Option("--prometheus", help="Print Prometheus metrics (text exposition format 0.0.4).")] = False,
+    textfile: Annotated[Optional[Path], typer.Option("--textfile", metavar="PATH", help="With --prometheus: write the metrics to PATH atomically (node_exporter's textfile collector) instead of stdout.")] = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Per queue: depth by state and priority, bytes, oldest message, last put and get.
 
+    Read from counters the store keeps (no walk over the messages): cheap enough to run every
+    few seconds on a deep queue. --prometheus adds the cumulative counts (put, got, expired,
+    backed out, dead-lettered by reason), quota use and the oldest in-flight age.
+
     \b
     Example:
       mqcli stats --watch
+      mqcli stats --prometheus --textfile /var/lib/node_exporter/textfile/mqcli.prom
     """
+    if textfile is not None and not prometheus:
+        raise UsageError("--textfile goes with --prometheus")
+    if prometheus and watch:
+        raise UsageError("--prometheus does not go with --watch (a scraper or cron runs it)")
     s = session(ctx, store, output, quiet)
+    if prometheus:
+        from ..prometheus import store_metrics, write_textfile
+
+        with s.open() as st:
+            text = store_metrics(st.stats(), st.info(), len(st.tx_list()), st.outgoing_list())
+        if textfile is None:
+            sys.stdout.write(text)
+            return
+        try:
+            write_textfile(textfile, text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {textfile}: {exc.strerror or exc}") from None
+        return
     columns = [("queue", "queue"), ("depth", "depth"), ("bytes", "bytes"),
                *[(k, h) for k, h in _STATE_COLUMNS], ("age", "oldest"), ("put_age", "last put"),
                ("get_age", "last get")]

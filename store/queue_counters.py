@@ -1,0 +1,90 @@
+"""Per-queue counters kept in the store, written in the commit that changes them: how many
+messages are in each in-flight state and at each priority now, and cumulative counts (put, got,
+expired, backed out, dead-lettered, by reason) that make rates possible. `stats`, Prometheus
+metrics and `health` read them without walking a queue's messages.
+
+meta ``k qid(4)`` → 20 × u64: enqueued messages, enqueued bytes, got messages, got bytes,
+expired, backed out, dead-lettered, the five in-flight states (STATES order, available left
+out: it is the depth less these), the eight priorities (0..7).
+meta ``r qid(4)`` → JSON {reason kind: count} of the messages dead-lettered from the queue.
+
+A queue whose ``k`` entry is missing (a store written before these counters) has its current
+counts computed once from its messages, and its cumulative counts start at zero.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass, field
+
+from .keys import U32
+from .records import AVAILABLE, STATES
+
+IN_FLIGHT_STATES = tuple(s for s in STATES if s != AVAILABLE)
+_LAYOUT = struct.Struct(">" + "Q" * (7 + len(IN_FLIGHT_STATES) + 8))
+_CUMULATIVE = ("put_messages", "put_bytes", "got_messages", "got_bytes", "expired", "backed_out", "dead_lettered")
+
+
+def counters_key(qid: int) -> bytes:
+    return b"k" + U32.pack(qid)
+
+
+def reasons_key(qid: int) -> bytes:
+    return b"r" + U32.pack(qid)
+
+
+@dataclass
+class QueueCounters:
+    put_messages: int = 0
+    put_bytes: int = 0
+    got_messages: int = 0
+    got_bytes: int = 0
+    expired: int = 0
+    backed_out: int = 0
+    dead_lettered: int = 0
+    in_flight: dict[str, int] = field(default_factory=lambda: {s: 0 for s in IN_FLIGHT_STATES})
+    by_priority: list[int] = field(default_factory=lambda: [0] * 8)
+
+    def encode(self) -> bytes:
+        return _LAYOUT.pack(*(getattr(self, name) for name in _CUMULATIVE),
+                            *(self.in_flight[s] for s in IN_FLIGHT_STATES), *self.by_priority)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> QueueCounters:
+        values = _LAYOUT.unpack(raw)
+        n = len(_CUMULATIVE)
+        c = cls(*values[:n])
+        c.in_flight = dict(zip(IN_FLIGHT_STATES, values[n:n + len(IN_FLIGHT_STATES)]))
+        c.by_priority = list(values[n + len(IN_FLIGHT_STATES):])
+        return c
+
+    @property
+    def size(self) -> int:
+        return _LAYOUT.size
+
+
+SIZE = _LAYOUT.size
+
+_KIND = re.compile(r"[^:(]*")
+
+
+def reason_kind(reason: str) -> str:
+    """A dead-letter reason without its details, for counting and metric labels:
+    "queue quota exceeded (100 bytes)" → "queue quota exceeded"."""
+    kind = (_KIND.match(reason) or _KIND.match("")).group().strip()  # type: ignore[union-attr]
+    return kind or "other"
+
+
+def decode_reasons(raw: bytes | None) -> dict[str, int]:
+    if not raw:
+        return {}
+    value = json.loads(raw)
+    if not isinstance(value, dict) or not all(isinstance(k, str) and type(v) is int for k, v in value.items()):
+        raise ValueError("not an object of counts")
+    return value
+
+
+def encode_reasons(reasons: dict[str, int]) -> bytes:
+    return json.dumps(reasons, sort_keys=True, separators=(",", ":")).encode()

@@ -1,0 +1,171 @@
+"""Monitoring: `stats --prometheus` read back by prometheus_client's own parser and checked
+against a scripted workload; `--textfile` replaced atomically under a reader; `health` in the
+Nagios plugin format at every state; the per-queue counters behind them."""
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from store import NewMessage, Store
+
+parser = pytest.importorskip("prometheus_client.parser")
+
+TO_B = "DIRECT=OS:qmB\\orders"
+
+
+def workload(cli, clock_skew=0):
+    """10 puts and 4 gets on q; 3 two-phase gets undone into the dead-letter queue at
+    max-backouts 1; an expired message; an open transaction holding a put; one outgoing
+    message; a held two-phase get."""
+    cli.ok("queue", "set", "q", "--max-backouts", "1")
+    cli.ok("queue", "create", "work", "--transactional", "--quota", "1000", "-q")
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"m%02d" % i, priority=i % 3) for i in range(10)])
+        st.put("q", b"short-lived", ttl=0.05, priority=0)
+        st.get_many("q", 4)
+        for cid in (11, 12, 13):
+            st.get("q", confirm_id=cid, wait=0)
+            st.undo("q", confirm_id=cid)
+        time.sleep(0.1)
+        st.sweep()  # the short-lived one expires
+        tx = st.tx_begin()
+        st.put("work", b"x" * 100, tx=tx)
+        st.put("work", b"y" * 300, tx=tx)
+        st.put(TO_B, b"to B")
+        st.get("q", confirm_id=21, wait=0)
+
+
+def families(text):
+    out = {}
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def value(found, name, **labels):
+    return found[(name, tuple(sorted((k, str(v)) for k, v in labels.items())))]
+
+
+def test_prometheus_metrics_parse_and_agree_with_the_store(cli):
+    workload(cli)
+    result = cli.ok("stats", "--prometheus")
+    found = families(result.out)
+    assert value(found, "mqcli_queue_put_messages_total", queue="q") == 11
+    assert value(found, "mqcli_queue_got_messages_total", queue="q") == 4
+    assert value(found, "mqcli_queue_backouts_total", queue="q") == 3
+    assert value(found, "mqcli_queue_expired_messages_total", queue="q") == 1
+    assert value(found, "mqcli_queue_dead_lettered_messages_total", queue="q") == 4
+    assert value(found, "mqcli_queue_dead_lettered_by_reason_total", queue="q", reason="max-backouts") == 3
+    assert value(found, "mqcli_queue_dead_lettered_by_reason_total", queue="q", reason="expired") == 1
+    assert value(found, "mqcli_queue_depth", queue="q", state="available") == 2
+    assert value(found, "mqcli_queue_depth", queue="q", state="get-unconfirmed") == 1
+    assert value(found, "mqcli_queue_depth", queue="dead-letter", state="available") == 4
+    assert value(found, "mqcli_queue_depth", queue="work", state="tx-locked") == 2
+    assert value(found, "mqcli_transactions_open") == 1
+    assert value(found, "mqcli_queue_quota_used_ratio", queue="work") == pytest.approx(0.4)
+    assert value(found, "mqcli_outgoing_messages", queue=TO_B, destination="qmB", state="waiting") == 1
+    assert value(found, "mqcli_queue_oldest_in_flight_age_seconds", queue="q") >= 0
+    with Store.open(cli.store) as st:
+        for s in st.stats():
+            assert value(found, "mqcli_queue_bytes", queue=s.name) == s.bytes
+            for priority, n in s.by_priority.items():
+                assert value(found, "mqcli_queue_depth_by_priority", queue=s.name, priority=priority) == n
+            assert sum(value(found, "mqcli_queue_depth", queue=s.name, state=state)
+                       for state in s.by_state) == s.depth  # a count adds up
+        info = st.info()
+    assert value(found, "mqcli_store_messages") == info.messages
+    assert cli.ok("check").code == 0
+
+
+def test_counters_survive_a_restart_and_match_the_messages(cli):
+    workload(cli)
+    first = families(cli.ok("stats", "--prometheus").out)
+    again = families(cli.subprocess("stats", "--prometheus").out)  # another process, the store reopened
+    totals = [k for k in first if k[0].endswith("_total")]
+    assert totals and all(first[k] == again[k] for k in totals)
+    with Store.open(cli.store) as st:
+        for s in st.stats():
+            walked = {}
+            for m in st.browse(s.name, states="all"):
+                walked[m.state] = walked.get(m.state, 0) + 1
+            assert {k: v for k, v in s.by_state.items() if v} == walked, s.name
+
+
+def test_textfile_is_replaced_atomically_under_a_reader(cli, tmp_path):
+    workload(cli)
+    target = tmp_path / "mqcli.prom"
+    cli.ok("stats", "--prometheus", "--textfile", target)
+    whole = target.read_text()
+    assert oct(target.stat().st_mode & 0o777) == "0o644"
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import subprocess, sys
+        for _ in range(25):
+            subprocess.run([sys.executable, "-m", "mqcli", "stats", "--prometheus", "--textfile",
+                            {str(target)!r}], check=True)
+    """)], env={**__import__("os").environ, **cli.env})
+    reads = 0
+    try:
+        while writer.poll() is None:
+            text = target.read_text()
+            reads += 1
+            assert text.endswith("\n") and len(families(text)) == len(families(whole)), "a partial file was read"
+    finally:
+        writer.wait(timeout=300)
+    assert writer.returncode == 0 and reads > 25
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mqcli.prom")]  # no temporary left
+
+
+def test_health_is_ok_then_warning_then_critical_with_perfdata(cli):
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"x") for _ in range(50)])
+    ok = cli.subprocess("health", "--depth", "100:1000")
+    assert ok.code == 0 and ok.out.startswith("MQCLI OK - ")
+    assert "'q depth'=50;100;1000;0" in ok.out and "'dead letters'=0;;;0" in ok.out
+    warn = cli.subprocess("health", "q", "--depth", "10:1000")
+    assert warn.code == 1 and warn.out.startswith("MQCLI WARNING - q depth 50")
+    crit = cli.subprocess("health", "q", "--depth", "10:20")
+    assert crit.code == 2 and crit.out.startswith("MQCLI CRITICAL - q depth 50")
+    assert len(crit.out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("option, values, expect", [
+    ("--age", ("1h:2h", "0.001:2h", "0.001:0.002"), (0, 1, 2)),
+    ("--inflight-age", ("1h:2h", "0.001:2h", "0.001:0.002"), (0, 1, 2)),
+    ("--dead-letters", ("5:10", "0:10", "0:0.5"), (0, 1, 2)),
+    ("--quota-pct", ("50:90", "10:90", "10:20"), (0, 1, 2)),
+])
+def test_every_threshold_reaches_each_state(cli, option, values, expect):
+    cli.ok("queue", "create", "quota", "--quota", "100", "-q")
+    with Store.open(cli.store) as st:
+        st.put("quota", b"x" * 30)  # 30% of its quota
+        st.put("q", b"poison")
+        st.get("q", confirm_id=5, wait=0)  # in flight
+        st.put("q", b"dead", ttl=0.01)
+        time.sleep(0.05)
+        st.sweep()  # one dead letter
+    time.sleep(0.05)
+    for threshold, code in zip(values, expect):
+        result = cli.subprocess("health", option, threshold)
+        assert result.code == code, (threshold, result)
+        assert result.out.startswith("MQCLI " + ["OK", "WARNING", "CRITICAL"][code])
+
+
+def test_health_json_and_unknown(cli, tmp_path):
+    result = cli.subprocess("health", "--depth", ":5", "-o", "json")
+    doc = result.json()
+    assert result.code == 0 and doc["state"] == "OK"
+    assert {c["label"] for c in doc["checks"]} >= {"q depth", "q age", "q inflight age", "dead letters"}
+    assert next(c for c in doc["checks"] if c["label"] == "q depth") == \
+        {"label": "q depth", "value": 0, "unit": "", "warn": None, "crit": 5.0, "state": "OK"}
+    missing = cli.subprocess("health", env={"MQCLI_STORE": str(tmp_path / "nowhere")})
+    assert missing.code == 3 and missing.out.startswith("MQCLI UNKNOWN - ")
+    assert not (tmp_path / "nowhere").exists()
+    assert cli.subprocess("health", "--depth", "9:5").code == 3
+    assert cli.subprocess("health", "nosuchqueue").code == 3
+    assert math.isfinite(json.loads(cli.subprocess("health", "-o", "json").out)["checks"][1]["value"])
