@@ -25,7 +25,7 @@ from .environment import (
     prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
 )
 from .errors import (
-    AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
+    AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
     StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
 )
 from .filters import Filter
@@ -42,7 +42,7 @@ from .records import (
     LOCKED_BROWSE, MAX_BODY_BYTES, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
     validate_fields,
 )
-from . import holders, ids, outgoing, reports, transactions
+from . import deadletters, holders, ids, outgoing, reports, transactions
 from .transactions import TxInfo
 from .txn import MAINTENANCE_BATCH, Txn, new_guid
 
@@ -1118,6 +1118,67 @@ class Store(Forwarding):
             if f.exact:
                 return
 
+    def redrive(self, dlq: str = DEAD_LETTER, *, to: str | None = None, where: str | None = None,
+                dry_run: bool = False, batch: int = 1000) -> deadletters.Redriven:
+        """Move the available dead letters of `dlq` back to their original queues (or all to
+        `to`), fresh (backouts 0, no reason, original queue or dead-letter time), in queue
+        order, one commit per batch: a batch is atomic, and a quota in a destination stops the
+        redrive with that batch undone (QueueQuotaExceeded). A dead letter whose original queue
+        no longer exists (or that names none) stays where it is and is counted in `stayed`.
+        With `dry_run` nothing changes: the counts say what would move."""
+        if not isinstance(dlq, str) or (to is not None and not isinstance(to, str)):
+            raise InvalidArgument("dlq and to must be queue names (str)")
+        _check_count(batch, "batch")
+        f = Filter(where=where)
+        result = deadletters.Redriven(dry_run=dry_run)
+        after: tuple[int, int] | None = None  # the last place looked at: what stays is not read again
+
+        def one(t: Txn) -> tuple[dict[str, int], dict[str | None, int], tuple[int, int] | None]:
+            src = t.queue(dlq)
+            if src.name not in _DEAD_LETTER_QUEUES:
+                raise InvalidArgument(f"{src.name!r} is not a dead-letter queue ({' or '.join(_DEAD_LETTER_QUEUES)})")
+            target = None if to is None else t.queue(to)
+            if target is not None and target.name in _DEAD_LETTER_QUEUES:
+                raise InvalidArgument(f"redrive moves dead letters out of the dead-letter queues, not into {target.name!r}")
+            by_dest: dict[str, tuple[QueueInfo, list[Message]]] = {}
+            stayed: dict[str | None, int] = {}
+            last, looked = after, 0
+            for m in t.candidates(src, f):
+                place = (7 - m.priority, m.seq)
+                if after is not None and place <= after:
+                    continue
+                if not dry_run and looked >= batch:
+                    break
+                looked += 1
+                last = place
+                dst = target
+                if dst is None and m.original_queue is not None:
+                    try:
+                        dst = t.queue(m.original_queue)
+                    except QueueNotAvailable:
+                        dst = None
+                    if dst is not None and dst.name in _DEAD_LETTER_QUEUES:
+                        dst = None  # no way out of the dead-letter queues by their own record
+                if dst is None:
+                    stayed[m.original_queue] = stayed.get(m.original_queue, 0) + 1
+                    continue
+                by_dest.setdefault(dst.name, (dst, []))[1].append(m)
+            if not dry_run:
+                for dst, found in by_dest.values():
+                    t.remove_many(found)
+                    t.enqueue(dst, [deadletters.fresh(m) for m in found])
+            return {name: len(found) for name, (_, found) in by_dest.items()}, stayed, last if looked else None
+
+        while True:
+            moved, stayed, last = self._read(one) if dry_run else self._write(one)
+            for name, n in moved.items():
+                result.moved[name] = result.moved.get(name, 0) + n
+            for original, n in stayed.items():
+                result.stayed[original] = result.stayed.get(original, 0) + n
+            if last is None or dry_run:
+                return result
+            after = last
+
     def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> int:
         """Operators' undo (SPEC §6 `undo --older-than/--all`): every in-flight message of the
         queue (or store) that entered its state more than `older_than` seconds ago."""
@@ -1341,7 +1402,7 @@ def _states(states: str | Iterable[str] | None) -> set[str]:
 def _moved(m: Message, fresh: bool) -> Message:
     """The copy of `m` that a move enqueues in its target; `fresh` out of a dead-letter queue."""
     if fresh:
-        return replace(m, props=dict(m.props), backouts=0, dead_letter_reason=None, original_queue=None)
+        return deadletters.fresh(m)
     return replace(m, props=dict(m.props))
 
 

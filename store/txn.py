@@ -28,6 +28,7 @@ from .errors import (
     QueueQuotaExceeded,
     MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled,
 )
+from .deadletters import dead_lettered
 from .keys import U32, U64
 from .queues import (
     JOURNAL_SUFFIX, QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name,
@@ -539,10 +540,8 @@ class Txn:
         if not (m.dead_letter or poison):
             return None
         dlq = self.queue(dead_letter_queue(self.queue(m.queue).transactional))
-        moved = replace(
-            m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, lease_expires=None,
-            since=None, expires=None, dead_letter_reason=reason, original_queue=m.queue,
-        )
+        moved = dead_lettered(m, reason, m.queue, self.now, state=AVAILABLE, confirm_id=None, lock_id=None,
+                              tx=None, lease_expires=None, since=None, expires=None)
         return self.enqueue(dlq, [moved], check=False)[0]
 
     def backout(self, m: Message, **changes: object) -> Message | None:
