@@ -39,7 +39,7 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PRIORITY, GET_UNCONFIRMED,
-    LOCKED_BROWSE, MAX_BODY_BYTES, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
+    LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
     validate_fields,
 )
 from . import deadletters, holders, ids, outgoing, reports, transactions
@@ -925,6 +925,80 @@ class Store(Forwarding):
             source = (m for m in t.queue_messages(q) if m.state in wanted and f.matches(m, t.now))
             return _first(source, limit)
         return self._read(read)
+
+    def follow(self, queue: str, *, where: str | None = None, from_start: bool = False,
+               idle: float | None = None) -> Iterator[list[Message]]:
+        """Browse a queue as messages become available, without taking them: yields each
+        look's new matches in queue order, each batch read in its own read transaction and
+        yielded with none open. From now (the messages available at the start are not
+        yielded), or with `from_start` from the first one. Stops after `idle` seconds without
+        a new match (None: never; the caller stops it by closing the generator).
+
+        "Becomes available" is a put (or a confirmed put, a committed transactional put, a
+        move in) — a new seq beyond the highest seen — or a message that was in flight at the
+        last look going back to the queue (undo, unlock, lapsed lease, aborted transaction):
+        those seqs are remembered from one look to the next, so memory is bounded by the
+        queue's messages in flight, not its depth. A message that leaves and comes back
+        between two looks is not yielded again. Sleeps on the store's wake-up (store/notify.py)
+        between looks, re-looking at least every second like a waiting get."""
+        if idle is not None and (not is_seconds(idle) or idle < 0):
+            raise InvalidArgument(_not_seconds(idle, "idle") + " (None follows until closed)")
+        f = Filter(where=where)
+        high = 0 if from_start else None  # highest seq looked at; None: take it from the first look
+        pending: set[tuple[int, int]] = set()  # (7-priority, seq) in flight at the last look
+        qid = 0
+
+        def look(t: Txn) -> list[Message]:
+            nonlocal high, pending, qid
+            q = t.queue(queue)
+            qid = q.qid
+            start = high
+            new_high = t.counters.seq if high is None else high
+            found: list[Message] = []
+            if start is not None:
+                for p in range(MAX_PRIORITY, -1, -1):
+                    begin = keys.pos_key(q.qid, p, start + 1)
+                    for _, raw in t.positions(keys.priority_prefix(q.qid, p), begin):
+                        m = decode(raw, q.name)
+                        new_high = max(new_high, m.seq)
+                        if f.matches(m, t.now):
+                            found.append(m)
+                for p7, seq in pending:
+                    m = t.available_at(q, p7, seq)
+                    if m is not None and f.matches(m, t.now):
+                        found.append(m)
+            in_flight = t.in_flight_places(q)
+            new_high = max([new_high, *(seq for _, seq in in_flight)])
+            pending = {place for place in in_flight if start is None or place[1] <= new_high}
+            high = new_high
+            found.sort(key=lambda m: (7 - m.priority, m.seq))
+            return found
+
+        deadline = None if idle is None else time.monotonic() + idle
+        first = self._read(look)
+        if first:
+            yield first
+        waiter: Waiter | None = None
+        try:
+            try:  # registered before the next look: no lost wake-up
+                waiter = Waiter(self.path, qid)
+            except OSError as exc:
+                raise StoreUnavailable(
+                    f"cannot follow queue {queue!r} in the store at {self.path}: {exc.strerror or exc} "
+                    f"({self.path / WAIT_DIR} must be a directory this user may write)") from None
+            while True:
+                found = self._read(look)
+                if found:
+                    yield found
+                    deadline = None if idle is None else time.monotonic() + idle
+                    continue
+                remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                waiter.wait(min(remaining, _WAIT_SLICE))
+        finally:
+            if waiter is not None:
+                waiter.close()
 
     def browse_lock(self, queue: str, *, msg_id: str | None = None, unique_id: str | None = None,
                     correl_id: str | None = None,

@@ -716,6 +716,20 @@ class Txn:
             out.append(m)
         return out
 
+    def in_flight_places(self, q: QueueInfo) -> set[tuple[int, int]]:
+        """(7-priority, seq) of every message of the queue that is not available (held by an
+        id, a transaction, or in place by a process), from the indexes alone."""
+        held = self._held_seqs(q.qid)
+        held.update((p7, seq) for seq, (p7, _) in self.placed(q.qid).items())
+        return held
+
+    def available_at(self, q: QueueInfo, p7: int, seq: int) -> Message | None:
+        """The message at a place of the position list if it is available there now."""
+        if seq in self.placed(q.qid):
+            return None
+        raw = self.lt.get(_pack_pos(keys.POS, q.qid, p7, seq), db=self.pos_db)
+        return None if raw is None else decode(raw, q.name)
+
     def count_available(self, qid: int) -> int:
         cur = self.lt.cursor(db=self.pos_db)
         prefix = keys.queue_prefix(qid)
