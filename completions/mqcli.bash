@@ -7,7 +7,7 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import consume batch health listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import redrive consume batch health listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
@@ -31,8 +31,8 @@ _mqcli_options()
         "sweep") REPLY="--dry-run --store -o --output -q --quiet -h --help" ;;
         "stats") REPLY="--watch --interval --prometheus --textfile --store -o --output -q --quiet -h --help" ;;
         "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --express --no-dead-letter --trace --report-queue --confirm-id --lease --tx -n --count --jsonl --new-ids --lines --store -o --output -q --quiet -h --help" ;;
-        "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --all --confirm-id --lock-id --lease --tx --delimiter --store -o --output -q --quiet -h --help" ;;
-        "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --state --lock --lock-id --lease --delimiter --store -o --output -q --quiet -h --help" ;;
+        "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --all --confirm-id --lock-id --lease --tx -f --follow --idle --delimiter --store -o --output -q --quiet -h --help" ;;
+        "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --count --state --lock --lock-id --lease -f --follow --idle --from-start --delimiter --store -o --output -q --quiet -h --help" ;;
         "unlock") REPLY="--lock-id --store -o --output -q --quiet -h --help" ;;
         "confirm") REPLY="--confirm-id --store -o --output -q --quiet -h --help" ;;
         "undo") REPLY="--confirm-id --lock-id --older-than --all --store -o --output -q --quiet -h --help" ;;
@@ -41,6 +41,7 @@ _mqcli_options()
         "inflight") REPLY="--store -o --output -q --quiet -h --help" ;;
         "export") REPLY="--to --format --store -o --output -q --quiet -h --help" ;;
         "import") REPLY="--queue --new-ids --store -o --output -q --quiet -h --help" ;;
+        "redrive") REPLY="--to --where --dry-run --store -o --output -q --quiet -h --help" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output -q --quiet -h --help" ;;
         "batch") REPLY="-k --keep-going --store -o --output -q --quiet -h --help" ;;
         "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output -q --quiet -h --help" ;;
@@ -95,8 +96,8 @@ _mqcli_value_options()
         "sweep") REPLY="--store -o --output" ;;
         "stats") REPLY="--interval --textfile --store -o --output" ;;
         "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --report-queue --confirm-id --lease --tx -n --count --jsonl --lines --store -o --output" ;;
-        "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --confirm-id --lock-id --lease --tx --delimiter --store -o --output" ;;
-        "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --state --lock-id --lease --delimiter --store -o --output" ;;
+        "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --confirm-id --lock-id --lease --tx --idle --delimiter --store -o --output" ;;
+        "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --count --state --lock-id --lease --idle --delimiter --store -o --output" ;;
         "unlock") REPLY="--lock-id --store -o --output" ;;
         "confirm") REPLY="--confirm-id --store -o --output" ;;
         "undo") REPLY="--confirm-id --lock-id --older-than --store -o --output" ;;
@@ -105,6 +106,7 @@ _mqcli_value_options()
         "inflight") REPLY="--store -o --output" ;;
         "export") REPLY="--to --format --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
+        "redrive") REPLY="--to --where --store -o --output" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output" ;;
         "batch") REPLY="--store -o --output" ;;
         "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output" ;;
@@ -144,7 +146,7 @@ _mqcli_value_options()
 _mqcli_option_value()
 {
     case "$1:$2" in
-        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|*:--to|*:--key-file|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
+        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body" -- "$3")) ;;
         *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
         "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;

@@ -56,6 +56,7 @@ def _register() -> None:
     app.add_typer(queue.app, name="queue")
     message.register(app)
     transfer.register(app)
+    from .commands import deadletter; deadletter.register(app)  # redrive
     app.add_typer(tx.app, name="tx")
     app.add_typer(trace.app, name="trace")
     from .commands import link, outgoing

@@ -263,12 +263,22 @@ def _text_message(m: Message, index: int | None = None) -> str:
     fields = [f"msg_id={m.msg_id}", f"priority={m.priority}", f"size={m.size}"]
     if m.state != "available":
         fields.append(f"state={m.state}")
-    for name in ("correl_id", "label", "confirm_id", "lock_id", "tx", "dead_letter_reason"):
+    for name in ("correl_id", "label", "confirm_id", "lock_id", "tx"):
         value = getattr(m, name)
         if value:
             fields.append(f"{name}={value}")
-    if m.props:
-        fields.append("props=" + ",".join(f"{k}={v}" for k, v in m.props.items()))
+    props = m.props
+    if m.dead_letter_reason is not None:
+        from store.deadletters import DEAD_LETTER_TIME, dead_letter_status
+
+        # a dead letter says why (with its MQ status), from where and when, up front
+        fields.append(f"dead_letter_reason={m.dead_letter_reason!r}")
+        fields.append(f"status={dead_letter_status(m.dead_letter_reason)}")
+        fields.append(f"original_queue={m.original_queue or '-'}")
+        fields.append(f"dead_lettered={props.get(DEAD_LETTER_TIME, '-')}")
+        props = {k: v for k, v in props.items() if k != DEAD_LETTER_TIME}
+    if props:
+        fields.append("props=" + ",".join(f"{k}={v}" for k, v in props.items()))
     return f"{head}{' '.join(fields)}\n{_body_text(m.body)}\n"
 
 

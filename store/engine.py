@@ -25,7 +25,7 @@ from .environment import (
     prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
 )
 from .errors import (
-    AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
+    AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
     StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
 )
 from .filters import Filter
@@ -39,10 +39,10 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PRIORITY, GET_UNCONFIRMED,
-    LOCKED_BROWSE, MAX_BODY_BYTES, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
+    LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
     validate_fields,
 )
-from . import holders, ids, outgoing, reports, transactions
+from . import deadletters, holders, ids, outgoing, reports, transactions
 from .transactions import TxInfo
 from .txn import MAINTENANCE_BATCH, Txn, new_guid
 
@@ -932,6 +932,80 @@ class Store(Forwarding):
             return _first(source, limit)
         return self._read(read)
 
+    def follow(self, queue: str, *, where: str | None = None, from_start: bool = False,
+               idle: float | None = None) -> Iterator[list[Message]]:
+        """Browse a queue as messages become available, without taking them: yields each
+        look's new matches in queue order, each batch read in its own read transaction and
+        yielded with none open. From now (the messages available at the start are not
+        yielded), or with `from_start` from the first one. Stops after `idle` seconds without
+        a new match (None: never; the caller stops it by closing the generator).
+
+        "Becomes available" is a put (or a confirmed put, a committed transactional put, a
+        move in) — a new seq beyond the highest seen — or a message that was in flight at the
+        last look going back to the queue (undo, unlock, lapsed lease, aborted transaction):
+        those seqs are remembered from one look to the next, so memory is bounded by the
+        queue's messages in flight, not its depth. A message that leaves and comes back
+        between two looks is not yielded again. Sleeps on the store's wake-up (store/notify.py)
+        between looks, re-looking at least every second like a waiting get."""
+        if idle is not None and (not is_seconds(idle) or idle < 0):
+            raise InvalidArgument(_not_seconds(idle, "idle") + " (None follows until closed)")
+        f = Filter(where=where)
+        high = 0 if from_start else None  # highest seq looked at; None: take it from the first look
+        pending: set[tuple[int, int]] = set()  # (7-priority, seq) in flight at the last look
+        qid = 0
+
+        def look(t: Txn) -> list[Message]:
+            nonlocal high, pending, qid
+            q = t.queue(queue)
+            qid = q.qid
+            start = high
+            new_high = t.counters.seq if high is None else high
+            found: list[Message] = []
+            if start is not None:
+                for p in range(MAX_PRIORITY, -1, -1):
+                    begin = keys.pos_key(q.qid, p, start + 1)
+                    for _, raw in t.positions(keys.priority_prefix(q.qid, p), begin):
+                        m = decode(raw, q.name)
+                        new_high = max(new_high, m.seq)
+                        if f.matches(m, t.now):
+                            found.append(m)
+                for p7, seq in pending:
+                    m = t.available_at(q, p7, seq)
+                    if m is not None and f.matches(m, t.now):
+                        found.append(m)
+            in_flight = t.in_flight_places(q)
+            new_high = max([new_high, *(seq for _, seq in in_flight)])
+            pending = {place for place in in_flight if start is None or place[1] <= new_high}
+            high = new_high
+            found.sort(key=lambda m: (7 - m.priority, m.seq))
+            return found
+
+        deadline = None if idle is None else time.monotonic() + idle
+        first = self._read(look)
+        if first:
+            yield first
+        waiter: Waiter | None = None
+        try:
+            try:  # registered before the next look: no lost wake-up
+                waiter = Waiter(self.path, qid)
+            except OSError as exc:
+                raise StoreUnavailable(
+                    f"cannot follow queue {queue!r} in the store at {self.path}: {exc.strerror or exc} "
+                    f"({self.path / WAIT_DIR} must be a directory this user may write)") from None
+            while True:
+                found = self._read(look)
+                if found:
+                    yield found
+                    deadline = None if idle is None else time.monotonic() + idle
+                    continue
+                remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                waiter.wait(min(remaining, _WAIT_SLICE))
+        finally:
+            if waiter is not None:
+                waiter.close()
+
     def browse_lock(self, queue: str, *, msg_id: str | None = None, unique_id: str | None = None,
                     correl_id: str | None = None,
                     lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
@@ -1123,6 +1197,67 @@ class Store(Forwarding):
             yield moved
             if f.exact:
                 return
+
+    def redrive(self, dlq: str = DEAD_LETTER, *, to: str | None = None, where: str | None = None,
+                dry_run: bool = False, batch: int = 1000) -> deadletters.Redriven:
+        """Move the available dead letters of `dlq` back to their original queues (or all to
+        `to`), fresh (backouts 0, no reason, original queue or dead-letter time), in queue
+        order, one commit per batch: a batch is atomic, and a quota in a destination stops the
+        redrive with that batch undone (QueueQuotaExceeded). A dead letter whose original queue
+        no longer exists (or that names none) stays where it is and is counted in `stayed`.
+        With `dry_run` nothing changes: the counts say what would move."""
+        if not isinstance(dlq, str) or (to is not None and not isinstance(to, str)):
+            raise InvalidArgument("dlq and to must be queue names (str)")
+        _check_count(batch, "batch")
+        f = Filter(where=where)
+        result = deadletters.Redriven(dry_run=dry_run)
+        after: tuple[int, int] | None = None  # the last place looked at: what stays is not read again
+
+        def one(t: Txn) -> tuple[dict[str, int], dict[str | None, int], tuple[int, int] | None]:
+            src = t.queue(dlq)
+            if src.name not in _DEAD_LETTER_QUEUES:
+                raise InvalidArgument(f"{src.name!r} is not a dead-letter queue ({' or '.join(_DEAD_LETTER_QUEUES)})")
+            target = None if to is None else t.queue(to)
+            if target is not None and target.name in _DEAD_LETTER_QUEUES:
+                raise InvalidArgument(f"redrive moves dead letters out of the dead-letter queues, not into {target.name!r}")
+            by_dest: dict[str, tuple[QueueInfo, list[Message]]] = {}
+            stayed: dict[str | None, int] = {}
+            last, looked = after, 0
+            for m in t.candidates(src, f):
+                place = (7 - m.priority, m.seq)
+                if after is not None and place <= after:
+                    continue
+                if not dry_run and looked >= batch:
+                    break
+                looked += 1
+                last = place
+                dst = target
+                if dst is None and m.original_queue is not None:
+                    try:
+                        dst = t.queue(m.original_queue)
+                    except QueueNotAvailable:
+                        dst = None
+                    if dst is not None and dst.name in _DEAD_LETTER_QUEUES:
+                        dst = None  # no way out of the dead-letter queues by their own record
+                if dst is None:
+                    stayed[m.original_queue] = stayed.get(m.original_queue, 0) + 1
+                    continue
+                by_dest.setdefault(dst.name, (dst, []))[1].append(m)
+            if not dry_run:
+                for dst, found in by_dest.values():
+                    t.remove_many(found)
+                    t.enqueue(dst, [deadletters.fresh(m) for m in found])
+            return {name: len(found) for name, (_, found) in by_dest.items()}, stayed, last if looked else None
+
+        while True:
+            moved, stayed, last = self._read(one) if dry_run else self._write(one)
+            for name, n in moved.items():
+                result.moved[name] = result.moved.get(name, 0) + n
+            for original, n in stayed.items():
+                result.stayed[original] = result.stayed.get(original, 0) + n
+            if last is None or dry_run:
+                return result
+            after = last
 
     def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> int:
         """Operators' undo (SPEC §6 `undo --older-than/--all`): every in-flight message of the
@@ -1352,7 +1487,7 @@ def _states(states: str | Iterable[str] | None) -> set[str]:
 def _moved(m: Message, fresh: bool) -> Message:
     """The copy of `m` that a move enqueues in its target; `fresh` out of a dead-letter queue."""
     if fresh:
-        return replace(m, props=dict(m.props), backouts=0, dead_letter_reason=None, original_queue=None)
+        return deadletters.fresh(m)
     return replace(m, props=dict(m.props))
 
 

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import formatnames, holders, keys, reports
+from . import deadletters
 from .errors import BadData, InvalidArgument, QueueNotAvailable, StoreError
 from .queues import QueueInfo, dead_letter_queue, queue_key
 from .records import (
@@ -479,7 +480,7 @@ def _dead_letter(t: Txn, m: Message, queue: str, reason: str, transactional: boo
     if undelivered is not None:
         undelivered[reason] = undelivered.get(reason, 0) + 1
     if m.dead_letter:
-        moved = replace(m, expires=None, dead_letter_reason=reason, original_queue=queue)
+        moved = deadletters.dead_lettered(m, reason, queue, t.now, expires=None)
         t.enqueue(t.queue(dead_letter_queue(transactional)), [moved], check=False)
 
 

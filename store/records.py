@@ -233,7 +233,10 @@ class Message:
             d["tx"] = self.tx
             d["lease_expires"] = None if self.lease_expires is None else iso_time(self.lease_expires)
         if self.dead_letter_reason is not None:
+            from .deadletters import dead_letter_status  # derived from the reason, not stored
+
             d["dead_letter_reason"] = self.dead_letter_reason
+            d["dead_letter_status"] = dead_letter_status(self.dead_letter_reason)
             d["original_queue"] = self.original_queue
         return d
 

@@ -28,6 +28,7 @@ from .errors import (
     QueueQuotaExceeded,
     MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled,
 )
+from .deadletters import dead_lettered
 from .keys import U32, U64
 from .queue_counters import QueueCounters
 from .queues import (
@@ -644,10 +645,8 @@ class Txn:
             return None
         self.count_dead_letter(m.qid, reason)
         dlq = self.queue(dead_letter_queue(self.queue(m.queue).transactional))
-        moved = replace(
-            m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, lease_expires=None,
-            since=None, expires=None, dead_letter_reason=reason, original_queue=m.queue,
-        )
+        moved = dead_lettered(m, reason, m.queue, self.now, state=AVAILABLE, confirm_id=None, lock_id=None,
+                              tx=None, lease_expires=None, since=None, expires=None)
         return self.enqueue(dlq, [moved], check=False)[0]
 
     def backout(self, m: Message, **changes: object) -> Message | None:
@@ -823,6 +822,20 @@ class Txn:
                 _as_held(m, in_place[1])
             out.append(m)
         return out
+
+    def in_flight_places(self, q: QueueInfo) -> set[tuple[int, int]]:
+        """(7-priority, seq) of every message of the queue that is not available (held by an
+        id, a transaction, or in place by a process), from the indexes alone."""
+        held = self._held_seqs(q.qid)
+        held.update((p7, seq) for seq, (p7, _) in self.placed(q.qid).items())
+        return held
+
+    def available_at(self, q: QueueInfo, p7: int, seq: int) -> Message | None:
+        """The message at a place of the position list if it is available there now."""
+        if seq in self.placed(q.qid):
+            return None
+        raw = self.lt.get(_pack_pos(keys.POS, q.qid, p7, seq), db=self.pos_db)
+        return None if raw is None else decode(raw, q.name)
 
     def count_available(self, qid: int) -> int:
         cur = self.lt.cursor(db=self.pos_db)

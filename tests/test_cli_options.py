@@ -113,7 +113,7 @@ def test_output_modes_of_a_listing(cli):
 def test_data_goes_to_stdout_and_diagnostics_to_stderr(cli, tmp_path):
     cli.put("q", "a")
     r = cli.ok("export")
-    assert r.jsonl()[0]["body"] == "a" and r.stderr == "exported 1 messages\n"
+    assert r.jsonl()[-1]["body"] == "a" and r.stderr == "exported 1 messages\n"
     r = cli.ok("browse", "q", "--lock")
     assert r.out.strip().isdigit() and "msg_id=" in r.stderr and "msg_id=" not in r.out
     r = cli.ok("check")

@@ -28,6 +28,11 @@ def _without(record, *keys):
     return {k: v for k, v in record.items() if k not in keys}
 
 
+def _messages(records):
+    """The message records of an export (each queue's definition record left out)."""
+    return [r for r in records if "queue_definition" not in r]
+
+
 def test_get_jsonl_piped_to_put_jsonl_reproduces_every_field_but_queue_and_lookup_id(cli):
     _fill(cli)
     cli.ok("queue", "create", "copy", "-q")
@@ -94,7 +99,7 @@ def test_export_then_import_into_a_fresh_store_reproduces_the_queues(cli, tmp_pa
     cli.ok("sweep", "-q")
     exported = cli.ok("export")
     assert exported.stderr == "exported 8 messages\n"
-    records = exported.jsonl()
+    records = _messages(exported.jsonl())
     # the traced put left its trace report in `reports`
     assert [r["queue"] for r in records] == ["dead-letter", "other"] + ["q"] * 5 + ["reports"]
     assert records[0]["dead_letter_reason"] == "expired"
@@ -105,7 +110,7 @@ def test_export_then_import_into_a_fresh_store_reproduces_the_queues(cli, tmp_pa
     assert r.json() == {"imported": 8, "skipped": 0}
     assert "created queue 'q'" in r.stderr and "created queue 'other'" in r.stderr
     assert fresh.json("import", "-", input=b"") == {"imported": 0, "skipped": 0}
-    again = fresh.ok("export").jsonl()
+    again = _messages(fresh.ok("export").jsonl())
     assert [_without(a, "lookup_id") for a in again] == [_without(r, "lookup_id") for r in records]
     assert fresh.ok("check").code == 0
     # and through a file, with --to
@@ -122,9 +127,9 @@ def test_export_selected_queues_in_queue_order(cli):
     cli.put("q", "a", "--priority", "1")
     cli.put("q", "b", "--priority", "6")
     cli.put("r", "c")
-    records = cli.ok("export", "q").jsonl()
+    records = _messages(cli.ok("export", "q").jsonl())
     assert [r["body"] for r in records] == ["b", "a"]
-    assert [r["body"] for r in cli.ok("export", "q", "r").jsonl()] == ["b", "a", "c"]
+    assert [r["body"] for r in _messages(cli.ok("export", "q", "r").jsonl())] == ["b", "a", "c"]
     cli.fails(6, "export", "nope")
 
 
@@ -132,7 +137,7 @@ def test_export_includes_in_flight_messages(cli):
     cli.put("q", "a")
     cli.put("q", "b")
     cli.ok("get", "q", "--confirm-id", "4")
-    records = cli.ok("export", "q").jsonl()
+    records = _messages(cli.ok("export", "q").jsonl())
     assert [r["state"] for r in records] == ["get-unconfirmed", "available"]
     assert records[0]["confirm_id"] == 4
 
@@ -202,7 +207,7 @@ def test_a_failed_export_leaves_the_older_file_whole_and_no_partial_file(cli, tm
     target = tmp_path / "q.jsonl"
     cli.ok("export", "q", "--to", target)
     before = target.read_bytes()
-    assert len(before.splitlines()) == 3 and target.stat().st_mode & 0o777 == 0o600
+    assert len(before.splitlines()) == 4 and target.stat().st_mode & 0o777 == 0o600  # its definition and 3 messages
     cli.fails(6, "export", "q", "nosuch", "--to", target)  # q is written first, then nosuch fails
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".part")) == []
@@ -220,7 +225,7 @@ def test_export_into_a_fifo_writes_in_place(cli, tmp_path):
     reader.start()
     cli.ok("export", "q", "--to", fifo)
     reader.join(timeout=30)
-    assert len(got[0].splitlines()) == 2
+    assert len(got[0].splitlines()) == 3  # the queue's definition and two messages
     assert stat.S_ISFIFO(fifo.stat().st_mode)  # written into, not replaced by a regular file
 
 

@@ -18,7 +18,7 @@ from ..durations import parse_duration
 from ..exits import UsageError
 from ..options import AUTO, NewConfirmOpt, NewLockOpt, OutputOpt, QuietOpt, StoreOpt, session
 from ..render import Output, age, iso, progress
-from ..signals import WritingGate, deferred
+from ..signals import Terminated, WritingGate, deferred
 
 BATCH = 1000
 
@@ -49,6 +49,8 @@ ConfirmOpt = Annotated[Optional[int], typer.Option("--confirm-id", help="Confirm
 LockOpt = Annotated[Optional[int], typer.Option("--lock-id", help="Lock id of a browse with lock.")]
 LeaseOpt = Annotated[Optional[str], typer.Option("--lease", help="Undo automatically if not confirmed within this time, e.g. 30s.")]
 TxOpt = Annotated[Optional[int], typer.Option("--tx", metavar="TX", help="Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.")]
+FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Follow the queue: messages as they become available, until --count, --idle or Ctrl-C (exit 0).")]
+IdleOpt = Annotated[Optional[str], typer.Option("--idle", metavar="DURATION", help="With --follow: stop (exit 0) after this long without a message, e.g. 30s.")]
 DelimiterOpt = Annotated[str, typer.Option("--delimiter", help="Separator after each body with -o body (escapes like \\n, \\0 allowed).")]
 
 
@@ -331,6 +333,7 @@ def get(
     all_: Annotated[bool, typer.Option("--all", help="Get every available message.")] = False,
     confirm_id: NewConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
     tx: TxOpt = None,
+    follow: FollowOpt = False, idle: IdleOpt = None,
     delimiter: DelimiterOpt = "\\n",
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
@@ -350,7 +353,15 @@ def get(
       mqcli get orders --all --where "props.region = 'eu' AND age > 10m" -o jsonl
       mqcli get orders --tx "$T" -o json > order.json
       mqcli get orders --unique-id "$(mqcli browse orders -n 1 -o json | jq -r '.[0].unique_id')"
+      mqcli get orders --follow --where "props.region = 'eu'" -o jsonl
+      mqcli get orders --follow --count 100 --idle 30s -o body
     """
+    if follow:
+        return _get_follow(ctx, queue, where=where, count=count, idle=idle, all_=all_, wait=wait,
+                           others=(msg_id, unique_id, correl_id, lookup_id, priority, confirm_id, lock_id, lease, tx),
+                           delimiter=delimiter, store=store, output=output, quiet=quiet)
+    if idle is not None:
+        raise UsageError("--idle goes with --follow")
     if count is not None and all_:
         raise UsageError("give --count or --all, not both")
     if lease is not None and confirm_id is None:
@@ -397,6 +408,55 @@ def get(
                     break  # an exact id names one message
 
 
+def _get_follow(ctx: typer.Context, queue: str, *, where: Optional[str], count: Optional[int],
+                idle: Optional[str], all_: bool, wait: str, others: tuple, delimiter: str,
+                store: Optional[Path], output: Optional[str], quiet: bool) -> None:
+    """get --follow: take messages as they come, each batch written with no write transaction
+    open (the held delivery of get_many), until --count, --idle or Ctrl-C (exit 0)."""
+    if all_ or wait != "0" or any(v is not None for v in others):
+        raise UsageError("--follow goes with --where, --count and --idle only")
+    seconds = None if idle is None else parse_duration(idle, allow_forever=False, what="idle")
+    s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
+    left = count
+    with s.open() as st, s.out.messages() as stream:
+        try:
+            while left is None or left > 0:
+                try:  # sleeps on the store's wake-up while the queue has nothing for it
+                    got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
+                                     wait=seconds, where=where, deliver=stream.extend)
+                except errors.Timeout:
+                    return  # --idle passed without a message: done
+                if left is not None:
+                    left -= len(got)
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, Terminated):
+                raise
+            # Ctrl-C is how a follow ends: what was written was removed, the rest stays
+
+
+def _browse_follow(st: Store, out: Output, queue: str, *, where: Optional[str], count: Optional[int],
+                   idle: Optional[str], from_start: bool) -> None:
+    """browse --follow: print messages as they become available, until --count, --idle or
+    Ctrl-C (exit 0); each batch is printed with no transaction open."""
+    seconds = None if idle is None else parse_duration(idle, allow_forever=False, what="idle")
+    left = count
+    batches = st.follow(queue, where=where, from_start=from_start, idle=seconds)
+    with out.messages() as stream:
+        try:
+            for found in batches:
+                if left is not None:
+                    found = found[:left]
+                    left -= len(found)
+                stream.extend(found)
+                if left is not None and left <= 0:
+                    break
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, Terminated):
+                raise
+        finally:
+            batches.close()
+
+
 def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]
     """`get(*args, deliver=...)`, the store calling `deliver` with each batch with no write
     transaction open. Ctrl-C and SIGTERM act at once while the get waits; once output has
@@ -422,14 +482,20 @@ def browse(
     queue: QueueArg,
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
     lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="At most N messages.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "--count", "-n", min=1, help="At most N messages (with --follow: stop after N).")] = None,
     state: Annotated[Optional[list[str]], typer.Option("--state", metavar="put-unconfirmed|available|locked-browse|get-unconfirmed|browse-get-unconfirmed|tx-locked|all", help="Show messages in this state (repeatable). Default: available.")] = None,
     lock: Annotated[bool, typer.Option("--lock", help="Browse with lock: lock each match and print the lock id.")] = False,
     lock_id: NewLockOpt = None, lease: LeaseOpt = None,
+    follow: FollowOpt = False, idle: IdleOpt = None,
+    from_start: Annotated[bool, typer.Option("--from-start", help="With --follow: first the messages available now, then the new ones.")] = False,
     delimiter: DelimiterOpt = "\\n",
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Show messages in queue order without taking them; --lock locks them (MQe browseWithLock).
+
+    With --follow, keep showing messages as they become available (new puts, and messages
+    undone or unlocked back to the queue), without taking them, until --count, --idle or
+    Ctrl-C (exit 0): from now, or --from-start.
 
     \b
     Examples:
@@ -437,13 +503,21 @@ def browse(
       mqcli browse orders --state all -o jsonl
       mqcli browse dead-letter --where "dead_letter_reason = 'max-backouts' AND original_queue = 'payments'"
       L=$(mqcli browse orders --lock --limit 5 --lease 1m) && mqcli get orders --lock-id "$L"
+      mqcli browse orders --follow --where "priority > 4"
+      mqcli browse orders --follow --from-start --idle 10s -o jsonl
     """
     s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
                    priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):
         raise UsageError("--lock-id and --lease go with --lock")
+    if not follow and (idle is not None or from_start):
+        raise UsageError("--idle and --from-start go with --follow")
+    if follow and (lock or state or any(v is not None for k, v in filters.items() if k != "where")):
+        raise UsageError("--follow goes with --where, --count, --idle and --from-start only")
     with s.open() as st:
+        if follow:
+            return _browse_follow(st, s.out, queue, where=where, count=limit, idle=idle, from_start=from_start)
         if lock:
             if state:
                 raise UsageError("--state does not go with --lock (only available messages are locked)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -54,14 +55,26 @@ def export(
     s.out.note(f"exported {count} messages" + (f" to {to}" if to else ""))
 
 
+DEFINITION = "queue_definition"  # the key of a queue's definition record in a JSONL dump
+_DEFINED = ("label", "quota", "transactional", "journal", "max_backouts")
+
+
 def _write_jsonl(st, queues: Optional[list[str]], sink) -> int:
     count = 0
+    infos = st.list_queues() if queues is None else [st.queue_info(name) for name in queues]
     try:
         with progress("export") as bar:
-            for m in st.export_messages(queues):
-                write_all(sink, json_line(m.to_dict()) + b"\n")
-                count += 1
-                bar.advance()
+            for q in infos:
+                # a queue's definition goes first, so that an import makes the queue as it was
+                # (a restored queue without its max-backouts would cycle its poison messages);
+                # system, journal and outgoing queues are made by the importing store itself
+                if not q.system and q.outgoing is None and not q.name.casefold().endswith(";journal"):
+                    definition = {"name": q.name, **{k: getattr(q, k) for k in _DEFINED}}
+                    write_all(sink, json_line({DEFINITION: definition}) + b"\n")
+                for m in st.export_messages([q.name]):
+                    write_all(sink, json_line(m.to_dict()) + b"\n")
+                    count += 1
+                    bar.advance()
         sink.flush()
     except BrokenPipeError:  # `mqcli export q | head`: exit 141, as for get
         raise OutputClosed() from None
@@ -105,8 +118,9 @@ def import_(
     s = session(ctx, store, output, quiet)
     stream = _open_input(source)
     if stream.seekable():
-        for number, m in read_records(stream):  # validation pass: nothing is stored if a line is bad
-            _target(number, m, queue)
+        for number, m in _records(stream):  # validation pass: nothing is stored if a line is bad
+            if isinstance(m, Message):
+                _target(number, m, queue)
         stream.seek(0)
     imported = skipped = 0
     with s.open() as st:
@@ -128,7 +142,12 @@ def import_(
 
         try:
             with progress("import") as bar:
-                for number, m in read_records(stream):
+                for number, m in _records(stream):
+                    if not isinstance(m, Message):
+                        if queue is None:  # with --queue the records' own queues are not made
+                            flush()
+                            _define(st, s, number, m, known)
+                        continue
                     name = _target(number, m, queue)
                     if name != target or len(pending) >= BATCH:
                         flush()
@@ -143,6 +162,62 @@ def import_(
     if stream is not sys.stdin.buffer:
         stream.close()
     s.out.document({"imported": imported, "skipped": skipped})
+
+
+def _records(stream) -> Iterator[tuple[int, Message | dict]]:
+    """(line number, message or queue definition) for each line of a dump; a dump written
+    before definitions were exported has messages only, and imports as it always did."""
+    for number, m in read_records(_messages_only(stream, definitions := [])):
+        while definitions and definitions[0][0] < number:
+            yield definitions.pop(0)
+        yield number, m
+    yield from definitions
+
+
+def _messages_only(stream, definitions: list[tuple[int, dict]]) -> Iterator[bytes]:
+    """The lines of `stream`, with each definition record blanked (kept in `definitions`):
+    read_records skips blank lines, so line numbers stay those of the file."""
+    from .. import jsonl
+
+    for number, line in enumerate(stream, 1):
+        if line.startswith(b'{"' + DEFINITION.encode() + b'"'):
+            try:
+                record = jsonl.loads(line)
+            except ValueError as exc:
+                raise errors.BadData(f"line {number}: not JSON: {exc}") from None
+            definitions.append((number, _definition(number, record)))
+            yield b"\n"
+        else:
+            yield line
+
+
+def _definition(number: int, record: object) -> dict:
+    definition = record.get(DEFINITION) if isinstance(record, dict) and len(record) == 1 else None
+    if not isinstance(definition, dict) or not isinstance(definition.get("name"), str):
+        raise errors.BadData(f"line {number}: a {DEFINITION} record is {{\"{DEFINITION}\": {{\"name\": ..., ...}}}}")
+    unknown = set(definition) - {"name", *_DEFINED}
+    if unknown:
+        raise errors.BadData(f"line {number}: {DEFINITION} has an unknown field {sorted(unknown)[0]!r}")
+    kinds = {"label": str, "quota": int, "transactional": bool, "journal": bool, "max_backouts": int}
+    for key, kind in kinds.items():
+        if key in definition and type(definition[key]) is not kind:
+            raise errors.BadData(f"line {number}: {DEFINITION} field {key!r} has the wrong type: {definition[key]!r}")
+    return definition
+
+
+def _define(st, s: Session, number: int, definition: dict, known: set[str]) -> None:
+    """Make a missing queue from its definition; leave an existing one as it is, and say so."""
+    name = definition["name"]
+    attrs = {k: v for k, v in definition.items() if k != "name"}
+    try:
+        st.create_queue(name, **attrs)
+    except errors.QueueExists:
+        s.out.note(f"queue {name!r} exists: left as it is (its definition in the dump is not applied)")
+        return
+    except errors.InvalidArgument as exc:
+        raise errors.BadData(f"line {number}: {exc.message}") from None
+    known.add(name.casefold())
+    s.out.note(f"created queue {name!r} from its definition")
 
 
 def _target(number: int, m: Message, queue: Optional[str]) -> str:

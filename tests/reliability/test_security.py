@@ -171,7 +171,7 @@ def test_data_built_to_run_code_is_stored_and_printed_back_verbatim(cli, tmp_pat
     assert r.code == 0, r
     msg_id = r.json()["msg_id"]
     exported = cli.subprocess("export", "q")
-    record = json.loads(exported.stdout)
+    record = json.loads(exported.stdout.splitlines()[-1])  # after the queue's definition record
     assert base64.b64decode(record["body_b64"]) == payload
     assert (record["label"], record["correl_id"], record["props"]) == (code, shell, {"k": code})
 

@@ -1,0 +1,78 @@
+"""Dead letters: why a message was dead-lettered, as an MQ status, and re-driving them.
+
+A dead letter carries three things: its reason (`dead_letter_reason`), the queue it was
+dead-lettered from (`original_queue`) and when, in the reserved property
+`mqcli.dead_letter_time` (ISO-8601 UTC), like a journal copy's `mqcli.journal_time`. A
+property rather than a new record field: records written before it stay valid as they are
+(no format version to bump, store/records.py), the time travels through export and import
+with the other properties, and a selector can name it (`props."mqcli.dead_letter_time"`).
+Older dead letters simply lack it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .errors import MessageExpired, QueueNotAvailable, QueueQuotaExceeded
+from .queues import DEAD_LETTER, DEAD_LETTER_TX
+from .records import Message, iso_time
+
+DEAD_LETTER_TIME = "mqcli.dead_letter_time"
+DEAD_LETTER_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
+
+# MSMQ's class for a message that the receiving application rejected (mq.h
+# MQMSG_CLASS_NACK_RECEIVE_REJECTED): MSMQ's own answer to a poison message, which has no
+# MQ_ERROR_* status of its own.
+POISON_STATUS = "MQMSG_CLASS_NACK_RECEIVE_REJECTED"
+
+
+def dead_letter_status(reason: str | None) -> str | None:
+    """The MQ status a dead-letter reason stands for (None for a message that is no dead
+    letter). The reasons are the ones this store writes: `expired` and `expired in transit`
+    (the time to be received passed: MQ_ERROR_MESSAGE_TIMED_OUT), `max-backouts` (a poison
+    message), `queue quota exceeded (N bytes)` and `destination not available: Q` (an
+    arrival that could not be enqueued, docs/protocol.md). Anything else is MQ_ERROR."""
+    if reason is None:
+        return None
+    if reason.startswith("expired"):
+        return MessageExpired.status
+    if reason == "max-backouts":
+        return POISON_STATUS
+    if reason.startswith("queue quota exceeded"):
+        return QueueQuotaExceeded.status
+    if reason.startswith("destination not available"):
+        return QueueNotAvailable.status
+    return "MQ_ERROR"
+
+
+def dead_lettered(m: Message, reason: str, original_queue: str, now: int, **changes: object) -> Message:
+    """The copy of `m` that a dead-letter queue keeps: its reason, original queue and time."""
+    return replace(m, dead_letter_reason=reason, original_queue=original_queue,  # type: ignore[arg-type]
+                   props={**m.props, DEAD_LETTER_TIME: iso_time(now)}, **changes)
+
+
+def fresh(m: Message) -> Message:
+    """A message moved out of a dead-letter queue starts fresh: backouts 0, no reason, no
+    original queue, no dead-letter time. Kept, its backouts would send it straight back at
+    the next undo when they had reached max-backouts."""
+    props = dict(m.props)
+    props.pop(DEAD_LETTER_TIME, None)
+    return replace(m, props=props, backouts=0, dead_letter_reason=None, original_queue=None)
+
+
+@dataclass(slots=True)
+class Redriven:
+    """What a redrive did (or, dry, would do): messages per destination queue, and the
+    messages that stayed, per original queue that no longer exists (None: the message names
+    no original queue)."""
+
+    moved: dict[str, int] = field(default_factory=dict)
+    stayed: dict[str | None, int] = field(default_factory=dict)
+    dry_run: bool = False
+
+    @property
+    def total(self) -> int:
+        return sum(self.moved.values())
+
+
+__all__ = ["DEAD_LETTER_TIME", "Redriven", "dead_letter_status", "dead_lettered", "fresh"]
