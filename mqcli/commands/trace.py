@@ -17,7 +17,7 @@ from store import reports, trace
 from store.errors import MessageNotFound
 
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..render import iso
 
 EXAMPLE_LABEL = "1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26"
@@ -139,9 +139,24 @@ def route(
     s = session(ctx, store, output, quiet)
     with s.open() as st:
         messages = st.browse(report_queue, correl_id=msg_id)
-    steps = _shown(reports.route([reports.describe(m) for m in messages if m.report]), text=False)
+    _print_route(s, [reports.describe(m) for m in messages if m.report], msg_id, report_queue)
+
+
+def _print_route(s: Session, rows: list[dict], msg_id: str, where: str) -> None:
+    """The route table; conflict reports (a hop's copies for its own report queue) are no
+    step of it: they are counted in a note, and a queue of conflict reports alone says where
+    the reports went."""
+    conflicts = sum(1 for r in rows if r.get("event") == trace.CONFLICT)
+    steps = _shown(reports.route(rows), text=False)
     if not steps:
-        raise MessageNotFound(f"no trace report of message {msg_id!r} in {report_queue!r}")
+        if conflicts:
+            raise MessageNotFound(
+                f"{where!r} holds only {conflicts} conflict report(s) of message {msg_id!r}: copies this "
+                "queue manager kept because the message names another report queue; trace that one")
+        raise MessageNotFound(f"no trace report of message {msg_id!r} in {where!r}")
+    if conflicts:
+        s.out.note(f"{conflicts} conflict report(s) of {msg_id} in {where} (copies for a queue manager's "
+                   "own report queue) are not steps of the route")
     for r in steps:
         us = r["since_previous_us"]
         r["since_previous"] = "" if us is None else f"+{int(us) / 1000:.3f} ms"
