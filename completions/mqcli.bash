@@ -49,7 +49,7 @@ _mqcli_options()
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
-        "qmgr set") REPLY="--quota --throttle --no-throttle --name --max-message-size --store -o --output -q --quiet -h --help" ;;
+        "qmgr set") REPLY="--quota --throttle --no-throttle --name --max-message-size --report-queue --store -o --output -q --quiet -h --help" ;;
         "queue") REPLY="-h --help" ;;
         "queue create") REPLY="--label --quota --transactional --journal --no-journal --max-backouts --store -o --output -q --quiet -h --help" ;;
         "queue list") REPLY="--store -o --output -q --quiet -h --help" ;;
@@ -66,7 +66,7 @@ _mqcli_options()
         "trace") REPLY="-h --help" ;;
         "trace decode") REPLY="--body --strict --store -o --output -q --quiet -h --help" ;;
         "trace show") REPLY="-n --limit --store -o --output -q --quiet -h --help" ;;
-        "trace route") REPLY="-r --report-queue --store -o --output -q --quiet -h --help" ;;
+        "trace route") REPLY="-r --report-queue --reports --store -o --output -q --quiet -h --help" ;;
         "link") REPLY="-h --help" ;;
         "link add") REPLY="--key-file --store -o --output -q --quiet -h --help" ;;
         "link list") REPLY="--store -o --output -q --quiet -h --help" ;;
@@ -79,7 +79,7 @@ _mqcli_options()
         "outgoing resume") REPLY="--store -o --output -q --quiet -h --help" ;;
         "analyze") REPLY="-h --help" ;;
         "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
-        "analyze routes") REPLY="--parquet --queue --limit --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
+        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -113,7 +113,7 @@ _mqcli_value_options()
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
-        "qmgr set") REPLY="--quota --name --max-message-size --store -o --output" ;;
+        "qmgr set") REPLY="--quota --name --max-message-size --report-queue --store -o --output" ;;
         "queue create") REPLY="--label --quota --max-backouts --store -o --output" ;;
         "queue list") REPLY="--store -o --output" ;;
         "queue show") REPLY="--store -o --output" ;;
@@ -127,7 +127,7 @@ _mqcli_value_options()
         "tx show") REPLY="--store -o --output" ;;
         "trace decode") REPLY="--store -o --output" ;;
         "trace show") REPLY="-n --limit --store -o --output" ;;
-        "trace route") REPLY="-r --report-queue --store -o --output" ;;
+        "trace route") REPLY="-r --report-queue --reports --store -o --output" ;;
         "link add") REPLY="--key-file --store -o --output" ;;
         "link list") REPLY="--store -o --output" ;;
         "link remove") REPLY="--store -o --output" ;;
@@ -137,7 +137,7 @@ _mqcli_value_options()
         "outgoing hold") REPLY="--store -o --output" ;;
         "outgoing resume") REPLY="--store -o --output" ;;
         "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output" ;;
-        "analyze routes") REPLY="--parquet --queue --limit --out --format --plot --master --store -o --output" ;;
+        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --store -o --output" ;;
         *) REPLY="" ;;
     esac
 }
@@ -146,7 +146,7 @@ _mqcli_value_options()
 _mqcli_option_value()
 {
     case "$1:$2" in
-        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
+        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body" -- "$3")) ;;
         *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
         "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;

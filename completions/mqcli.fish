@@ -77,7 +77,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'bench'
             printf '%s\n' '-m' '--messages' '--size' '--producers' '--pub' '--consumers' '--sub' '--batch' '--store' '-o' '--output'
         case 'qmgr set'
-            printf '%s\n' '--quota' '--name' '--max-message-size' '--store' '-o' '--output'
+            printf '%s\n' '--quota' '--name' '--max-message-size' '--report-queue' '--store' '-o' '--output'
         case 'queue create'
             printf '%s\n' '--label' '--quota' '--max-backouts' '--store' '-o' '--output'
         case 'queue list'
@@ -105,7 +105,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'trace show'
             printf '%s\n' '-n' '--limit' '--store' '-o' '--output'
         case 'trace route'
-            printf '%s\n' '-r' '--report-queue' '--store' '-o' '--output'
+            printf '%s\n' '-r' '--report-queue' '--reports' '--store' '-o' '--output'
         case 'link add'
             printf '%s\n' '--key-file' '--store' '-o' '--output'
         case 'link list'
@@ -125,7 +125,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'analyze health'
             printf '%s\n' '--parquet' '--queue' '--stuck-after' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
         case 'analyze routes'
-            printf '%s\n' '--parquet' '--queue' '--limit' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
+            printf '%s\n' '--parquet' '--queue' '--reports' '--limit' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
     end
 end
 
@@ -479,7 +479,7 @@ complete -c mqcli -n '__mqcli_at \'bench\'' -s q -l quiet -d 'No diagnostics on 
 complete -c mqcli -n '__mqcli_at \'bench\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli qmgr
-complete -c mqcli -n '__mqcli_at \'qmgr\'' -a 'set' -d 'Change the queue manager\'s quota, throttle, name or max message size.'
+complete -c mqcli -n '__mqcli_at \'qmgr\'' -a 'set' -d 'Change the queue manager\'s quota, throttle, name, max message size or report queue.'
 complete -c mqcli -n '__mqcli_at \'qmgr\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli qmgr set
@@ -488,6 +488,7 @@ complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l throttle -d 'Refuse every put 
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l no-throttle -d 'Refuse every put (enqueue status 2).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l name -x -d 'Queue manager name.'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l max-message-size -x -d 'Largest message body a put accepts, e.g. 16MiB (default 4MiB, like MSMQ).'
+complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l report-queue -x -d 'This queue manager\'s own report queue (a queue of this store; \'\' removes it).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -615,6 +616,7 @@ complete -c mqcli -n '__mqcli_at \'trace show\'' -s h -l help -d 'Show this mess
 
 # mqcli trace route
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s r -l report-queue -x -d 'The queue its reports went to.'
+complete -c mqcli -n '__mqcli_at \'trace route\'' -l reports -r -F -d 'Read the reports from FILE (JSONL or CSV rows of label, body, arrived) instead.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -705,6 +707,7 @@ complete -c mqcli -n '__mqcli_at \'analyze health\'' -F
 # mqcli analyze routes
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l parquet -r -F -d 'Read Parquet exports (`mqcli export --format parquet`) instead of stores.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l queue -x -d 'Only this queue (repeatable).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l reports -r -F -d 'Read reports from FILE (JSONL or CSV rows of label, body, arrived), e.g. an export of a Windows report queue, instead of stores.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l limit -x -d 'Rows shown per table in text output.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l out -r -F -d 'Also write the result datasets under DIR (each replaced if it exists).'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l format -x -a 'parquet csv json' -d 'Format of the --out datasets.'

@@ -121,6 +121,7 @@ class StoreInfo:
     map_size: int
     map_used: int
     queues: int
+    report_queue: str | None = None  # this queue manager's own report queue (qmgr set --report-queue)
 
 
 @dataclass(slots=True)
@@ -439,12 +440,19 @@ class Store(Forwarding):
                 map_size=einfo["map_size"],
                 map_used=(einfo["last_pgno"] + 1) * stat["psize"],
                 queues=t.lt.stat(self._dbs["queues"])["entries"],
+                report_queue=t.report_queue,
             )
         return self._read(read)
 
     def set_qmgr(self, *, name: str | None = None, quota: int | None = None,
-                 throttled: bool | None = None, max_message_size: int | None = None) -> StoreInfo:
+                 throttled: bool | None = None, max_message_size: int | None = None,
+                 report_queue: str | None = None) -> StoreInfo:
+        """Change the queue manager's settings; None leaves one as it is. `report_queue` names
+        a queue of this store as the queue manager's own report queue (reports.py: a hop whose
+        report queue differs from a traced message's sends it a conflict report); "" removes it."""
         validate_attrs(quota=quota)
+        if report_queue is not None and not isinstance(report_queue, str):
+            raise InvalidArgument(f"the report queue must be a str, got {type(report_queue).__name__} {report_queue!r:.40}")
         if name is not None and not isinstance(name, str):
             raise InvalidArgument(f"the queue manager name must be a str, got {type(name).__name__} {name!r:.40}")
         if throttled is not None and not isinstance(throttled, bool):
@@ -464,6 +472,13 @@ class Store(Forwarding):
                 t.set_meta_int(keys.META_THROTTLED, int(throttled))
             if max_message_size is not None:
                 t.set_meta_int(keys.META_MAX_MESSAGE_SIZE, max_message_size)
+            if report_queue == "":
+                t.lt.delete(keys.META_REPORT_QUEUE, db=self._dbs["meta"])
+            elif report_queue is not None:
+                q = t.queue(report_queue)  # QueueNotAvailable when there is no such queue here
+                if q.outgoing is not None or q.system or "=" in report_queue:
+                    raise InvalidArgument(f"the report queue must be an application queue of this store, got {report_queue!r}")
+                t.lt.put(keys.META_REPORT_QUEUE, q.name.encode(), db=self._dbs["meta"])
             t.durable = True
         self._write(change)
         return self.info()

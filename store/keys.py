@@ -80,9 +80,10 @@ META_THROTTLED = b"throttled"
 META_MAX_MESSAGE_SIZE = b"maxmsgsize"  # absent (0): records.DEFAULT_MAX_MESSAGE_SIZE
 META_INCARNATION = b"incarnation"  # the sending incarnation: id(16) st_dev(8) st_ino(8) (store/outgoing.py)
 META_BACKUP = b"backup"  # in a backup's copy only: time(8); its first send starts a new incarnation
+META_REPORT_QUEUE = b"reportq"  # the queue manager's own report queue (a queue name, UTF-8); absent: none
 META_NAMES = frozenset((META_FORMAT, META_GUID, META_NAME, META_CREATED, META_COUNTERS, META_NEXT_QID,
                         META_QUOTA, META_TX_ID, META_THROTTLED, META_MAX_MESSAGE_SIZE, META_INCARNATION,
-                        META_BACKUP))
+                        META_BACKUP, META_REPORT_QUEUE))
 
 U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")

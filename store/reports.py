@@ -25,6 +25,15 @@ received) and `mqcli.delivered` (true when this enqueue put the message into its
 rather than into an outgoing queue). A report made away from the report queue's queue manager
 goes into the outgoing queue for it and travels back like any message.
 
+A queue manager may have its own report queue (`qmgr set --report-queue`, Store.set_qmgr).
+Windows' "Specifying Multiple Report Queues": when a hop's own report queue differs from the
+one the message carries, the hop sends its report to the message's report queue and a
+conflict report, label `Report Message Conflict`, to its own. Here the conflict report's body
+is the body of the report it mirrors (message id, target queue, next hop and hop count), its
+correlation id the traced message's msg_id and its put time the report's, so it can be tied to
+the message and the event; it carries `mqcli.event` = conflict. It is made in the same commit,
+and, like any report, is dropped when its queue refuses it.
+
 Seed 001: "If the rStatus returned by the Open Queue event is not MQ_OK, the protocol MUST
 discard TraceMessage": a report queue that does not exist, or that refuses the report (quota,
 throttled), drops the report and the traced operation goes on.
@@ -41,9 +50,10 @@ from .errors import InvalidArgument, StoreError
 from .records import AVAILABLE, DEFAULT_PRIORITY, Message, guid_text
 
 if TYPE_CHECKING:
+    from .queues import QueueInfo
     from .txn import Txn
 
-ENQUEUED, SENT, RECEIVED = "enqueued", "sent", "received"
+ENQUEUED, SENT, RECEIVED, CONFLICT = "enqueued", "sent", "received", trace.CONFLICT
 EVENT_PROP, DELIVERED_PROP = "mqcli.event", "mqcli.delivered"
 #: The queue manager a traced message's report queue lives on, kept with the message so that
 #: reports made at later hops find their way back (there is no directory service).
@@ -134,11 +144,44 @@ def _emit_one(t: Txn, m: Message, event: str, delivered: bool, at: int | None = 
     )
     if q.outgoing is not None:  # bound for another queue manager: the report travels by itself
         report.report_queue = None
+    own = _own_report_queue(t, m)
     try:
         t.enqueue(q, [report])
     except StoreError:
         return 0  # refused (quota, throttled): discarded like a failed open
+    if own is not None:
+        _emit_conflict(t, own, report)
     return 1
+
+
+def _own_report_queue(t: Txn, m: Message) -> QueueInfo | None:
+    """This queue manager's own report queue when it differs from the message's (which is
+    `PUBLIC=<guid>` of a queue here once keep_report_queue has run at the origin, or a name
+    given at the put); None when there is none, it is the message's, or it is gone."""
+    name = t.report_queue
+    if name is None:
+        return None
+    try:
+        own = t.queue(name)
+    except StoreError:
+        return None  # deleted since: like a report queue that does not open, nothing is sent
+    mine = m.report_queue or ""
+    if mine == f"PUBLIC={own.guid}" or ("=" not in mine and mine.casefold() == own.name.casefold()):
+        return None
+    return own
+
+
+def _emit_conflict(t: Txn, own: QueueInfo, report: Message) -> None:
+    n, _ = t.allocate_ids(1)
+    conflict = Message(
+        report.body, own.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n,
+        put_time=report.put_time, correl_id=report.correl_id, label=trace.encode_conflict_label(), report=True,
+        express=True, dead_letter=False,
+        props={EVENT_PROP: CONFLICT, DELIVERED_PROP: report.props[DELIVERED_PROP]})
+    try:
+        t.enqueue(own, [conflict])
+    except StoreError:
+        pass  # refused (quota, throttled): discarded like any report
 
 
 def describe(m: Message) -> dict[str, object]:

@@ -119,6 +119,12 @@ class Txn:
         return self._origin
 
     @property
+    def report_queue(self) -> str | None:
+        """The queue manager's own report queue (qmgr set --report-queue), or None."""
+        raw = self.lt.get(keys.META_REPORT_QUEUE, db=self.dbs["meta"])
+        return None if raw is None else bytes(raw).decode()
+
+    @property
     def qm_name(self) -> str:
         if self._qm_name is None:
             self._qm_name = bytes(self.lt.get(keys.META_NAME, db=self.dbs["meta"]) or b"").decode()

@@ -84,7 +84,7 @@ def test_qmgr_set_store_quota_refuses_a_put_that_would_exceed_it(cli):
 def test_qmgr_set_with_nothing_to_set_is_a_usage_error(cli):
     r = cli.fails(2, "qmgr", "set")
     assert cli.error_line(r) == ("mqcli: error: nothing to set: give --quota, --throttle/--no-throttle, "
-                                 "--name or --max-message-size [USAGE]")
+                                 "--name, --max-message-size or --report-queue [USAGE]")
 
 
 def test_qmgr_set_bad_quota_is_a_usage_error(cli):
@@ -491,3 +491,12 @@ def test_queue_show_gives_both_format_names_and_they_address_the_queue(cli):
     cli.ok("put", doc["private_format_name"], "by private name", "-q")
     cli.ok("put", doc["format_name"], "by public name", "-q")
     assert [m["body"] for m in cli.json("browse", "q")] == ["by private name", "by public name"]
+
+
+def test_qmgr_set_report_queue_names_a_queue_of_this_store_and_info_shows_it(cli):
+    cli.ok("queue", "create", "rq")
+    assert cli.json("qmgr", "set", "--report-queue", "rq")["report_queue"] == "rq"
+    assert cli.json("info")["report_queue"] == "rq"
+    cli.fails(6, "qmgr", "set", "--report-queue", "nosuch")
+    assert cli.json("info")["report_queue"] == "rq"
+    assert cli.json("qmgr", "set", "--report-queue", "")["report_queue"] is None

@@ -50,7 +50,7 @@ MasterOpt = Annotated[Optional[str], typer.Option(
 
 
 def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], queues: Optional[list[str]],
-             fmt: str, plot: Optional[Path]) -> Source:
+             fmt: str, plot: Optional[Path], reports: Optional[Path] = None) -> Source:
     """Check the command line and the inputs before Spark starts."""
     from store.analytics import require
     from store.analytics.pipeline import Source
@@ -61,9 +61,15 @@ def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], 
         raise UsageError(f"--plot writes a PNG: name the file FILE.png, got {str(plot)!r}")
     if stores and parquet is not None:
         raise UsageError("give store directories or --parquet DIR, not both")
+    if reports is not None and (stores or parquet is not None or queues):
+        raise UsageError("--reports FILE is read alone: give no store directories, --parquet or --queue with it")
     require(what="analyze")
     if plot is not None:
         require(("matplotlib",), "--plot")
+    if reports is not None:
+        source = Source(reports=str(reports))
+        source.check()
+        return source
     paths = [str(p) for p in stores or []]
     if not paths and parquet is None:
         paths = [str(s.store_path)]
@@ -137,6 +143,10 @@ def routes(
     stores: StoresArg = None,
     parquet: ParquetOpt = None,
     queue: QueueOpt = None,
+    reports: Annotated[Optional[Path], typer.Option(
+        "--reports", metavar="FILE", show_default=False,
+        help="Read reports from FILE (JSONL or CSV rows of label, body, arrived), e.g. an export of a "
+             "Windows report queue, instead of stores.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Rows shown per table in text output.")] = 20,
     out: OutOpt = None, fmt: FormatOpt = "parquet", plot: PlotOpt = None, master: MasterOpt = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
@@ -147,16 +157,25 @@ def routes(
     Reports are decoded by Spark SQL (no Python UDF). Text output shows the links (p50, p95,
     p99 in ms), the incomplete routes and the loops; -o json prints every route (msg_id, hops,
     path: queue manager GUIDs in hop order, complete, loop, …). --out writes the datasets
-    `routes` and `links`; --plot draws the per-link latencies.
+    `routes` and `links`; --plot draws the per-link latencies. Conflict reports (a hop's copies
+    for its own report queue) belong to no route; the summary counts them.
+
+    --reports FILE runs the same analysis on reports no mqcli store wrote: JSON Lines or CSV
+    rows of label, body and arrived (ISO-8601 with Z or an offset), such as an export of a
+    Windows report queue (README: "Reports from a Windows report queue"). Routes are keyed by
+    their labels (qm-id:message-id), times are the arrival times, and a route is complete when
+    its last report is a `received by`. At most 256 MiB and 1,000,000 rows; a malformed row
+    exits 12 naming the row and the column.
 
     \b
     Examples:
       mqcli analyze routes /var/lib/mq/qm1 /var/lib/mq/qm2 --plot links.png
+      mqcli analyze routes --reports reports.csv -o json
       mqcli analyze routes --queue reports -o json | jq '.[] | select(.complete | not)'
       mqcli analyze routes --parquet exports/ --out results/ --format csv
     """
     s = session(ctx, store, output, quiet)
-    source = _prepare(s, stores, parquet, queue, fmt, plot)
+    source = _prepare(s, stores, parquet, queue, fmt, plot, reports)
     from pyspark.sql import functions as F
 
     from store.analytics.outputs import plot_links, to_records, write_datasets

@@ -27,7 +27,7 @@ def _info_doc(info: StoreInfo) -> dict:
         "sequential_id": info.sequential_id, "messages": info.messages, "bytes": info.bytes,
         "quota": info.quota, "throttled": info.throttled, "max_message_size": info.max_message_size,
         "queues": info.queues,
-        "map_size": info.map_size, "map_used": info.map_used,
+        "map_size": info.map_size, "map_used": info.map_used, "report_queue": info.report_queue,
     }
 
 
@@ -75,22 +75,32 @@ def qmgr_set(
     throttle: Annotated[Optional[bool], typer.Option("--throttle/--no-throttle", help="Refuse every put (enqueue status 2).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Queue manager name.")] = None,
     max_message_size: Annotated[Optional[str], typer.Option("--max-message-size", help="Largest message body a put accepts, e.g. 16MiB (default 4MiB, like MSMQ).")] = None,
+    report_queue: Annotated[Optional[str], typer.Option(
+        "--report-queue", metavar="QUEUE",
+        help="This queue manager's own report queue (a queue of this store; '' removes it).")] = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
-    """Change the queue manager's quota, throttle, name or max message size.
+    """Change the queue manager's quota, throttle, name, max message size or report queue.
+
+    With its own report queue, a queue manager that handles a traced message whose report
+    queue is another sends the report there as usual and a conflict report (label `Report
+    Message Conflict`, the same body) to its own, as Windows does with several report queues.
 
     \b
-    Example:
+    Examples:
       mqcli qmgr set --quota 10GiB --no-throttle
+      mqcli qmgr set --report-queue reports
     """
-    if quota is None and throttle is None and name is None and max_message_size is None:
-        raise UsageError("nothing to set: give --quota, --throttle/--no-throttle, --name or --max-message-size")
+    if quota is None and throttle is None and name is None and max_message_size is None and report_queue is None:
+        raise UsageError("nothing to set: give --quota, --throttle/--no-throttle, --name, --max-message-size "
+                         "or --report-queue")
     s = session(ctx, store, output, quiet)
     with s.open() as st:
         info = st.set_qmgr(name=name, quota=None if quota is None else parse_size(quota, "quota"),
                            throttled=throttle,
                            max_message_size=None if max_message_size is None
-                           else parse_size(max_message_size, "max-message-size"))
+                           else parse_size(max_message_size, "max-message-size"),
+                           report_queue=report_queue)
     s.out.document(_info_doc(info))
 
 

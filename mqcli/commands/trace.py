@@ -8,16 +8,19 @@ order; neither consumes them.
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from store import reports, trace
-from store.errors import MessageNotFound
+from store import reportfile, reports, trace
+from store.errors import BadData, MessageNotFound
+from store.records import guid_text, parse_msg_id
 
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..render import iso
 
 EXAMPLE_LABEL = "1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26"
@@ -124,24 +127,89 @@ def show(
 def route(
     ctx: typer.Context,
     msg_id: Annotated[str, typer.Argument(metavar="MSG_ID", help="The traced message's id.")],
-    report_queue: Annotated[str, typer.Option("--report-queue", "-r", help="The queue its reports went to.")],
+    report_queue: Annotated[Optional[str], typer.Option(
+        "--report-queue", "-r", show_default=False, help="The queue its reports went to.")] = None,
+    reports_file: Annotated[Optional[Path], typer.Option(
+        "--reports", metavar="FILE", show_default=False,
+        help="Read the reports from FILE (JSONL or CSV rows of label, body, arrived) instead.")] = None,
     store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Print one traced message's route hop by hop, with the time each step took.
 
     The reports are found by correlation id (each report carries the traced message's id) and
     ordered by hop, then time. Exit 4 when the report queue holds no report of that message.
+    With --reports FILE (an export of a report queue, e.g. Windows'; README: "Reports from a
+    Windows report queue") the reports are the file's rows whose label names the message:
+    MSG_ID is then GUID\\N (the label's qm-id is the GUID's first four digits, its message id
+    N's low 32 bits) or QMID:MESSAGEID as in the label; times are the rows' arrival times.
+    Malformed rows exit 12 naming the row and the column.
 
     \b
-    Example:
+    Examples:
       mqcli trace route '6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f\\42' --report-queue reports
+      mqcli trace route 1A2B:0000002A --reports reports.csv
     """
+    if (report_queue is None) == (reports_file is None):
+        raise UsageError("give --report-queue QUEUE or --reports FILE (one of them)")
     s = session(ctx, store, output, quiet)
+    if reports_file is not None:
+        _print_route(s, _file_route_rows(reports_file, msg_id), msg_id, str(reports_file))
+        return
+    assert report_queue is not None
     with s.open() as st:
         messages = st.browse(report_queue, correl_id=msg_id)
-    steps = _shown(reports.route([reports.describe(m) for m in messages if m.report]), text=False)
+    _print_route(s, [reports.describe(m) for m in messages if m.report], msg_id, report_queue)
+
+
+def _route_identity(msg_id: str) -> tuple[str, int]:
+    """(qm_id, message_id) that the labels of `msg_id`'s reports carry (store/reports.py)."""
+    m = re.fullmatch(r"([0-9A-Fa-f]{4}):([0-9A-Fa-f]{8})", msg_id)
+    if m:
+        return m[1].upper(), int(m[2], 16)
+    try:
+        origin, n = parse_msg_id(msg_id)
+    except BadData:
+        raise BadData(f"MSG_ID must be GUID\\N or QMID:MESSAGEID (as in a label, e.g. 1A2B:0000002A), "
+                         f"got {msg_id!r}") from None
+    return guid_text(origin)[:4].upper(), n & trace.MAX_MESSAGE_ID
+
+
+def _file_route_rows(path: Path, msg_id: str) -> list[dict]:
+    """The rows of a reports file that belong to `msg_id`, described as `trace show` does: the
+    decodable labels with its identity, and the conflict reports whose body names its message
+    id (a conflict label names no queue manager, so these are a guess when two origins share
+    message ids)."""
+    qm_id, message_id = _route_identity(msg_id)
+    rows: list[dict] = []
+    for r in reportfile.read(path):
+        try:
+            label = trace.decode_label(r.label)
+            body = trace.decode_body(r.body)
+        except trace.TraceFormatError:
+            continue
+        fields = reports.describe_fields(label, body)
+        mine = (fields["message_id"] == message_id and
+                (label.event == trace.CONFLICT or str(fields["qm_id"]).upper() == qm_id))
+        if mine:
+            rows.append({"report_id": None, "msg_id": msg_id, "delivered": None, "time": r.arrived, **fields})
+    return rows
+
+
+def _print_route(s: Session, rows: list[dict], msg_id: str, where: str) -> None:
+    """The route table; conflict reports (a hop's copies for its own report queue) are no
+    step of it: they are counted in a note, and a queue of conflict reports alone says where
+    the reports went."""
+    conflicts = sum(1 for r in rows if r.get("event") == trace.CONFLICT)
+    steps = _shown(reports.route(rows), text=False)
     if not steps:
-        raise MessageNotFound(f"no trace report of message {msg_id!r} in {report_queue!r}")
+        if conflicts:
+            raise MessageNotFound(
+                f"{where!r} holds only {conflicts} conflict report(s) of message {msg_id!r}: copies this "
+                "queue manager kept because the message names another report queue; trace that one")
+        raise MessageNotFound(f"no trace report of message {msg_id!r} in {where!r}")
+    if conflicts:
+        s.out.note(f"{conflicts} conflict report(s) of {msg_id} in {where} (copies for a queue manager's "
+                   "own report queue) are not steps of the route")
     for r in steps:
         us = r["since_previous_us"]
         r["since_previous"] = "" if us is None else f"+{int(us) / 1000:.3f} ms"

@@ -29,10 +29,20 @@ class Source:
     parquet: str | None = None
     queues: list[str] | None = None
     names: dict[str, str] = field(default_factory=dict)  # queue manager GUID → name
+    reports: str | None = None  # a reports file (store/reportfile.py): routes only
+    report_rows: list[Any] = field(default_factory=list)
 
     def check(self) -> None:
         """Fail before Spark starts: each store opens (read-only) and has the queues named;
-        the Parquet path exists. Learns the queue managers' names."""
+        the Parquet path exists; a reports file is read (and its rows checked). Learns the
+        queue managers' names."""
+        if self.reports is not None:
+            if self.stores or self.parquet is not None or self.queues:
+                raise InvalidArgument("a reports file is read alone: no stores, --parquet or --queue with it")
+            from ..reportfile import read
+
+            self.report_rows = read(self.reports)
+            return
         if bool(self.stores) == (self.parquet is not None):
             raise InvalidArgument("give store directories or --parquet DIR, not both")
         if self.parquet is not None:
@@ -119,6 +129,9 @@ class RoutesReport:
 
 
 def run_routes(spark: SparkSession, source: Source) -> RoutesReport:
+    if source.reports is not None:
+        result = routes_mod.routes(routes_mod.report_rows(spark, source.report_rows), decoded_rows=True)
+        return RoutesReport(summary=result.summary(), links=to_records(result.links), result=result)
     columns = list(routes_mod.MESSAGE_COLUMNS_USED)
     if source.parquet is not None:
         columns.append("props")

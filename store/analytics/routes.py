@@ -39,7 +39,9 @@ from typing import TYPE_CHECKING
 from .labels import with_body_fields, with_label_fields
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..reportfile import ReportRow
 
 EVENT_PROP = "mqcli.event"
 DELIVERED_PROP = "mqcli.delivered"
@@ -125,7 +127,22 @@ def decode_rows(reports: DataFrame) -> DataFrame:
     )
 
 
-def routes(messages: DataFrame, *, cache: bool = True) -> Routes:
+def report_rows(spark: SparkSession, rows: list[ReportRow]) -> DataFrame:
+    """Rows read from a reports file (store/reportfile.py) as decode_rows takes them: no
+    correl_id (every route is keyed by its label's identity alone), the arrival time as the
+    report's time, and no `mqcli.delivered` (delivery is read from the labels)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("label", StringType()), StructField("body", StringType()),
+                         StructField("arrived", LongType())])
+    df = spark.createDataFrame([(r.label, r.body, r.arrived) for r in rows], schema)
+    return df.select(F.lit(None).cast("string").alias("correl_id"), "label", "body",
+                     F.timestamp_micros("arrived").alias("put_time"),
+                     F.lit(None).cast("string").alias("delivered_text"))
+
+
+def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = False) -> Routes:
     """Rebuild routes and links from the reports among `messages` (see the module docstring).
 
     Built for millions of reports: the route key is two integers (the label's identity, qm-id
@@ -133,14 +150,15 @@ def routes(messages: DataFrame, *, cache: bool = True) -> Routes:
     origins whose GUIDs share their first four digits); the reports are shuffled once, by that
     key, and everything after stays inside those partitions: the hop steps are aggregated with
     fixed-width buffers (a hash aggregate, no per-row objects) and each route walked in hop
-    order by one window.
+    order by one window. With `decoded_rows`, `messages` are rows as decode_rows takes them
+    (report_rows: a reports file) rather than messages.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     label = F.col("label_fields")
     valid = label["valid"]
-    decoded = decode_reports(messages)
+    decoded = decode_rows(messages) if decoded_rows else decode_reports(messages)
     events = decoded.select(
         F.when(valid, F.conv(label["qm_id"], 16, 10).cast("long") * (1 << 32) + label["message_id"]).alias("route"),
         F.when(valid, F.xxhash64("correl_id")).alias("correl_hash"),
