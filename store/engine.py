@@ -381,6 +381,16 @@ class Store(Forwarding):
             wake(self._wait_dir, t.woke)
         return result
 
+    def _waiter(self, qid: int, what: str) -> Waiter:
+        """A registration for the wake-up of queue `qid` (store/notify.py), made before the look
+        that may find nothing, so that no wake-up between the two is lost."""
+        try:
+            return Waiter(self.path, qid)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot {what} in the store at {self.path}: {exc.strerror or exc} "
+                f"({self.path / WAIT_DIR} must be a directory this user may write)") from None
+
     def _write_failed(self, exc: lmdb.Error, what: str = "", disk: Path | None = None) -> StoreError:
         """The error for a failed write (to the store, or to `disk`): a full disk is exit 8
         like a full map (SPEC §6). LMDB reports a short write as EIO, so a full disk can also
@@ -847,12 +857,7 @@ class Store(Forwarding):
                     raise Timeout(" ".join(filter(None, ("no message", f.describe(), f"in queue {queue!r}",
                                                          f"within {wait:g}s" if wait else None))))
                 if waiter is None:
-                    try:  # registered before the next look: no lost wake-up
-                        waiter = Waiter(self.path, qid)
-                    except OSError as exc:
-                        raise StoreUnavailable(
-                            f"cannot wait for a message in the store at {self.path}: {exc.strerror or exc} "
-                            f"({self.path / WAIT_DIR} must be a directory this user may write)") from None
+                    waiter = self._waiter(qid, "wait for a message")  # before the next look: no lost wake-up
                     continue
                 waiter.wait(min(remaining, _WAIT_SLICE))
         finally:
@@ -1001,12 +1006,7 @@ class Store(Forwarding):
             yield first
         waiter: Waiter | None = None
         try:
-            try:  # registered before the next look: no lost wake-up
-                waiter = Waiter(self.path, qid)
-            except OSError as exc:
-                raise StoreUnavailable(
-                    f"cannot follow queue {queue!r} in the store at {self.path}: {exc.strerror or exc} "
-                    f"({self.path / WAIT_DIR} must be a directory this user may write)") from None
+            waiter = self._waiter(qid, f"follow queue {queue!r}")  # before the next look: no lost wake-up
             while True:
                 found = self._read(look)
                 if found:

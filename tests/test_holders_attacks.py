@@ -218,24 +218,24 @@ def test_a_live_holder_whose_file_was_deleted_keeps_its_messages(cli, spawn):
     assert len(shown) == 10 and everything(cli.store, "q") == []
 
 
-def test_a_dead_holder_whose_file_was_deleted_gives_its_messages_back(cli, spawn):
+def killed_holder_without_its_file(cli, spawn):
+    """A get that held 10 messages, SIGKILLed, its holder file deleted after."""
     fill(cli.store, 10)
     reader = stalled_get(cli, spawn, "--all")
     reader.kill()
     reader.wait(timeout=30)
     for name in os.listdir(cli.store / "holders"):
         os.unlink(cli.store / "holders" / name)
+
+
+def test_a_dead_holder_whose_file_was_deleted_gives_its_messages_back(cli, spawn):
+    killed_holder_without_its_file(cli, spawn)
     assert cli.subprocess("sweep", timeout=30).code == 0
     assert in_flight(cli.store) == [] and len(everything(cli.store, "q")) == 10
 
 
 def test_a_holder_pid_reused_by_a_later_process_is_not_taken_for_the_holder(cli, spawn):
-    fill(cli.store, 10)
-    reader = stalled_get(cli, spawn, "--all")
-    reader.kill()
-    reader.wait(timeout=30)
-    for name in os.listdir(cli.store / "holders"):
-        os.unlink(cli.store / "holders" / name)
+    killed_holder_without_its_file(cli, spawn)
     # a process started after the hold, given the dead holder's pid in its row: what a reused
     # pid looks like
     time.sleep(2.1)  # /proc/stat's boot time is in whole seconds: a start may look a second early
