@@ -125,6 +125,14 @@ def held_batches(before: Ledger, ids: list[str], marks: list[int]) -> tuple[list
     return stages, commit_marks
 
 
+def chained_batches(before: Ledger, ids: list[str], marks: list[int]) -> tuple[list[Ledger], list[int]]:
+    """A plain bulk get's commits (Store.get_batches): the first batch is held, and each
+    batch's removal is committed with the hold of the next; the last removal comes alone (or
+    with the look that finds the queue empty). A killed get's held batch goes back."""
+    stages = [moved(before, ids[:b], None) for b in [0, *marks]]
+    return stages, [0, *marks]
+
+
 # ---- the world of one scenario ----------------------------------------------------------------
 
 @dataclass
@@ -182,7 +190,8 @@ def bulk_put(w: World) -> Plan:
 
 
 def batched_get(w: World) -> Plan:
-    """`get --count N` (or `--all`): each batch is held, written out, then removed."""
+    """`get --count N` (or `--all`): each batch is held, written out, then removed with the
+    hold of the next."""
     w.refill(Q, 5000)
     ids = w.snap.available(Q)
     if w.rng.random() < 0.3:
@@ -191,7 +200,7 @@ def batched_get(w: World) -> Plan:
         ids = ids[:w.rng.randint(1500, len(ids))]
         args = ["get", Q, "--count", str(len(ids)), "-o", "jsonl"]
     before = w.snap.ledger
-    stages, marks = held_batches(before, ids, boundaries(len(ids)))
+    stages, marks = chained_batches(before, ids, boundaries(len(ids)))
     return Plan(before, [StepPlan(Step(args), stages, "before", marks)])
 
 
