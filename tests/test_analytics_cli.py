@@ -120,7 +120,7 @@ def test_spark_submit_runs_the_job(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["summary"] == {"reports": 6, "invalid_reports": 0, "routes": 2, "complete": 2, "incomplete": 0,
-                              "loops": 0}
+                              "loops": 0, "conflict_reports": 0}
     assert [(link["from_qm"], link["to_qm"], link["count"], link["p50_ms"], link["max_ms"]) for link in doc["links"]] == [
         (a, b, 2, 0.7, 1.4)]
     assert (tmp_path / "out" / "routes").is_dir() and (tmp_path / "out" / "links").is_dir()
