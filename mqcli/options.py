@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
+import click
 import typer
 
 from .render import MODES, Output
@@ -22,8 +23,13 @@ SETTINGS_KEY = "mqcli"
 
 
 def default_store_path() -> Path:
-    """$MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store, else ~/.local/share/mqcli/store."""
-    if os.environ.get("MQCLI_STORE"):
+    """$MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store, else ~/.local/share/mqcli/store. An
+    empty MQCLI_STORE is a usage error: it would name the current directory."""
+    if "MQCLI_STORE" in os.environ:
+        if not os.environ["MQCLI_STORE"]:
+            from .exits import UsageError
+
+            raise UsageError("MQCLI_STORE is empty; set it to a store directory or unset it")
         return Path(os.environ["MQCLI_STORE"])
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(data) / "mqcli" / "store"
@@ -35,10 +41,22 @@ def _check_mode(value: Optional[str]) -> Optional[str]:
     return value
 
 
+class _StorePath(click.Path):
+    """A store directory: any path but the empty one (which would be the current directory).
+    readable=False: click checks a path's readability by default, which made an unreadable
+    store a usage error (exit 2); opening it says so, exit 11 (SPEC §6)."""
+
+    def __init__(self) -> None:
+        super().__init__(readable=False, path_type=Path)
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if isinstance(value, str) and not value:
+            self.fail("an empty path is no store directory; give one, or leave --store out", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 StoreOpt = Annotated[Optional[Path], typer.Option(
-    # readable=False: Typer checks a Path option's readability by default, which made an
-    # unreadable store a usage error (exit 2); opening it says so, exit 11 (SPEC §6)
-    "--store", metavar="PATH", show_default=False, readable=False,
+    "--store", metavar="PATH", show_default=False, click_type=_StorePath(),
     help="Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).")]
 OutputOpt = Annotated[Optional[str], typer.Option(
     "--output", "-o", metavar="text|json|jsonl|body", callback=_check_mode, show_default=False,
@@ -70,6 +88,8 @@ NewLockOpt = Annotated[Optional[str], typer.Option(
     help="Lock id: a positive 63-bit integer no one holds in the queue, or auto (the default) for a fresh one.")]
 UnsafeOpt = Annotated[bool, typer.Option(
     "--allow-unsafe-permissions", help="Open a store whose directory others may write to.")]
+ForeignOpt = Annotated[bool, typer.Option(
+    "--allow-foreign-owner", help="As root, use a store owned by another user (said on stderr).")]
 
 
 @dataclass
@@ -78,6 +98,10 @@ class Settings:
     output: str = "text"
     quiet: bool = False
     allow_unsafe: bool = False
+    allow_foreign: bool = False
+
+
+_warned_foreign: set[str] = set()
 
 
 @dataclass
@@ -87,16 +111,28 @@ class Session:
     store_path: Path
     out: Output
     allow_unsafe: bool = False
+    allow_foreign: bool = False
 
-    def open(self, *, create: bool = True, name: str | None = None) -> Store:
-        """Open the store; SPEC §2 creates it on first use (0700/0600), named `name`."""
+    def open(self, *, create: bool = False, name: str | None = None) -> Store:
+        """Open the store; only `init` passes `create` (SPEC §2: a typo makes no new store)."""
         from store import Store
 
         try:
-            return Store.open(self.store_path, create=create, name=name,
-                              allow_unsafe_permissions=self.allow_unsafe)
+            st = Store.open(self.store_path, create=create, name=name,
+                            allow_unsafe_permissions=self.allow_unsafe,
+                            allow_foreign_owner=self.allow_foreign)
         except (PermissionError, NotADirectoryError, FileExistsError) as exc:
             raise unusable_store(self.store_path, exc) from None
+        self.said_foreign(st.foreign_owner)
+        return st
+
+    def said_foreign(self, owner: str | None) -> None:
+        """Say once per process (stderr, even with -q) that root uses another user's store."""
+        if owner is not None and str(self.store_path) not in _warned_foreign:
+            _warned_foreign.add(str(self.store_path))
+            self.out.err.write(f"mqcli: warning: using the store at {self.store_path}, owned by {owner} "
+                               f"(--allow-foreign-owner)\n")
+            self.out.err.flush()
 
 
 def unusable_store(path: Path, exc: OSError) -> Exception:
@@ -127,4 +163,5 @@ def session(ctx: typer.Context, store: Optional[Path] = None, output: Optional[s
         store_path=store or base.store or default_store_path(),
         out=Output(mode, quiet=quiet or base.quiet, delimiter=delimiter),
         allow_unsafe=base.allow_unsafe,
+        allow_foreign=base.allow_foreign,
     )

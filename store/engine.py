@@ -19,11 +19,12 @@ from typing import Any, Literal, TypeVar
 import lmdb
 
 from . import keys
-from .arguments import MAX_SECONDS, is_int, is_seconds, is_text
+from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .environment import (
     DEFAULT_MAP_SIZE, MARKER, check_permissions, creation_lock, discard_unfinished_data, open_environment,
-    prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
+    no_store, prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
 )
+from .ownership import check_store
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
     StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
@@ -197,6 +198,16 @@ def _remove_partial_backup(target: Path, made_dir: bool) -> None:
             pass
 
 
+def _qmgr_name(name: object) -> str:
+    """A queue manager name a caller gives: text, not blank, no control characters (it is
+    shown on one line by `info`, in trace reports and by peers)."""
+    if not isinstance(name, str):
+        raise InvalidArgument(f"the queue manager name must be a str, got {type(name).__name__} {name!r:.40}")
+    if not name.strip():
+        raise InvalidArgument("the queue manager name must not be empty")
+    return refuse_control_characters(name, "the queue manager name")
+
+
 def _mark_backup(target: Path, map_size: int, now: int) -> None:
     """Mark a backup's copy (meta `backup`): a store restored from it starts a new sending
     incarnation at its first send, as the SequentialIDs it gives next were given to messages
@@ -222,6 +233,7 @@ class Store(Forwarding):
         self._dbs = dbs
         self._clock = clock
         self._wait_dir = str(path / WAIT_DIR)
+        self.foreign_owner: str | None = None  # set by open: the owner of another user's store
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
 
@@ -230,24 +242,40 @@ class Store(Forwarding):
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, create: bool = False, name: str | None = None,
              map_size: int | None = None, allow_unsafe_permissions: bool = False,
-             clock: Callable[[], float] | None = None) -> Store:
+             allow_foreign_owner: bool = False, clock: Callable[[], float] | None = None) -> Store:
+        """Open the store in directory `path`; with `create`, make it first if there is none
+        (only `mqcli init` does: a mistyped path must not become a new, empty queue manager).
+
+        The directory and mqcli's files in it must belong to the running user (store/ownership.py);
+        root may open another user's store with `allow_foreign_owner`, and the handle's
+        `foreign_owner` then names that user. A store is only ever made in a directory of the
+        running user's."""
         if not isinstance(path, (str, os.PathLike)) or os.fspath(path) in ("", b""):
             raise InvalidArgument(f"a store path must be a non-empty path, got {path!r:.60}")
         path = Path(path)
-        if not store_exists(path) or read_marker(path).get("creating"):
+        checked = check_store(path, allow_foreign=allow_foreign_owner)  # before reading anything
+        if checked is None or not store_exists(path) or read_marker(path).get("creating"):
             if not create:
-                if store_exists(path):
+                if checked is not None and store_exists(path):
                     raise StoreUnavailable(f"the store at {path} was never finished (an interrupted "
                                            f"`mqcli init`); run `mqcli init` again")
-                raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)")
+                raise no_store(path)
             made = cls._make(path, name=name, map_size=map_size, clock=clock)
             if made is not None:
                 return made
+            checked = check_store(path, allow_foreign=allow_foreign_owner)
+            assert checked is not None  # _make made it, or found it made
         if not allow_unsafe_permissions:
             check_permissions(path)
         marker = read_marker(path)
         env, dbs = open_environment(path, max(map_size or 0, marker["map_size"]))
+        try:
+            checked.verify_unchanged()
+        except BaseException:
+            env.close()
+            raise
         store = cls(path, env, dbs, clock or time.time)
+        store.foreign_owner = checked.foreign_owner
         with env.begin() as lt:
             if lt.get(keys.META_GUID, db=dbs["meta"]) is None:  # a finished store always has one
                 env.close()
@@ -270,10 +298,16 @@ class Store(Forwarding):
         """The directory; a marker saying "creating"; the identity and the system queues in
         one commit; then the marker without "creating". Stopped anywhere (killed, a full disk)
         it leaves nothing, or a store the next call finishes; no `check`-clean store without
-        its system queues. Serialized between processes; None if a store was already made."""
+        its system queues. Serialized between processes; None if a store was already made.
+        Only in a directory of the running user's (checked before anything is changed in it)."""
+        if name:
+            _qmgr_name(name)
+        check_store(path)  # a directory someone else made (and can swap files in) is refused
         if not store_exists(path):
             prepare_directory(path)
         with creation_lock(path):
+            checked = check_store(path)  # ours still: made by us, or by no one else meanwhile
+            assert checked is not None
             if store_exists(path):
                 marker = read_marker(path)
                 if not marker.get("creating"):
@@ -283,7 +317,15 @@ class Store(Forwarding):
                 map_size = map_size or DEFAULT_MAP_SIZE
                 write_marker(path, map_size, creating=True)
             discard_unfinished_data(path)
+            # the files were rewritten or are made next (in a directory only we can write to):
+            # what must hold is that LMDB opened them in the directory checked
+            checked.files.clear()
             env, dbs = open_environment(path, map_size)
+            try:
+                checked.verify_unchanged()
+            except BaseException:
+                env.close()
+                raise
             store = cls(path, env, dbs, clock or time.time)
             store._initialize(name)
             try:
@@ -439,8 +481,8 @@ class Store(Forwarding):
     def set_qmgr(self, *, name: str | None = None, quota: int | None = None,
                  throttled: bool | None = None, max_message_size: int | None = None) -> StoreInfo:
         validate_attrs(quota=quota)
-        if name is not None and not isinstance(name, str):
-            raise InvalidArgument(f"the queue manager name must be a str, got {type(name).__name__} {name!r:.40}")
+        if name is not None:
+            _qmgr_name(name)
         if throttled is not None and not isinstance(throttled, bool):
             raise InvalidArgument(f"throttled must be True or False, got {throttled!r:.40}")
         if max_message_size is not None and (not is_int(max_message_size)
@@ -449,8 +491,6 @@ class Store(Forwarding):
 
         def change(t: Txn) -> None:
             if name is not None:
-                if not name.strip():
-                    raise InvalidArgument("the queue manager name must not be empty")
                 t.lt.put(keys.META_NAME, name.encode(), db=self._dbs["meta"])
             if quota is not None:
                 t.set_meta_int(keys.META_QUOTA, quota)
@@ -469,6 +509,7 @@ class Store(Forwarding):
         validate_name(name)
         validate_attrs(quota=quota, max_backouts=max_backouts, label=label, journal=journal,
                        transactional=transactional)
+        refuse_control_characters(label, "queue label")
         return self._create_queue(name, label=label, quota=quota, transactional=transactional,
                                   journal=journal, max_backouts=max_backouts)
 
@@ -496,6 +537,8 @@ class Store(Forwarding):
                   transactional: bool | None = None) -> QueueInfo:
         validate_attrs(quota=quota, max_backouts=max_backouts, label=label, journal=journal,
                        transactional=transactional)
+        if label is not None:
+            refuse_control_characters(label, "queue label")
 
         def change(t: Txn) -> QueueInfo:
             q = replace(t.queue(name))

@@ -20,6 +20,7 @@ import errno
 import fcntl
 import json
 import os
+import shlex
 import stat
 import struct
 from collections.abc import Iterator
@@ -51,6 +52,11 @@ def store_exists(path: Path) -> bool:
         return (path / MARKER).is_file()
     except OSError as exc:  # is_file ignores ENOENT, ENOTDIR, ELOOP, but not EACCES
         raise layout_error(path, exc) from None
+
+
+def no_store(path: Path) -> StoreUnavailable:
+    """The error for a path that holds no store: only `init` makes one."""
+    return StoreUnavailable(f"no store at {path}; create it with `mqcli init --store {shlex.quote(str(path))}`")
 
 
 def layout_error(path: Path, exc: OSError) -> StoreCorrupt | StoreFull | StorePermission | StoreUnavailable:
@@ -158,7 +164,7 @@ def read_marker(path: Path) -> dict:
         if not isinstance(marker.get("map_size"), int):
             raise ValueError("no map size")
     except FileNotFoundError:
-        raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)") from None
+        raise no_store(path) from None
     except PermissionError:
         raise StorePermission(f"no permission to read the store at {path}") from None
     except (ValueError, OSError, AttributeError) as exc:
