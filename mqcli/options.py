@@ -126,11 +126,13 @@ class Session:
         self.said_foreign(st.foreign_owner)
         return st
 
-    def said_foreign(self, owner: str | None) -> None:
-        """Say once per process (stderr, even with -q) that root uses another user's store."""
-        if owner is not None and str(self.store_path) not in _warned_foreign:
-            _warned_foreign.add(str(self.store_path))
-            self.out.err.write(f"mqcli: warning: using the store at {self.store_path}, owned by {owner} "
+    def said_foreign(self, owner: str | None, path: str | os.PathLike[str] | None = None) -> None:
+        """Say once per store and process (stderr, even with -q) that root uses another
+        user's store."""
+        where = os.fspath(self.store_path if path is None else path)
+        if owner is not None and where not in _warned_foreign:
+            _warned_foreign.add(where)
+            self.out.err.write(f"mqcli: warning: using the store at {where}, owned by {owner} "
                                f"(--allow-foreign-owner)\n")
             self.out.err.flush()
 

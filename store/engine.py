@@ -6,8 +6,12 @@ Each public method is one LMDB transaction (see `txn.Txn`); waiting getters slee
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import itertools
 import os
+import secrets
+import shutil
 import socket
 import struct
 import time
@@ -21,10 +25,10 @@ import lmdb
 from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .environment import (
-    DEFAULT_MAP_SIZE, MARKER, check_permissions, creation_lock, discard_unfinished_data, open_environment,
-    no_store, prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
+    DEFAULT_MAP_SIZE, check_permissions, creation_lock, discard_unfinished_data, layout_error,
+    open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
 )
-from .ownership import check_store
+from .ownership import check_store, open_checked
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
     StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
@@ -184,18 +188,79 @@ def _check_count(value: int | None, what: str) -> None:
         raise InvalidArgument(f"{what} must be an int of at least 1, got {value!r:.40}")
 
 
-def _remove_partial_backup(target: Path, made_dir: bool) -> None:
-    """Remove what a failed backup wrote (the directory was empty or new before it)."""
-    for name in ("data.mdb", "lock.mdb", MARKER):
+_BACKUP_PART = ".part-"  # `.<target>.part-<random>`: a backup being built next to its target
+
+
+def _backup_target_usable(target: Path) -> None:
+    """`target` may be absent or an empty directory of the running user's; anything else is
+    refused before anything is written."""
+    if check_store(target) is None:  # someone else's directory is refused
+        return
+    try:
+        names = os.listdir(target)
+    except OSError as exc:
+        raise layout_error(target, exc) from None
+    if names:
+        raise StoreUnavailable(f"{target} is not empty (holds {sorted(names)[0]!r}); back up into a new "
+                               f"or empty directory")
+
+
+def _backup_sibling(target: Path) -> tuple[Path, int]:
+    """A new private directory next to `target` to build the backup in, and a descriptor
+    holding an exclusive flock on it for as long as the backup runs: the mark of a live backup
+    (the kernel drops it however the process ends)."""
+    building = target.parent / f".{target.name}{_BACKUP_PART}{secrets.token_hex(6)}"
+    try:
+        os.mkdir(building, 0o700)  # fails if it exists: never someone else's directory
+        fd, _ = open_checked(building, os.O_RDONLY | os.O_DIRECTORY, f"the backup directory {building}")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as exc:
+        raise layout_error(building, exc) from None
+    return building, fd
+
+
+def _remove_dead_backups(target: Path) -> None:
+    """Remove what killed backups into `target` left: their sibling directories, ours and no
+    longer locked by a live backup."""
+    prefix = f".{target.name}{_BACKUP_PART}"
+    try:
+        names = [n for n in os.listdir(target.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        left = target.parent / name
         try:
-            (target / name).unlink()
-        except OSError:
-            pass
-    for folder in ([target / WAIT_DIR] + ([target] if made_dir else [])):
+            fd, st = open_checked(left, os.O_RDONLY | os.O_DIRECTORY, f"{left}")
+        except (OSError, StoreError):
+            continue  # gone meanwhile, a link, or not a directory: not ours to remove
         try:
-            folder.rmdir()
-        except OSError:
-            pass
+            if st.st_uid != os.geteuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a backup still running
+            shutil.rmtree(left, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def _seal(file: Path) -> None:
+    """Make a copied file private (0600) and durable (fsync)."""
+    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o600)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _qmgr_name(name: object) -> str:
@@ -1138,26 +1203,47 @@ class Store(Forwarding):
                 after = (7 - chunk[-1].priority, chunk[-1].seq)
 
     def backup(self, target: str | os.PathLike[str]) -> Path:
-        """A consistent, compacted copy of the store taken while writers run (LMDB mdb_env_copy)."""
+        """A consistent, compacted copy of the store taken while writers run (LMDB mdb_env_copy).
+
+        Built whole in a private sibling directory (0700, files 0600, synced) and renamed into
+        place, so `target` is either absent (or as it was: an empty directory) or a whole
+        store. A backup killed part-way leaves only its sibling, which the next backup into
+        `target` removes (docs/store-api.md, "backup")."""
         target = Path(target)
         if store_exists(target):
             raise StoreUnavailable(f"{target} already holds a store; back up into a new directory")
-        made_dir = not target.exists()
-        prepare_directory(target)
+        _backup_target_usable(target)
         try:
-            self._env.copy(str(target), compact=True)
-            os.chmod(target / "data.mdb", 0o600)
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise layout_error(target, exc) from None
+        _remove_dead_backups(target)
+        building, lock_fd = _backup_sibling(target)
+        try:
+            self._env.copy(str(building), compact=True)
+            _seal(building / "data.mdb")
             map_size = read_marker(self.path)["map_size"]
-            _mark_backup(target, map_size, self._now())
-            write_marker(target, map_size)  # last: only a whole copy is a store
+            _mark_backup(building, map_size, self._now())
+            (building / WAIT_DIR).mkdir(mode=0o700)
+            write_marker(building, map_size)  # a whole copy is a store; synced with its directory
+            try:
+                os.rename(building, target)  # onto nothing, or onto an empty directory
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise StoreUnavailable(f"{target} is no longer empty (another backup or process "
+                                           f"wrote there meanwhile); back up into a new directory") from None
+                raise
+            _sync_directory(target.parent)
         except BaseException as exc:
-            _remove_partial_backup(target, made_dir)
+            shutil.rmtree(building, ignore_errors=True)
             if isinstance(exc, lmdb.Error):
                 failed = self._write_failed(exc, disk=target.parent)  # a full disk is exit 8
                 raise type(failed)(f"cannot back up to {target}: {failed}") from None
             if isinstance(exc, OSError):
-                raise StoreUnavailable(f"cannot back up to {target}: {exc.strerror or exc}") from None
+                raise layout_error(target, exc) from None
             raise
+        finally:
+            os.close(lock_fd)
         return target
 
     # ---- transactions ------------------------------------------------------------------
