@@ -1208,7 +1208,7 @@ class Store(Forwarding):
         Built whole in a private sibling directory (0700, files 0600, synced) and renamed into
         place, so `target` is either absent (or as it was: an empty directory) or a whole
         store. A backup killed part-way leaves only its sibling, which the next backup into
-        `target` removes (docs/store-api.md, "backup")."""
+        `target` removes (docs/store-api.md)."""
         target = Path(target)
         if store_exists(target):
             raise StoreUnavailable(f"{target} already holds a store; back up into a new directory")

@@ -23,16 +23,12 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import StorePermission, StoreUnavailable
+from .errors import ForeignOwner, StorePermission, StoreUnavailable
 
 # a store's entries that mqcli made (environment.py, holders.py, notify.py); their names are
 # repeated here rather than imported so this module depends on nothing of the store's
 _FILES = ("mqcli-store.json", "data.mdb", "lock.mdb")
 _FOLDERS = ("wait", "holders")
-
-
-class ForeignOwner(StorePermission):
-    """A store, key file or temporary folder belongs to another user (exit 11)."""
 
 
 def describe(uid: int) -> str:
