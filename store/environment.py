@@ -137,7 +137,11 @@ def write_marker(path: Path, map_size: int, *, creating: bool = False) -> None:
     if creating:
         marker["creating"] = True
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:  # a temporary file a killed writer left: made anew, never written through
+            temp.unlink()
+        except FileNotFoundError:
+            pass
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, json.dumps(marker).encode())
             os.fsync(fd)
@@ -274,7 +278,7 @@ def reserve_lock_file(path: Path) -> None:
     try:
         if file.exists() and file.stat().st_blocks * 512 >= LOCK_FILE_BYTES:
             return
-        fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.posix_fallocate(fd, 0, LOCK_FILE_BYTES)
         finally:

@@ -206,7 +206,8 @@ def _printable_label(value: str) -> str:
 
     c = control_character(value or "")
     if c is not None:
-        raise typer.BadParameter(f"the label {value!r:.80} holds the control character {c!r}; use printable characters only")
+        raise typer.BadParameter(f"the label {value!r:.80} holds the control character {c!r}; "
+                                 f"use printable characters only")
     return value
 
 
