@@ -28,7 +28,6 @@ from .environment import (
     DEFAULT_MAP_SIZE, check_permissions, creation_lock, discard_unfinished_data, layout_error,
     open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
 )
-from .ownership import check_store, open_checked
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, StoreCorrupt, StoreError,
     StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
@@ -38,6 +37,7 @@ from .forwarding import Forwarding
 from .ids import AUTO
 from .keys import U32, U64
 from .notify import WAIT_DIR, Waiter, wake
+from .ownership import check_store, open_checked
 from .queues import (
     DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueInfo, encode_queue, queue_key, validate_attrs,
     validate_name,
@@ -328,8 +328,9 @@ class Store(Forwarding):
             made = cls._make(path, name=name, map_size=map_size, clock=clock)
             if made is not None:
                 return made
-            checked = check_store(path, allow_foreign=allow_foreign_owner)
-            assert checked is not None  # _make made it, or found it made
+            checked = check_store(path, allow_foreign=allow_foreign_owner)  # made meanwhile by another
+            if checked is None:
+                raise no_store(path)  # and removed again
         if not allow_unsafe_permissions:
             check_permissions(path)
         marker = read_marker(path)
@@ -372,7 +373,8 @@ class Store(Forwarding):
             prepare_directory(path)
         with creation_lock(path):
             checked = check_store(path)  # ours still: made by us, or by no one else meanwhile
-            assert checked is not None
+            if checked is None:
+                raise no_store(path)  # removed meanwhile
             if store_exists(path):
                 marker = read_marker(path)
                 if not marker.get("creating"):

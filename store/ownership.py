@@ -9,8 +9,8 @@ says so (`allow_foreign_owner`, the CLI's `--allow-foreign-owner`); making a sto
 else's directory is refused always.
 
 Every check is made with `fstat` on a descriptor opened with O_NOFOLLOW (a symbolic link where a
-file belongs is refused), so a path swapped between the check and the open cannot pass: what
-is checked is what was opened. LMDB opens its files by path, so `StoreFiles.verify_unchanged`
+file belongs is refused; only the store directory itself may be reached through one), so a
+path swapped between the check and the open cannot pass: what is checked is what was opened. LMDB opens its files by path, so `StoreFiles.verify_unchanged`
 compares, after LMDB opened them, the files at those paths with the ones checked.
 """
 
@@ -54,13 +54,14 @@ def require_owner(st: os.stat_result, what: str, *, allow_foreign: bool = False)
 
 
 def open_checked(path: str | os.PathLike[str], flags: int, what: str, *, dir_fd: int | None = None,
-                 mode: int = 0o600) -> tuple[int, os.stat_result]:
-    """os.open with O_NOFOLLOW and O_CLOEXEC, then fstat: the descriptor and what it is. A
-    symbolic link is StorePermission (a link where a file belongs is how a path is swapped)."""
+                 mode: int = 0o600, follow: bool = False) -> tuple[int, os.stat_result]:
+    """os.open with O_NOFOLLOW (unless `follow`) and O_CLOEXEC, then fstat: the descriptor and
+    what it is. A symbolic link is StorePermission (a link where a file belongs is how a path
+    is swapped)."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+        fd = os.open(path, flags | (0 if follow else os.O_NOFOLLOW) | os.O_CLOEXEC, mode, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if exc.errno == errno.ELOOP and not follow:
             raise StorePermission(f"{what} is a symbolic link; give the file itself") from None
         raise
     try:
@@ -123,7 +124,10 @@ def check_store(path: Path, *, allow_foreign: bool = False) -> StoreFiles | None
     user's (or, for root with `allow_foreign`, the directory's owner's) and no symbolic link.
     None if there is no directory at `path` (nothing is made here)."""
     try:
-        dfd, st = open_checked(path, os.O_RDONLY | os.O_DIRECTORY, f"the store directory {path}")
+        # a store path may be a symbolic link to the directory (a store moved to a bigger
+        # disk): what counts is the directory opened, checked here, and still there after
+        # LMDB opened it (verify_unchanged)
+        dfd, st = open_checked(path, os.O_RDONLY | os.O_DIRECTORY, f"the store directory {path}", follow=True)
     except (FileNotFoundError, NotADirectoryError):
         if os.path.lexists(path) and not os.path.isdir(path):
             raise StoreUnavailable(f"cannot open the store at {path}: the path is not a directory; give "
