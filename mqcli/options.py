@@ -7,7 +7,7 @@ keeps them in the context) and on each command (a command's own value wins).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -101,9 +101,6 @@ class Settings:
     allow_foreign: bool = False
 
 
-_warned_foreign: set[str] = set()
-
-
 @dataclass
 class Session:
     """What one command needs: where the store is and how to render."""
@@ -112,6 +109,7 @@ class Session:
     out: Output
     allow_unsafe: bool = False
     allow_foreign: bool = False
+    _warned_foreign: set[str] = field(default_factory=set)  # stores said_foreign named
 
     def open(self, *, create: bool = False, name: str | None = None) -> Store:
         """Open the store; only `init` passes `create` (SPEC §2: a typo makes no new store)."""
@@ -127,11 +125,10 @@ class Session:
         return st
 
     def said_foreign(self, owner: str | None, path: str | os.PathLike[str] | None = None) -> None:
-        """Say once per store and process (stderr, even with -q) that root uses another
-        user's store."""
+        """Say once per store (stderr, even with -q) that root uses another user's store."""
         where = os.fspath(self.store_path if path is None else path)
-        if owner is not None and where not in _warned_foreign:
-            _warned_foreign.add(where)
+        if owner is not None and where not in self._warned_foreign:
+            self._warned_foreign.add(where)
             self.out.err.write(f"mqcli: warning: using the store at {where}, owned by {owner} "
                                f"(--allow-foreign-owner)\n")
             self.out.err.flush()

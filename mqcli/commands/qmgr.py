@@ -46,7 +46,8 @@ def init(
     from store.ownership import check_store
 
     # whose directory it is, before reading anything in it
-    existed = check_store(s.store_path, allow_foreign=s.allow_foreign) is not None and store_exists(s.store_path)
+    existed = (check_store(s.store_path, allow_foreign=s.allow_foreign) is not None
+               and store_exists(s.store_path))
     unfinished = existed and bool(read_marker(s.store_path).get("creating"))
     with s.open(create=True, name=name) as st:
         if unfinished:
@@ -104,7 +105,6 @@ def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
     """
     from store.check import check_isolated
     from store.errors import StoreCorrupt
-
     from store.ownership import check_store
 
     s = session(ctx, store, output, quiet)
