@@ -23,7 +23,7 @@ _mqcli_commands()
 _mqcli_options()
 {
     case "$1" in
-        "") REPLY="--store -o --output -q --quiet --allow-unsafe-permissions --traceback --version -h --help" ;;
+        "") REPLY="--store -o --output -q --quiet --allow-unsafe-permissions --allow-foreign-owner --traceback --version -h --help" ;;
         "init") REPLY="--name --store -o --output -q --quiet -h --help" ;;
         "info") REPLY="--store -o --output -q --quiet -h --help" ;;
         "check") REPLY="--store -o --output -q --quiet -h --help" ;;

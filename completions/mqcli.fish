@@ -215,6 +215,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -l store -r -F -d 'Store directory (defau
 complete -c mqcli -n '__mqcli_at \'\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'\'' -l allow-unsafe-permissions -d 'Open a store whose directory others may write to.'
+complete -c mqcli -n '__mqcli_at \'\'' -l allow-foreign-owner -d 'As root, use a store owned by another user (said on stderr).'
 complete -c mqcli -n '__mqcli_at \'\'' -l traceback -d 'Show the traceback of an internal error.'
 complete -c mqcli -n '__mqcli_at \'\'' -l version -d 'Print the version and exit.'
 complete -c mqcli -n '__mqcli_at \'\'' -s h -l help -d 'Show this message and exit.'

@@ -13,7 +13,7 @@ import typer
 from . import __version__, signals
 from .exits import ExitCode, UsageError, report, wants_json
 from .render import OutputClosed
-from .options import SETTINGS_KEY, OutputOpt, QuietOpt, Settings, StoreOpt, UnsafeOpt
+from .options import SETTINGS_KEY, ForeignOpt, OutputOpt, QuietOpt, Settings, StoreOpt, UnsafeOpt
 
 app = typer.Typer(
     name="mqcli",
@@ -40,13 +40,14 @@ def root(
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     allow_unsafe: UnsafeOpt = False,
+    allow_foreign: ForeignOpt = False,
     traceback: Annotated[bool, typer.Option("--traceback", help="Show the traceback of an internal error.")] = False,
     version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
                                                     help="Print the version and exit.")] = None,
 ) -> None:
     ctx.ensure_object(dict)
     ctx.obj[SETTINGS_KEY] = Settings(store=store, output=output or "text", quiet=quiet,
-                                     allow_unsafe=allow_unsafe)
+                                     allow_unsafe=allow_unsafe, allow_foreign=allow_foreign)
 
 
 def _register() -> None:

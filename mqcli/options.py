@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
+import click
 import typer
 
 from .render import MODES, Output
@@ -24,8 +25,13 @@ SETTINGS_KEY = "mqcli"
 
 
 def default_store_path() -> Path:
-    """$MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store, else ~/.local/share/mqcli/store."""
-    if os.environ.get("MQCLI_STORE"):
+    """$MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store, else ~/.local/share/mqcli/store. An
+    empty MQCLI_STORE is a usage error: it would name the current directory."""
+    if "MQCLI_STORE" in os.environ:
+        if not os.environ["MQCLI_STORE"]:
+            from .exits import UsageError
+
+            raise UsageError("MQCLI_STORE is empty; set it to a store directory or unset it")
         return Path(os.environ["MQCLI_STORE"])
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(data) / "mqcli" / "store"
@@ -37,10 +43,22 @@ def _check_mode(value: Optional[str]) -> Optional[str]:
     return value
 
 
+class _StorePath(click.Path):
+    """A store directory: any path but the empty one (which would be the current directory).
+    readable=False: click checks a path's readability by default, which made an unreadable
+    store a usage error (exit 2); opening it says so, exit 11 (SPEC §6)."""
+
+    def __init__(self) -> None:
+        super().__init__(readable=False, path_type=Path)
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if isinstance(value, str) and not value:
+            self.fail("an empty path is no store directory; give one, or leave --store out", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 StoreOpt = Annotated[Optional[Path], typer.Option(
-    # readable=False: Typer checks a Path option's readability by default, which made an
-    # unreadable store a usage error (exit 2); opening it says so, exit 11 (SPEC §6)
-    "--store", metavar="PATH", show_default=False, readable=False,
+    "--store", metavar="PATH", show_default=False, click_type=_StorePath(),
     help="Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).")]
 OutputOpt = Annotated[Optional[str], typer.Option(
     "--output", "-o", metavar="text|json|jsonl|body", callback=_check_mode, show_default=False,
@@ -72,6 +90,8 @@ NewLockOpt = Annotated[Optional[str], typer.Option(
     help="Lock id: a positive 63-bit integer no one holds in the queue, or auto (the default) for a fresh one.")]
 UnsafeOpt = Annotated[bool, typer.Option(
     "--allow-unsafe-permissions", help="Open a store whose directory others may write to.")]
+ForeignOpt = Annotated[bool, typer.Option(
+    "--allow-foreign-owner", help="As root, use a store owned by another user (said on stderr).")]
 
 
 @dataclass
@@ -80,6 +100,7 @@ class Settings:
     output: str = "text"
     quiet: bool = False
     allow_unsafe: bool = False
+    allow_foreign: bool = False
 
 
 @dataclass
@@ -89,10 +110,12 @@ class Session:
     store_path: Path
     out: Output
     allow_unsafe: bool = False
+    allow_foreign: bool = False
+    _warned_foreign: set[str] = field(default_factory=set)  # stores said_foreign named
 
-    def open(self, *, create: bool = True, name: str | None = None) -> Store:
-        """Open the store; SPEC §2 creates it on first use (0700/0600), named `name`. Inside
-        `mqcli batch` the store is opened once and lent to each command (shared_stores)."""
+    def open(self, *, create: bool = False, name: str | None = None) -> Store:
+        """Open the store; only `init` passes `create` (SPEC §2: a typo makes no new store).
+        Inside `mqcli batch` the store is opened once and lent to each command (shared_stores)."""
         if _shared is not None:
             key = os.path.abspath(self.store_path)
             if key not in _shared:
@@ -104,10 +127,22 @@ class Session:
         from store import Store
 
         try:
-            return Store.open(self.store_path, create=create, name=name,
-                              allow_unsafe_permissions=self.allow_unsafe)
+            st = Store.open(self.store_path, create=create, name=name,
+                            allow_unsafe_permissions=self.allow_unsafe,
+                            allow_foreign_owner=self.allow_foreign)
         except (PermissionError, NotADirectoryError, FileExistsError) as exc:
             raise unusable_store(self.store_path, exc) from None
+        self.said_foreign(st.foreign_owner)
+        return st
+
+    def said_foreign(self, owner: str | None, path: str | os.PathLike[str] | None = None) -> None:
+        """Say once per store (stderr, even with -q) that root uses another user's store."""
+        where = os.fspath(self.store_path if path is None else path)
+        if owner is not None and where not in self._warned_foreign:
+            self._warned_foreign.add(where)
+            self.out.err.write(f"mqcli: warning: using the store at {where}, owned by {owner} "
+                               f"(--allow-foreign-owner)\n")
+            self.out.err.flush()
 
 
 # the stores the commands of one `mqcli batch` share, by absolute path; None outside a batch
@@ -172,4 +207,5 @@ def session(ctx: typer.Context, store: Optional[Path] = None, output: Optional[s
         store_path=store or base.store or default_store_path(),
         out=Output(mode, quiet=quiet or base.quiet, delimiter=delimiter),
         allow_unsafe=base.allow_unsafe,
+        allow_foreign=base.allow_foreign,
     )

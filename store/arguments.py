@@ -6,6 +6,8 @@ mistake, so neither accepts it.
 
 from __future__ import annotations
 
+from .errors import InvalidArgument
+
 
 def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -29,3 +31,23 @@ def is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def control_character(text: str) -> str | None:
+    """The first control character (Unicode category Cc: C0, DEL, C1) in `text`, or None.
+
+    A name or label is shown on one line of a listing, a log or an error message: a newline or
+    an escape sequence in it would forge lines or restyle a terminal."""
+    for c in text:
+        if c < " " or "\x7f" <= c <= "\x9f":
+            return c
+    return None
+
+
+def refuse_control_characters(text: str, what: str) -> str:
+    """`text`, or InvalidArgument (exit 2) saying which control character `what` holds."""
+    c = control_character(text)
+    if c is not None:
+        raise InvalidArgument(f"{what} {text!r:.80} holds the control character {c!r}; "
+                              f"use printable characters only")
+    return text

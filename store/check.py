@@ -344,12 +344,13 @@ def _error_classes() -> dict[str, type[StoreError]]:
     return found
 
 
-def _check_here(path: str, allow_unsafe_permissions: bool) -> dict[str, object]:
+def _check_here(path: str, allow_unsafe_permissions: bool, allow_foreign_owner: bool) -> dict[str, object]:
     """The child's side: open, check, and say what came out as a small JSON document."""
     from .engine import Store
 
     try:
-        with Store.open(path, allow_unsafe_permissions=allow_unsafe_permissions) as st:
+        with Store.open(path, allow_unsafe_permissions=allow_unsafe_permissions,
+                        allow_foreign_owner=allow_foreign_owner) as st:
             return {"problems": st.check()}
     except StoreError as exc:
         return {"error": type(exc).__name__, "message": exc.message}
@@ -359,7 +360,8 @@ def _check_here(path: str, allow_unsafe_permissions: bool) -> dict[str, object]:
         return {"error": None, "message": f"{type(exc).__name__}: {exc}"}
 
 
-def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bool = False) -> list[str]:
+def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bool = False,
+                   allow_foreign_owner: bool = False) -> list[str]:
     """Open the store at `path` and check it in a forked child process, so that a damaged
     file cannot take the caller down with it (`mqcli check`): the child's death by a signal
     is StoreCorrupt here. Errors of opening come back as the same StoreError classes."""
@@ -367,7 +369,8 @@ def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bo
     if not hasattr(os, "fork"):
         from .engine import Store
 
-        with Store.open(path, allow_unsafe_permissions=allow_unsafe_permissions) as st:
+        with Store.open(path, allow_unsafe_permissions=allow_unsafe_permissions,
+                        allow_foreign_owner=allow_foreign_owner) as st:
             return st.check()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # or the child would inherit, and write again, what is buffered
@@ -379,7 +382,7 @@ def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bo
         try:
             os.close(read_end)
             os.dup2(said.fileno(), 2)
-            data = json.dumps(_check_here(path, allow_unsafe_permissions)).encode()
+            data = json.dumps(_check_here(path, allow_unsafe_permissions, allow_foreign_owner)).encode()
             with os.fdopen(write_end, "wb") as out:
                 out.write(data)
             status = 0

@@ -6,8 +6,12 @@ Each public method is one LMDB transaction (see `txn.Txn`); waiting getters slee
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import itertools
 import os
+import secrets
+import shutil
 import socket
 import struct
 import time
@@ -19,10 +23,10 @@ from typing import Any, Literal, TypeVar
 import lmdb
 
 from . import keys
-from .arguments import MAX_SECONDS, is_int, is_seconds, is_text
+from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .environment import (
-    DEFAULT_MAP_SIZE, MARKER, check_permissions, creation_lock, discard_unfinished_data, open_environment,
-    prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
+    DEFAULT_MAP_SIZE, check_permissions, creation_lock, discard_unfinished_data, layout_error,
+    open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
@@ -33,6 +37,7 @@ from .forwarding import Forwarding
 from .ids import AUTO
 from .keys import U32, U64
 from .notify import WAIT_DIR, Waiter, wake
+from .ownership import check_store, open_checked
 from .queues import (
     DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueInfo, encode_queue, queue_key, validate_attrs,
     validate_name,
@@ -190,18 +195,89 @@ def _check_count(value: int | None, what: str) -> None:
         raise InvalidArgument(f"{what} must be an int of at least 1, got {value!r:.40}")
 
 
-def _remove_partial_backup(target: Path, made_dir: bool) -> None:
-    """Remove what a failed backup wrote (the directory was empty or new before it)."""
-    for name in ("data.mdb", "lock.mdb", MARKER):
+_BACKUP_PART = ".part-"  # `.<target>.part-<random>`: a backup being built next to its target
+
+
+def _backup_target_usable(target: Path) -> None:
+    """`target` may be absent or an empty directory of the running user's; anything else is
+    refused before anything is written."""
+    if check_store(target) is None:  # someone else's directory is refused
+        return
+    try:
+        names = os.listdir(target)
+    except OSError as exc:
+        raise layout_error(target, exc) from None
+    if names:
+        raise StoreUnavailable(f"{target} is not empty (holds {sorted(names)[0]!r}); back up into a new "
+                               f"or empty directory")
+
+
+def _backup_sibling(target: Path) -> tuple[Path, int]:
+    """A new private directory next to `target` to build the backup in, and a descriptor
+    holding an exclusive flock on it for as long as the backup runs: the mark of a live backup
+    (the kernel drops it however the process ends)."""
+    building = target.parent / f".{target.name}{_BACKUP_PART}{secrets.token_hex(6)}"
+    try:
+        os.mkdir(building, 0o700)  # fails if it exists: never someone else's directory
+        fd, _ = open_checked(building, os.O_RDONLY | os.O_DIRECTORY, f"the backup directory {building}")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as exc:
+        raise layout_error(building, exc) from None
+    return building, fd
+
+
+def _remove_dead_backups(target: Path) -> None:
+    """Remove what killed backups into `target` left: their sibling directories, ours and no
+    longer locked by a live backup."""
+    prefix = f".{target.name}{_BACKUP_PART}"
+    try:
+        names = [n for n in os.listdir(target.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        left = target.parent / name
         try:
-            (target / name).unlink()
-        except OSError:
-            pass
-    for folder in ([target / WAIT_DIR] + ([target] if made_dir else [])):
+            fd, st = open_checked(left, os.O_RDONLY | os.O_DIRECTORY, f"{left}")
+        except (OSError, StoreError):
+            continue  # gone meanwhile, a link, or not a directory: not ours to remove
         try:
-            folder.rmdir()
-        except OSError:
-            pass
+            if st.st_uid != os.geteuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a backup still running
+            shutil.rmtree(left, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def _seal(file: Path) -> None:
+    """Make a copied file private (0600) and durable (fsync)."""
+    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o600)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _qmgr_name(name: object) -> str:
+    """A queue manager name a caller gives: text, not blank, no control characters (it is
+    shown on one line by `info`, in trace reports and by peers)."""
+    if not isinstance(name, str):
+        raise InvalidArgument(f"the queue manager name must be a str, got {type(name).__name__} {name!r:.40}")
+    if not name.strip():
+        raise InvalidArgument("the queue manager name must not be empty")
+    return refuse_control_characters(name, "the queue manager name")
 
 
 def _mark_backup(target: Path, map_size: int, now: int) -> None:
@@ -229,6 +305,7 @@ class Store(Forwarding):
         self._dbs = dbs
         self._clock = clock
         self._wait_dir = str(path / WAIT_DIR)
+        self.foreign_owner: str | None = None  # set by open: the owner of another user's store
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
 
@@ -237,24 +314,41 @@ class Store(Forwarding):
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, create: bool = False, name: str | None = None,
              map_size: int | None = None, allow_unsafe_permissions: bool = False,
-             clock: Callable[[], float] | None = None) -> Store:
+             allow_foreign_owner: bool = False, clock: Callable[[], float] | None = None) -> Store:
+        """Open the store in directory `path`; with `create`, make it first if there is none
+        (only `mqcli init` does: a mistyped path must not become a new, empty queue manager).
+
+        The directory and mqcli's files in it must belong to the running user (store/ownership.py);
+        root may open another user's store with `allow_foreign_owner`, and the handle's
+        `foreign_owner` then names that user. A store is only ever made in a directory of the
+        running user's."""
         if not isinstance(path, (str, os.PathLike)) or os.fspath(path) in ("", b""):
             raise InvalidArgument(f"a store path must be a non-empty path, got {path!r:.60}")
         path = Path(path)
-        if not store_exists(path) or read_marker(path).get("creating"):
+        checked = check_store(path, allow_foreign=allow_foreign_owner)  # before reading anything
+        if checked is None or not store_exists(path) or read_marker(path).get("creating"):
             if not create:
-                if store_exists(path):
+                if checked is not None and store_exists(path):
                     raise StoreUnavailable(f"the store at {path} was never finished (an interrupted "
                                            f"`mqcli init`); run `mqcli init` again")
-                raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)")
+                raise no_store(path)
             made = cls._make(path, name=name, map_size=map_size, clock=clock)
             if made is not None:
                 return made
+            checked = check_store(path, allow_foreign=allow_foreign_owner)  # made meanwhile by another
+            if checked is None:
+                raise no_store(path)  # and removed again
         if not allow_unsafe_permissions:
             check_permissions(path)
         marker = read_marker(path)
         env, dbs = open_environment(path, max(map_size or 0, marker["map_size"]))
+        try:
+            checked.verify_unchanged()
+        except BaseException:
+            env.close()
+            raise
         store = cls(path, env, dbs, clock or time.time)
+        store.foreign_owner = checked.foreign_owner
         with env.begin() as lt:
             if lt.get(keys.META_GUID, db=dbs["meta"]) is None:  # a finished store always has one
                 env.close()
@@ -277,10 +371,17 @@ class Store(Forwarding):
         """The directory; a marker saying "creating"; the identity and the system queues in
         one commit; then the marker without "creating". Stopped anywhere (killed, a full disk)
         it leaves nothing, or a store the next call finishes; no `check`-clean store without
-        its system queues. Serialized between processes; None if a store was already made."""
+        its system queues. Serialized between processes; None if a store was already made.
+        Only in a directory of the running user's (checked before anything is changed in it)."""
+        if name:
+            _qmgr_name(name)
+        check_store(path)  # a directory someone else made (and can swap files in) is refused
         if not store_exists(path):
             prepare_directory(path)
         with creation_lock(path):
+            checked = check_store(path)  # ours still: made by us, or by no one else meanwhile
+            if checked is None:
+                raise no_store(path)  # removed meanwhile
             if store_exists(path):
                 marker = read_marker(path)
                 if not marker.get("creating"):
@@ -290,7 +391,15 @@ class Store(Forwarding):
                 map_size = map_size or DEFAULT_MAP_SIZE
                 write_marker(path, map_size, creating=True)
             discard_unfinished_data(path)
+            # the files were rewritten or are made next (in a directory only we can write to):
+            # what must hold is that LMDB opened them in the directory checked
+            checked.files.clear()
             env, dbs = open_environment(path, map_size)
+            try:
+                checked.verify_unchanged()
+            except BaseException:
+                env.close()
+                raise
             store = cls(path, env, dbs, clock or time.time)
             store._initialize(name)
             try:
@@ -463,8 +572,8 @@ class Store(Forwarding):
         validate_attrs(quota=quota)
         if report_queue is not None and not isinstance(report_queue, str):
             raise InvalidArgument(f"the report queue must be a str, got {type(report_queue).__name__} {report_queue!r:.40}")
-        if name is not None and not isinstance(name, str):
-            raise InvalidArgument(f"the queue manager name must be a str, got {type(name).__name__} {name!r:.40}")
+        if name is not None:
+            _qmgr_name(name)
         if throttled is not None and not isinstance(throttled, bool):
             raise InvalidArgument(f"throttled must be True or False, got {throttled!r:.40}")
         if max_message_size is not None and (not is_int(max_message_size)
@@ -473,8 +582,6 @@ class Store(Forwarding):
 
         def change(t: Txn) -> None:
             if name is not None:
-                if not name.strip():
-                    raise InvalidArgument("the queue manager name must not be empty")
                 t.lt.put(keys.META_NAME, name.encode(), db=self._dbs["meta"])
             if quota is not None:
                 t.set_meta_int(keys.META_QUOTA, quota)
@@ -500,6 +607,7 @@ class Store(Forwarding):
         validate_name(name)
         validate_attrs(quota=quota, max_backouts=max_backouts, label=label, journal=journal,
                        transactional=transactional)
+        refuse_control_characters(label, "queue label")
         return self._create_queue(name, label=label, quota=quota, transactional=transactional,
                                   journal=journal, max_backouts=max_backouts)
 
@@ -527,6 +635,8 @@ class Store(Forwarding):
                   transactional: bool | None = None) -> QueueInfo:
         validate_attrs(quota=quota, max_backouts=max_backouts, label=label, journal=journal,
                        transactional=transactional)
+        if label is not None:
+            refuse_control_characters(label, "queue label")
 
         def change(t: Txn) -> QueueInfo:
             q = replace(t.queue(name))
@@ -1343,26 +1453,47 @@ class Store(Forwarding):
                 after = (7 - chunk[-1].priority, chunk[-1].seq)
 
     def backup(self, target: str | os.PathLike[str]) -> Path:
-        """A consistent, compacted copy of the store taken while writers run (LMDB mdb_env_copy)."""
+        """A consistent, compacted copy of the store taken while writers run (LMDB mdb_env_copy).
+
+        Built whole in a private sibling directory (0700, files 0600, synced) and renamed into
+        place, so `target` is either absent (or as it was: an empty directory) or a whole
+        store. A backup killed part-way leaves only its sibling, which the next backup into
+        `target` removes (docs/store-api.md)."""
         target = Path(target)
         if store_exists(target):
             raise StoreUnavailable(f"{target} already holds a store; back up into a new directory")
-        made_dir = not target.exists()
-        prepare_directory(target)
+        _backup_target_usable(target)
         try:
-            self._env.copy(str(target), compact=True)
-            os.chmod(target / "data.mdb", 0o600)
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise layout_error(target, exc) from None
+        _remove_dead_backups(target)
+        building, lock_fd = _backup_sibling(target)
+        try:
+            self._env.copy(str(building), compact=True)
+            _seal(building / "data.mdb")
             map_size = read_marker(self.path)["map_size"]
-            _mark_backup(target, map_size, self._now())
-            write_marker(target, map_size)  # last: only a whole copy is a store
+            _mark_backup(building, map_size, self._now())
+            (building / WAIT_DIR).mkdir(mode=0o700)
+            write_marker(building, map_size)  # a whole copy is a store; synced with its directory
+            try:
+                os.rename(building, target)  # onto nothing, or onto an empty directory
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise StoreUnavailable(f"{target} is no longer empty (another backup or process "
+                                           f"wrote there meanwhile); back up into a new directory") from None
+                raise
+            _sync_directory(target.parent)
         except BaseException as exc:
-            _remove_partial_backup(target, made_dir)
+            shutil.rmtree(building, ignore_errors=True)
             if isinstance(exc, lmdb.Error):
                 failed = self._write_failed(exc, disk=target.parent)  # a full disk is exit 8
                 raise type(failed)(f"cannot back up to {target}: {failed}") from None
             if isinstance(exc, OSError):
-                raise StoreUnavailable(f"cannot back up to {target}: {exc.strerror or exc}") from None
+                raise layout_error(target, exc) from None
             raise
+        finally:
+            os.close(lock_fd)
         return target
 
     # ---- transactions ------------------------------------------------------------------

@@ -20,6 +20,7 @@ import errno
 import fcntl
 import json
 import os
+import shlex
 import stat
 import struct
 from collections.abc import Iterator
@@ -51,6 +52,11 @@ def store_exists(path: Path) -> bool:
         return (path / MARKER).is_file()
     except OSError as exc:  # is_file ignores ENOENT, ENOTDIR, ELOOP, but not EACCES
         raise layout_error(path, exc) from None
+
+
+def no_store(path: Path) -> StoreUnavailable:
+    """The error for a path that holds no store: only `init` makes one."""
+    return StoreUnavailable(f"no store at {path}; create it with `mqcli init --store {shlex.quote(str(path))}`")
 
 
 def layout_error(path: Path, exc: OSError) -> StoreCorrupt | StoreFull | StorePermission | StoreUnavailable:
@@ -131,7 +137,11 @@ def write_marker(path: Path, map_size: int, *, creating: bool = False) -> None:
     if creating:
         marker["creating"] = True
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:  # a temporary file a killed writer left: made anew, never written through
+            temp.unlink()
+        except FileNotFoundError:
+            pass
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, json.dumps(marker).encode())
             os.fsync(fd)
@@ -158,7 +168,7 @@ def read_marker(path: Path) -> dict:
         if not isinstance(marker.get("map_size"), int):
             raise ValueError("no map size")
     except FileNotFoundError:
-        raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)") from None
+        raise no_store(path) from None
     except PermissionError:
         raise StorePermission(f"no permission to read the store at {path}") from None
     except (ValueError, OSError, AttributeError) as exc:
@@ -268,7 +278,7 @@ def reserve_lock_file(path: Path) -> None:
     try:
         if file.exists() and file.stat().st_blocks * 512 >= LOCK_FILE_BYTES:
             return
-        fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.posix_fallocate(fd, 0, LOCK_FILE_BYTES)
         finally:

@@ -156,6 +156,11 @@ class StorePermission(StoreUnavailable):
     code = "0xC00E0025"
 
 
+class ForeignOwner(StorePermission):
+    """A store, key file or temporary folder belongs to another user than the one running
+    (store/ownership.py); the message names the owner."""
+
+
 class BadData(StoreError):
     """Malformed record, label, body, format name or import line."""
 

@@ -146,7 +146,8 @@ class Holder:
             return
         try:
             self.dir.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(self.dir / self.id.hex(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.dir / self.id.hex(),  # a fresh random name: never an existing file
+                         os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:  # not our bug: the store's directory is not as `mqcli init` made it
             raise StoreUnavailable(
                 f"cannot hold messages in the store at {self.dir.parent}: {exc.strerror or exc} "

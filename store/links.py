@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .errors import BadData, InvalidArgument, QueueExists, StoreError, StorePermission
+from .ownership import open_checked, require_owner
 from .queues import queue_key
 
 KEY_BYTES = 32
@@ -93,7 +94,7 @@ def generate_key_file(path: str | os.PathLike[str]) -> Path:
     """Write a new key file (0600, never over an existing file)."""
     path = Path(path)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:
         raise InvalidArgument(f"{path} exists; a key file is never overwritten (remove it first)") from None
     except OSError as exc:
@@ -104,22 +105,35 @@ def generate_key_file(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+_KEY_FILE_LIMIT = 4096  # a key file is 65 bytes; reading stops well before memory could grow
+
+
 def load_key(path: str | os.PathLike[str]) -> bytes:
-    """The 32-byte key of a key file; refuses a file others may read or a malformed one."""
+    """The 32-byte key of a key file. Refused, before it is read: a symbolic link, a file that
+    is not regular, one another user owns (store/ownership.py: they could swap the key), one
+    others may read; then a malformed one. Checked on the opened file, not by its path."""
     path = Path(path)
     try:
-        mode = path.stat().st_mode
-        text = path.read_text("ascii").strip()
+        fd, st = open_checked(path, os.O_RDONLY | os.O_NONBLOCK, f"key file {path}")
     except FileNotFoundError:
         raise InvalidArgument(f"key file {path} does not exist (make one with `mqcli link keygen {path}`)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"cannot read key file {path}: {exc}") from None
-    if stat.S_IMODE(mode) & 0o077:
-        raise StorePermission(f"key file {path} is readable by others (mode {stat.S_IMODE(mode):o}); "
-                              f"run `chmod 600 {path}`")
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read key file {path}: {exc.strerror or exc}") from None
     try:
-        raw = bytes.fromhex(text)
-    except ValueError:
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidArgument(f"key file {path} is not a regular file")
+        require_owner(st, f"key file {path}")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            raise StorePermission(f"key file {path} is readable by others (mode {stat.S_IMODE(st.st_mode):o}); "
+                                  f"run `chmod 600 {path}`")
+        data = os.read(fd, _KEY_FILE_LIMIT + 1)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read key file {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    try:
+        raw = bytes.fromhex(data.decode("ascii").strip()) if len(data) <= _KEY_FILE_LIMIT else b""
+    except (ValueError, UnicodeDecodeError):
         raw = b""
     if len(raw) != KEY_BYTES:
         raise BadData(f"key file {path} does not hold {KEY_BYTES * 2} hex digits (make one with "

@@ -38,6 +38,7 @@ def cli(tmp_path):
     from cli_helpers import Cli
 
     runner = Cli(tmp_path / "store", tmp_path / "xdg")
+    runner.ok("init", "-q")  # only init makes a store
     runner.ok("queue", "create", "q", "-q")
     return runner
 

@@ -200,8 +200,8 @@ def test_check_a_consistent_store(cli):
 def test_check_a_missing_store_exits_11(tmp_path):
     cli = Cli(tmp_path / "missing", tmp_path / "xdg")
     r = cli.fails(11, "check")
-    assert cli.error_line(r) == (f"mqcli: error: no store at {tmp_path / 'missing'} (create one with "
-                                 "`mqcli init`) [MQ_ERROR_STORE_UNAVAILABLE]")
+    assert cli.error_line(r) == (f"mqcli: error: no store at {tmp_path / 'missing'}; create it with "
+                                 f"`mqcli init --store {tmp_path / 'missing'}` [MQ_ERROR_STORE_UNAVAILABLE]")
     assert not (tmp_path / "missing").exists()  # check never creates a store
 
 

@@ -212,12 +212,14 @@ def test_a_message_put_with_no_dead_letter_expires_without_dead_lettering(cli):
     assert cli.json("browse", "dead-letter") == []
 
 
-def test_a_check_never_creates_a_store_and_other_commands_do(tmp_path):
+def test_only_init_creates_a_store(tmp_path):
     cli = Cli(tmp_path / "auto", tmp_path / "xdg")
-    cli.fails(11, "check")
-    assert not (tmp_path / "auto").exists()
-    cli.ok("queue", "list", "-q")  # SPEC §2: created on first use
+    for args in (("check",), ("queue", "list"), ("put", "q", "x")):
+        cli.fails(11, *args)
+        assert not (tmp_path / "auto").exists()
+    cli.ok("init", "-q")  # SPEC §2: only init makes one
     assert (tmp_path / "auto").is_dir()
+    cli.ok("queue", "list", "-q")
 
 
 @pytest.mark.parametrize("args", [("get", "q", "--all"), ("get", "q", "--count", "3"), ("get", "q")])

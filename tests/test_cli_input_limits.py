@@ -38,7 +38,8 @@ def mqcli(*args, env=None, user=()):
 @pytest.mark.parametrize("how", ["--store", "MQCLI_STORE", "a path inside it"])
 def test_a_store_the_user_may_not_read_is_exit_11_naming_it(public_dir, how):
     store = public_dir / "s"
-    assert mqcli("--store", store, "queue", "create", "q")[0] == 0  # root's store: 0700
+    assert mqcli("--store", store, "init")[0] == 0  # root's store: 0700
+    assert mqcli("--store", store, "queue", "create", "q")[0] == 0
     assert store.stat().st_mode & 0o777 == 0o700
     if how == "--store":
         code, out, err = mqcli("--store", store, "get", "q", user=NOBODY)

@@ -69,6 +69,7 @@ def test_version():
 def test_global_options_work_before_the_command_and_on_it(tmp_path):
     store = tmp_path / "explicit"
     base = {"MQCLI_STORE": None, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    assert invoke(["init", "--store", store, "-q"], env=base).code == 0
     before = invoke(["--store", store, "-o", "json", "info"], env=base)
     after = invoke(["info", "--store", store, "-o", "json"], env=base)
     assert before.code == after.code == 0
@@ -81,15 +82,19 @@ def test_global_options_work_before_the_command_and_on_it(tmp_path):
 
 def test_mqcli_store_is_honoured_and_store_option_wins(tmp_path):
     env = {"MQCLI_STORE": str(tmp_path / "from-env"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    for name in ("from-env", "opt", "cmd"):
+        assert invoke(["--store", tmp_path / name, "init", "-q"], env=env).code == 0
     assert invoke(["-o", "json", "info"], env=env).json()["path"] == str(tmp_path / "from-env")
     r = invoke(["--store", tmp_path / "opt", "-o", "json", "info"], env=env)
     assert r.json()["path"] == str(tmp_path / "opt")
     r = invoke(["--store", tmp_path / "root", "info", "--store", tmp_path / "cmd", "-o", "json"], env=env)
     assert r.json()["path"] == str(tmp_path / "cmd")  # the command's own value wins
+    assert not (tmp_path / "root").exists()
 
 
 def test_default_store_is_under_xdg_data_home(tmp_path):
     env = {"MQCLI_STORE": None, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    assert invoke(["init", "-q"], env=env).code == 0
     r = invoke(["-o", "json", "info"], env=env)
     assert r.json()["path"] == str(tmp_path / "xdg" / "mqcli" / "store")
 

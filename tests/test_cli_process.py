@@ -44,6 +44,7 @@ def test_get_jsonl_piped_into_put_jsonl_between_processes(cli, spawn):
 def test_export_piped_into_import_of_another_store(cli, spawn, tmp_path):
     cli.put("q", "a", "--count", "3")
     other = Cli(tmp_path / "other", tmp_path / "xdg")
+    other.ok("init", "-q")
     export = spawn(cli, "export", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     imp = spawn(cli, "--store", other.store, "-o", "json", "import", "-", stdin=export.stdout,
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)

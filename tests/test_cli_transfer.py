@@ -117,6 +117,7 @@ def test_export_then_import_into_a_fresh_store_reproduces_the_queues(cli, tmp_pa
     f = tmp_path / "q.jsonl"
     assert cli.ok("export", "q", "--to", f).stdout == b""
     third = Cli(tmp_path / "third", tmp_path / "xdg")
+    third.ok("init", "-q")
     assert third.json("import", f) == {"imported": 5, "skipped": 0}
     assert [_without(m, "lookup_id") for m in third.json("browse", "q")] == \
         [_without(m, "lookup_id") for m in cli.json("browse", "q")]
@@ -158,6 +159,7 @@ def test_import_malformed_line_exits_12_and_stores_nothing(cli, tmp_path):
     f = tmp_path / "bad.jsonl"
     f.write_bytes(lines[0] + b"\n" + b"[1, 2]\n" + lines[1])
     fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
+    fresh.ok("init", "-q")
     r = fresh.fails(12, "import", f)
     assert fresh.error_line(r) == ("mqcli: error: line 3: a message record must be a JSON object "
                                    "[MQ_ERROR_BAD_DATA]")
@@ -178,6 +180,7 @@ def test_export_then_import_keeps_journals_and_outgoing_queues(cli, tmp_path):
     cli.put("DIRECT=OS:qm2\\orders", "waiting")
     dump = cli.ok("export").stdout
     fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
+    fresh.ok("init", "-q")
     r = fresh.ok("import", "-", input=dump)
     assert "created queue 'orders;journal'" in r.stderr
     assert [m["body"] for m in fresh.json("browse", "orders;journal")] == ["kept"]

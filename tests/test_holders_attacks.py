@@ -20,18 +20,22 @@ from store import NewMessage, Store, errors, holders
 BIG = 100_000
 
 
+# the tests' own looks at the store: one test works, as root, in a store another user owns
+OPEN = {"allow_foreign_owner": True}
+
+
 def fill(path, n, ttl=None, queue="q"):
-    with Store.open(path) as st:
+    with Store.open(path, **OPEN) as st:
         st.put_many(queue, [NewMessage(b"%06d" % i + b"x" * (BIG - 6), ttl=ttl) for i in range(n)])
 
 
 def in_flight(path, queue="q"):
-    with Store.open(path) as st:
+    with Store.open(path, **OPEN) as st:
         return [m for m in st.browse(queue, states="all") if m.state != "available"]
 
 
 def everything(path, queue):
-    with Store.open(path) as st:
+    with Store.open(path, **OPEN) as st:
         return st.browse(queue, states="all")
 
 
@@ -39,9 +43,9 @@ def past(deadline_us):
     return time.time() * 1_000_000 > deadline_us + 1000
 
 
-def stalled_get(cli, spawn, *args):
-    """`mqcli get q ARGS -o body` writing into a pipe nobody reads yet; returns it once it holds."""
-    reader = spawn(cli, "get", "q", *args, "-o", "body", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def stalled_get(cli, spawn, *args, before=()):
+    """`mqcli BEFORE get q ARGS -o body` writing into a pipe nobody reads yet; returns it once it holds."""
+    reader = spawn(cli, *before, "get", "q", *args, "-o", "body", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_until(lambda: any(m.state.endswith("get-unconfirmed") for m in in_flight(cli.store)), 30,
                "the get to hold its messages")
     return reader
@@ -260,7 +264,7 @@ def test_root_holding_messages_in_a_users_store_leaves_its_holder_files_to_that_
     owner = 54321  # any uid: the store directory's owner, not the user running mqcli
     os.chown(cli.store, owner, owner)
     fill(cli.store, 10)
-    reader = stalled_get(cli, spawn, "--all")
+    reader = stalled_get(cli, spawn, "--all", before=["--allow-foreign-owner"])
     [name] = os.listdir(cli.store / "holders")
     # the owner's processes can tell whether root's get lives (its file is theirs to open), and
     # make their own holder files in the directory

@@ -156,7 +156,11 @@ def test_mqcli_init_finishes_an_unfinished_store_and_says_so(tmp_path):
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
     get = subprocess.run([sys.executable, "-m", "mqcli", "--store", str(path), "info"],
                          capture_output=True, text=True, env=env, timeout=60, check=False)
-    assert get.returncode == 0  # every command opens with create: it finishes the store too
+    # only init makes (or finishes) a store; the others say so
+    assert get.returncode == 11 and "run `mqcli init` again" in get.stderr, get.stderr
+    first = subprocess.run([sys.executable, "-m", "mqcli", "--store", str(path), "init"],
+                           capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert first.returncode == 0 and "left unfinished" in first.stderr, first.stderr
     again = subprocess.run([sys.executable, "-m", "mqcli", "--store", str(path), "init"],
                            capture_output=True, text=True, env=env, timeout=60, check=False)
     assert again.returncode == 0 and "already exists" in again.stderr

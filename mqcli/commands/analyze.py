@@ -73,8 +73,11 @@ def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], 
     paths = [str(p) for p in stores or []]
     if not paths and parquet is None:
         paths = [str(s.store_path)]
-    source = Source(stores=paths, parquet=None if parquet is None else str(parquet), queues=queues)
+    source = Source(stores=paths, parquet=None if parquet is None else str(parquet), queues=queues,
+                    allow_foreign_owner=s.allow_foreign)
     source.check()
+    for path, owner in source.foreign_owners.items():
+        s.said_foreign(owner, path)
     return source
 
 

@@ -106,7 +106,8 @@ def bench(
     path = str(Path(tmp.name) / "store") if tmp else str(s.store_path)
     queue = f"bench.{int(time.time() * 1000)}"
     try:
-        with Store.open(path, create=True, allow_unsafe_permissions=s.allow_unsafe) as st:
+        # only the scratch store is made here: on --store, as for every command but init, none is
+        with Store.open(path, create=tmp is not None, allow_unsafe_permissions=s.allow_unsafe) as st:
             st.create_queue(queue)
         if producers == 0:  # consumers only: fill the queue first (one Store per process at a time)
             _producer(path, queue, messages, size, max(batch, 1000), express)

@@ -219,6 +219,18 @@ class _ids:
         self.out._write("".join(m.msg_id + "\n" for m in messages).encode("utf-8"))
 
 
+def _printable_label(value: str) -> str:
+    """A label typed on the command line is shown on one line: no control characters. (The
+    store itself keeps any label: a trace report's ends in NUL, and imports keep theirs.)"""
+    from store.arguments import control_character
+
+    c = control_character(value or "")
+    if c is not None:
+        raise typer.BadParameter(f"the label {value!r:.80} holds the control character {c!r}; "
+                                 f"use printable characters only")
+    return value
+
+
 def put(
     ctx: typer.Context,
     queue: QueueArg,
@@ -226,7 +238,7 @@ def put(
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the body from this file.")] = None,
     priority: Annotated[int, typer.Option("--priority", "-p", min=0, max=7, help="0-7, higher first.")] = 3,
     correl_id: Annotated[Optional[str], typer.Option("--correl-id", help="Correlation id (indexed).")] = None,
-    label: Annotated[str, typer.Option("--label", help="Label, up to 250 characters.")] = "",
+    label: Annotated[str, typer.Option("--label", callback=_printable_label, help="Label, up to 250 characters.")] = "",
     prop: Annotated[Optional[list[str]], typer.Option("--prop", help="User property K=V (repeatable).")] = None,
     app_specific: Annotated[int, typer.Option("--app-specific", help="32-bit application value.")] = 0,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="Time to be received, e.g. 5m; then dead-lettered.")] = None,

@@ -44,10 +44,13 @@ def init(
     """
     s = session(ctx, store, output, quiet)
     from store.environment import read_marker, store_exists
+    from store.ownership import check_store
 
-    existed = store_exists(s.store_path)
+    # whose directory it is, before reading anything in it
+    existed = (check_store(s.store_path, allow_foreign=s.allow_foreign) is not None
+               and store_exists(s.store_path))
     unfinished = existed and bool(read_marker(s.store_path).get("creating"))
-    with s.open(name=name) as st:
+    with s.open(create=True, name=name) as st:
         if unfinished:
             s.out.note(f"finished the store at {s.store_path}, which an earlier init left unfinished")
         elif existed:
@@ -113,10 +116,15 @@ def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
     """
     from store.check import check_isolated
     from store.errors import StoreCorrupt
+    from store.ownership import check_store
 
     s = session(ctx, store, output, quiet)
+    checked = check_store(s.store_path, allow_foreign=s.allow_foreign)  # refused here, said once here
+    if checked is not None:
+        s.said_foreign(checked.foreign_owner)
     # in a child process: a damaged data file can crash whoever reads it (LMDB trusts its pages)
-    problems = check_isolated(s.store_path, allow_unsafe_permissions=s.allow_unsafe)
+    problems = check_isolated(s.store_path, allow_unsafe_permissions=s.allow_unsafe,
+                              allow_foreign_owner=s.allow_foreign)
     if s.out.mode in ("json", "jsonl"):
         s.out.document({"ok": not problems, "problems": problems})
     elif not problems:

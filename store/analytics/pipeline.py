@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadData, InvalidArgument, QueueNotAvailable
+from ..ownership import check_store
 from ..queues import queue_key
 from .columns import MESSAGE_COLUMN_NAMES
 from .scan import distinct_stores, identity, open_readonly
@@ -31,6 +32,8 @@ class Source:
     names: dict[str, str] = field(default_factory=dict)  # queue manager GUID → name
     reports: str | None = None  # a reports file (store/reportfile.py): routes only
     report_rows: list[Any] = field(default_factory=list)
+    allow_foreign_owner: bool = False  # root reads other users' stores (store/ownership.py)
+    foreign_owners: dict[str, str] = field(default_factory=dict)  # store path → its other owner
 
     def check(self) -> None:
         """Fail before Spark starts: each store opens (read-only) and has the queues named;
@@ -53,6 +56,10 @@ class Source:
         self.stores = distinct_stores(self.stores)
         found: set[bytes] = set()
         for path in self.stores:
+            # whose store it is, before Spark reads a page of it
+            checked = check_store(Path(path), allow_foreign=self.allow_foreign_owner)
+            if checked is not None and checked.foreign_owner is not None:
+                self.foreign_owners[path] = checked.foreign_owner
             with open_readonly(path) as (env, dbs), env.begin() as lt:
                 where = identity(lt, dbs, str(Path(path).absolute()))
                 self.names[where.guid] = where.name

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from .. import holders, keys
-from ..environment import open_environment, read_marker, store_exists
+from ..environment import no_store, open_environment, read_marker, store_exists
 from ..errors import QueueNotAvailable, StoreCorrupt, StoreUnavailable
 from ..queues import decode_queue, queue_key
 from ..records import GET_UNCONFIRMED, guid_text, held_records
@@ -66,7 +66,7 @@ def open_readonly(path: str | Path) -> Iterator[tuple[lmdb.Environment, dict[str
     """The store's environment, read-only, with the store's own map size and tables."""
     path = Path(path)
     if not store_exists(path):
-        raise StoreUnavailable(f"no store at {path} (create one with `mqcli init`)")
+        raise no_store(path)
     env, dbs = open_environment(path, read_marker(path)["map_size"], readonly=True)
     try:
         yield env, dbs

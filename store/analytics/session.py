@@ -21,6 +21,7 @@ the `mqstore` source registered, and Spark's own output kept off the terminal.
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import shutil
 import sys
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..ownership import private_folder
 from . import AnalyticsFailed, AnalyticsUnavailable
 
 if TYPE_CHECKING:
@@ -89,11 +91,13 @@ KEEP_LOGS = 20
 def _log_path() -> str:
     """A new log file; the oldest go once there are more than KEEP_LOGS."""
     folder = Path(tempfile.gettempdir()) / f"mqcli-spark-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
+    # $TMPDIR is shared: a folder of that name another user made (or opened to others) could
+    # be read or fed links into; it is refused (exit 11), never written into
+    private_folder(folder, "the Spark log folder")
     old = sorted(folder.glob("spark-*.log"), key=lambda p: p.stat().st_mtime)
     for stale in old[:max(0, len(old) - KEEP_LOGS + 1)]:
         stale.unlink(missing_ok=True)
-    return str(folder / f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log")
+    return str(folder / f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{secrets.token_hex(3)}.log")
 
 
 @contextmanager
@@ -102,7 +106,7 @@ def _stderr_to(path: str) -> Iterator[None]:
     the JVM, keep it)."""
     sys.stderr.flush()
     saved = os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
         os.dup2(fd, 2)
         yield

@@ -42,8 +42,9 @@ def _with_umask(umask: int, args: list, env: dict, **kw) -> subprocess.Popen:
 def test_a_store_is_created_0700_with_0600_files_whatever_the_umask(tmp_path, umask):
     store = tmp_path / "store"
     env = {"MQCLI_STORE": str(store)}
-    proc = _with_umask(umask, ["queue", "create", "q", "-q"], env, stdout=subprocess.DEVNULL)
-    assert proc.wait(timeout=60) == 0
+    for args in (["init", "-q"], ["queue", "create", "q", "-q"]):
+        proc = _with_umask(umask, args, env, stdout=subprocess.DEVNULL)
+        assert proc.wait(timeout=60) == 0
     # a waiting get makes its FIFO in wait/; look at it while it waits, then wake it
     getter = _with_umask(umask, ["get", "q", "--wait", "60s", "-o", "body"], env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)

@@ -1,0 +1,166 @@
+"""Whose files mqcli trusts: its own, checked on the opened file, never by path alone.
+
+Modes are not enough. A user who makes a directory under a sticky, world-writable folder
+(`/tmp`) owns it whatever its mode; if root then makes or uses a store in it, that user can
+swap `data.mdb` for one of their own and forge messages, or read every later message. So a
+store's directory and files, key files and mqcli's own temporary folders must belong to the
+user running mqcli (its effective uid). Root may use another user's store when the caller
+says so (`allow_foreign_owner`, the CLI's `--allow-foreign-owner`); making a store in someone
+else's directory is refused always.
+
+Every check is made with `fstat` on a descriptor opened with O_NOFOLLOW (a symbolic link where a
+file belongs is refused; only the store directory itself may be reached through one), so a
+path swapped between the check and the open cannot pass: what is checked is what was opened. LMDB opens its files by path, so `StoreFiles.verify_unchanged`
+compares, after LMDB opened them, the files at those paths with the ones checked.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pwd
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ForeignOwner, StorePermission, StoreUnavailable
+
+# a store's entries that mqcli made (environment.py, holders.py, notify.py); their names are
+# repeated here rather than imported so this module depends on nothing of the store's
+_FILES = ("mqcli-store.json", "data.mdb", "lock.mdb")
+_FOLDERS = ("wait", "holders")
+
+
+def describe(uid: int) -> str:
+    """A user as `name (uid N)`, or `uid N` for a uid with no account."""
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def require_owner(st: os.stat_result, what: str, *, allow_foreign: bool = False) -> str | None:
+    """None if the running user owns the file `st` describes; else ForeignOwner naming the
+    owner — unless the user is root and `allow_foreign`: then the owner, for the caller to say."""
+    me = os.geteuid()
+    if st.st_uid == me:
+        return None
+    owner = describe(st.st_uid)
+    if allow_foreign and me == 0:
+        return owner
+    hint = ("run mqcli as that user, or as root pass --allow-foreign-owner" if me == 0
+            else "run mqcli as that user")
+    raise ForeignOwner(f"{what} is owned by {owner}, not by {describe(me)} who runs mqcli; {hint}")
+
+
+def open_checked(path: str | os.PathLike[str], flags: int, what: str, *, dir_fd: int | None = None,
+                 mode: int = 0o600, follow: bool = False) -> tuple[int, os.stat_result]:
+    """os.open with O_NOFOLLOW (unless `follow`) and O_CLOEXEC, then fstat: the descriptor and
+    what it is. A symbolic link is StorePermission (a link where a file belongs is how a path
+    is swapped)."""
+    try:
+        fd = os.open(path, flags | (0 if follow else os.O_NOFOLLOW) | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise StorePermission(f"{what} is a symbolic link; give the file itself") from None
+        raise
+    try:
+        return fd, os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def private_folder(path: Path, what: str) -> None:
+    """Make folder `path` (0700) or accept it only if it is the running user's and no one
+    else may enter it: exit 11 (StorePermission) otherwise, so nothing is written into
+    another user's folder. For mqcli's own folders under $TMPDIR."""
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        fd, st = open_checked(path, os.O_RDONLY | os.O_DIRECTORY, what)
+    except StorePermission:
+        raise
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot use {what} {path}: {exc.strerror or exc}") from None
+    try:
+        require_owner(st, f"{what} {path}")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            raise StorePermission(f"{what} {path} may be entered by others (mode "
+                                  f"{stat.S_IMODE(st.st_mode):o}); run `chmod 700 {path}` or remove it")
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class StoreFiles:
+    """What was checked of a store directory: its identity and that of its files."""
+
+    path: Path
+    directory: tuple[int, int]
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    foreign_owner: str | None = None  # the owner of a store root uses with allow_foreign_owner
+
+    def verify_unchanged(self) -> None:
+        """After LMDB opened the store by path: the directory and files at those paths are
+        still the ones checked (else a path was swapped meanwhile: StorePermission)."""
+        try:
+            st = os.stat(self.path)
+            now = {name: _identity(os.stat(self.path / name, follow_symlinks=False))
+                   for name in self.files}
+        except OSError:
+            now = None
+        if now is None or _identity(st) != self.directory or now != self.files:
+            raise StorePermission(f"the store at {self.path} changed while it was being opened "
+                                  f"(a file or the directory was replaced); check who can write to "
+                                  f"{self.path.parent}")
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def check_store(path: Path, *, allow_foreign: bool = False) -> StoreFiles | None:
+    """Check the store directory `path` and mqcli's files in it: each must be the running
+    user's (or, for root with `allow_foreign`, the directory's owner's) and no symbolic link.
+    None if there is no directory at `path` (nothing is made here)."""
+    try:
+        # a store path may be a symbolic link to the directory (a store moved to a bigger
+        # disk): what counts is the directory opened, checked here, and still there after
+        # LMDB opened it (verify_unchanged)
+        dfd, st = open_checked(path, os.O_RDONLY | os.O_DIRECTORY, f"the store directory {path}", follow=True)
+    except (FileNotFoundError, NotADirectoryError):
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise StoreUnavailable(f"cannot open the store at {path}: the path is not a directory; give "
+                                   f"a store directory with --store") from None
+        return None
+    except PermissionError:
+        raise StorePermission(f"no permission for the store at {path}: permission denied") from None
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot open the store at {path}: {exc.strerror or exc}") from None
+    try:
+        foreign = require_owner(st, f"the store directory {path}", allow_foreign=allow_foreign)
+        checked = StoreFiles(path, _identity(st), foreign_owner=foreign)
+        for name in _FILES + _FOLDERS:
+            flags = os.O_RDONLY | os.O_NONBLOCK | (os.O_DIRECTORY if name in _FOLDERS else 0)
+            what = f"{path / name}"
+            try:
+                fd, fst = open_checked(name, flags, what, dir_fd=dfd)
+            except FileNotFoundError:
+                continue
+            except NotADirectoryError:
+                raise StoreUnavailable(f"{what} is not a directory; the store at {path} is not as "
+                                       f"`mqcli init` made it") from None
+            except PermissionError:
+                raise StorePermission(f"no permission to open {what}") from None
+            os.close(fd)
+            if name in _FILES and not stat.S_ISREG(fst.st_mode):
+                raise StoreUnavailable(f"{what} is not a regular file; the store at {path} is not as "
+                                       f"`mqcli init` made it")
+            # root, allowed, uses the store of its directory's owner: not a third user's files
+            if fst.st_uid != st.st_uid or foreign is None:
+                require_owner(fst, what, allow_foreign=False)
+            if name in _FILES:
+                checked.files[name] = _identity(fst)
+        return checked
+    finally:
+        os.close(dfd)

@@ -1,0 +1,121 @@
+"""CLI: `mqcli backup` builds the copy in a private sibling of the target and renames it into
+place, so a backup killed at any moment leaves nothing a retry trips on (store/engine.py
+`Store.backup`)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import signal
+import stat
+import subprocess
+import time
+
+import pytest
+
+from cli_helpers import mqcli_command
+from store import NewMessage, Store
+from store.environment import store_exists
+
+
+def _siblings(target) -> list[str]:
+    return sorted(n for n in os.listdir(target.parent) if n.startswith(f".{target.name}.part-"))
+
+
+def _private(target) -> None:
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    for name in os.listdir(target):
+        mode = stat.S_IMODE((target / name).stat().st_mode)
+        assert mode == (0o700 if (target / name).is_dir() else 0o600), (name, oct(mode))
+
+
+def test_a_backup_is_private_and_leaves_no_sibling(cli, tmp_path):
+    cli.put("q", "a", "--count", "3")
+    target = tmp_path / "deep" / "bk"
+    assert cli.json("backup", target)["messages"] == 3
+    _private(target)
+    assert _siblings(target) == []
+    assert cli.ok("--store", target, "check").code == 0
+
+
+def test_a_backup_into_an_empty_directory_fills_it_and_into_a_used_one_is_refused(cli, tmp_path):
+    cli.put("q", "a")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.json("backup", empty)["messages"] == 1
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "notes.txt").write_text("mine")
+    r = cli.fails(11, "backup", used)
+    assert "is not empty (holds 'notes.txt')" in r.stderr
+    assert os.listdir(used) == ["notes.txt"] and _siblings(used) == []
+
+
+def test_a_retry_removes_what_a_dead_backup_left_and_spares_a_running_one(cli, tmp_path):
+    cli.put("q", "a", "--count", "2")
+    target = tmp_path / "bk"
+    dead = tmp_path / ".bk.part-0123456789ab"  # as a SIGKILLed backup leaves it: half a copy
+    dead.mkdir(mode=0o700)
+    (dead / "data.mdb").write_bytes(b"\0" * 8192)
+    (dead / "wait").mkdir()
+    running = tmp_path / ".bk.part-ba9876543210"  # a backup still running holds its flock
+    running.mkdir(mode=0o700)
+    fd = os.open(running, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert cli.json("backup", target)["messages"] == 2
+        assert not dead.exists() and running.exists()
+    finally:
+        os.close(fd)
+    assert cli.ok("--store", target, "check").code == 0
+
+
+@pytest.mark.slow
+def test_a_backup_killed_at_random_moments_is_retried_into_a_whole_copy(cli, tmp_path):
+    """Real `mqcli backup` processes SIGKILLed at random moments of their run; each target is
+    then absent or a whole store, and the retry succeeds; every copy checks and holds every
+    message."""
+    seed = int(os.environ.get("RELIABILITY_SEED") or random.randrange(1 << 30))
+    rng = random.Random(seed)
+    with Store.open(cli.store) as st:  # 40 MB: a copy long enough for kills to land inside it
+        for _ in range(20):
+            st.put_many("q", [NewMessage(os.urandom(1000) + b"%d" % i) for i in range(2000)])
+        expected = sorted(m.msg_id for m in st.browse("q", limit=None))
+    assert len(expected) == 40_000
+
+    def whole(target) -> None:
+        assert store_exists(target) and _siblings(target) == [], seed
+        _private(target)
+        assert cli.ok("--store", target, "check").code == 0
+        with Store.open(target) as copy:
+            assert sorted(m.msg_id for m in copy.browse("q", limit=None)) == expected, seed
+
+    started = time.monotonic()  # how long one backup takes here, to spread the kills over it
+    assert cli.ok("backup", tmp_path / "timed", "-q").code == 0
+    took = time.monotonic() - started
+    landed = {"target absent": 0, "target whole": 0, "left a sibling": 0}
+    for trial in range(6):
+        target = tmp_path / f"bk{trial}"
+        proc = subprocess.Popen([*mqcli_command(), "backup", target, "-q"], env={**os.environ, **cli.env},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if trial % 2:  # anywhere in the run, start-up included
+            time.sleep(rng.uniform(0.2, 1.1) * took)
+        else:  # once it is building its copy: mid-way, or just after
+            for _ in range(20_000):  # bounded: at most ~20 s of polling
+                if _siblings(target) or proc.poll() is not None:
+                    break
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0, 0.3) * took)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        landed["left a sibling"] += bool(_siblings(target))
+        if store_exists(target):
+            landed["target whole"] += 1
+            whole(target)  # finished before the kill: a store, whole
+            continue
+        assert not target.exists(), (seed, os.listdir(target))  # nothing half-made in place
+        landed["target absent"] += 1
+        assert cli.ok("backup", target, "-q").code == 0, seed  # the retry goes on
+        whole(target)
+    print(f"kills: {landed}, seed {seed}")  # where they landed, shown with -s

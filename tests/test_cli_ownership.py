@@ -1,0 +1,145 @@
+"""CLI, as root next to another local user: a store directory, a key file and mqcli's Spark
+log folder that the other user made are refused with exit 11 naming that user, and a store
+that user forged is never read (store/ownership.py).
+
+Needs root, `useradd`, `runuser` and `userdel`: it makes a throwaway user and removes it after;
+skipped with the reason where any of that is not allowed."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import ERROR_PREFIX, Cli, run_mqcli
+
+pytestmark = pytest.mark.slow  # makes and removes a user account
+
+
+@pytest.fixture(scope="module")
+def neighbour():
+    """A throwaway unprivileged user: (name, uid)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a throwaway user (useradd) and act as it (runuser)")
+    for tool in ("useradd", "runuser", "userdel"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"`{tool}` is not installed here")
+    name = f"mqt{secrets.token_hex(3)}"
+    made = subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name],
+                          capture_output=True, text=True, timeout=30)
+    if made.returncode != 0:
+        pytest.skip(f"useradd is not allowed here: {made.stderr.strip()}")
+    try:
+        probe = subprocess.run(["runuser", "-u", name, "--", "true"], capture_output=True, text=True, timeout=30)
+        if probe.returncode != 0:
+            pytest.skip(f"runuser is not allowed here: {probe.stderr.strip()}")
+        import pwd
+
+        yield name, pwd.getpwnam(name).pw_uid
+    finally:
+        subprocess.run(["userdel", "-r", name], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def shared():
+    """A sticky, world-writable folder like /tmp (pytest's tmp_path is private to root)."""
+    folder = Path(tempfile.mkdtemp(prefix="mqcli-own-", dir="/tmp"))
+    os.chmod(folder, 0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def as_user(user: str, *command: str) -> None:
+    subprocess.run(["runuser", "-u", user, "--", *command], check=True, capture_output=True, timeout=30)
+
+
+def refused_naming(r, user: str, uid: int) -> str:
+    assert r.code == 11, r
+    errors = [line for line in r.err_lines if line.startswith(ERROR_PREFIX)]
+    assert len(errors) == 1 and errors[0].endswith("[MQ_ERROR_ACCESS_DENIED]"), r
+    assert f"owned by {user} (uid {uid})" in errors[0], r
+    return errors[0]
+
+
+def test_a_store_directory_another_user_made_is_refused_by_init_and_left_as_it_was(neighbour, shared):
+    user, uid = neighbour
+    trap = shared / "qm1"
+    as_user(user, "mkdir", "-m", "700", str(trap))
+    for args in (["init"], ["init", "--name", "payroll"], ["--allow-foreign-owner", "init"]):
+        refused_naming(run_mqcli(["--store", trap, *args]), user, uid)
+    st = trap.stat()
+    assert os.listdir(trap) == [] and st.st_uid == uid and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def test_a_forged_store_another_user_swapped_in_is_never_read(neighbour, shared, tmp_path):
+    user, uid = neighbour
+    # the forgery: a whole store with a "payroll" message, handed over to the other user
+    forged = Cli(tmp_path / "forged", tmp_path / "xdg")
+    forged.subprocess("init", "-q")
+    forged.subprocess("queue", "create", "payroll", "-q")
+    assert forged.subprocess("put", "payroll", "FORGED: pay mallory", "-q").code == 0
+    trap = shared / "qm1"
+    as_user(user, "mkdir", "-m", "700", str(trap))
+    for name in os.listdir(forged.store):
+        if os.path.isfile(forged.store / name):
+            shutil.copyfile(forged.store / name, trap / name)
+    subprocess.run(["chown", "-R", f"{user}:", str(trap)], check=True)
+    os.chmod(trap, 0o700)
+    for args in (["get", "payroll"], ["browse", "payroll"], ["info"], ["check"], ["stats"],
+                 ["export"], ["put", "payroll", "root's secret"], ["init"]):
+        r = run_mqcli(["--store", trap, *args])
+        refused_naming(r, user, uid)
+        assert b"FORGED" not in r.stdout and "FORGED" not in r.stderr
+    assert os.stat(trap / "data.mdb").st_uid == uid  # root's put wrote nothing into it
+    # the refusal is what kept it out: root who says so reads the forgery (the test can fail)
+    said = run_mqcli(["--store", trap, "--allow-foreign-owner", "browse", "payroll", "-o", "body"])
+    assert said.code == 0 and said.stdout == b"FORGED: pay mallory\n", said
+    assert said.err_lines == [f"mqcli: warning: using the store at {trap}, owned by {user} (uid {uid}) "
+                              f"(--allow-foreign-owner)"], said
+
+
+def test_a_key_file_another_user_owns_is_refused(neighbour, shared, tmp_path):
+    user, uid = neighbour
+    cli = Cli(tmp_path / "store", tmp_path / "xdg")
+    assert cli.subprocess("init", "-q").code == 0
+    key = shared / "qm2.key"
+    as_user(user, "sh", "-c", f"umask 077; printf '%064x\\n' 7 > {key}")
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600  # the mode alone would pass
+    refused_naming(cli.subprocess("link", "add", "qm2", "127.0.0.1:7000", "--key-file", key), user, uid)
+    refused_naming(cli.subprocess("listen", "--bind", "127.0.0.1:7999", "--key-file", key), user, uid)
+    assert cli.subprocess("link", "list", "-o", "json").json() == []
+    # a symbolic link where the key file belongs is refused too, even to root's own key
+    own = tmp_path / "own.key"
+    assert cli.subprocess("link", "keygen", own, "-q").code == 0
+    link = shared / "link.key"
+    as_user(user, "ln", "-s", str(own), str(link))
+    r = cli.subprocess("link", "add", "qm2", "127.0.0.1:7000", "--key-file", link)
+    assert r.code == 11 and "symbolic link" in r.stderr, r
+    assert cli.subprocess("link", "add", "qm2", "127.0.0.1:7000", "--key-file", own, "-q").code == 0
+
+
+def test_a_spark_log_folder_another_user_made_is_refused_and_not_written_into(neighbour, shared, tmp_path):
+    pytest.importorskip("pyspark")
+    user, uid = neighbour
+    cli = Cli(tmp_path / "store", tmp_path / "xdg")
+    assert cli.subprocess("init", "-q").code == 0
+    folder = shared / f"mqcli-spark-{os.getuid()}"
+    as_user(user, "mkdir", "-m", "777", str(folder))
+    r = cli.subprocess("analyze", "health", env={"TMPDIR": str(shared)}, timeout=120)
+    if r.code == 2 and "Java" in r.stderr:
+        pytest.skip(f"analyze cannot run here: {r.stderr.strip()}")
+    refused_naming(r, user, uid)
+    assert os.listdir(folder) == []
+    # root's own folder, opened to others, is refused as well
+    shutil.rmtree(folder)
+    folder.mkdir(mode=0o700)
+    os.chmod(folder, 0o777)
+    r = cli.subprocess("analyze", "health", env={"TMPDIR": str(shared)}, timeout=120)
+    assert r.code == 11 and "chmod 700" in r.stderr, r
+    assert os.listdir(folder) == []
