@@ -104,22 +104,42 @@ def generate_key_file(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+# A key file holds 64 hex digits and a line end; a little room for a CRLF or spaces around.
+KEY_FILE_MAX_BYTES = 256
+
+
 def load_key(path: str | os.PathLike[str]) -> bytes:
-    """The 32-byte key of a key file; refuses a file others may read or a malformed one."""
+    """The 32-byte key of a key file; refuses a file others may read or a malformed one.
+
+    Its kind, mode and size come from fstat on the open file, before a byte is read, and no
+    more than KEY_FILE_MAX_BYTES + 1 bytes are read: `--key-file /dev/zero` or a multi-GB
+    file given by mistake must not be read whole. O_NONBLOCK: opening a FIFO nobody writes
+    to must not hang (it is refused as not a regular file)."""
     path = Path(path)
     try:
-        mode = path.stat().st_mode
-        text = path.read_text("ascii").strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise InvalidArgument(f"key file {path} does not exist (make one with `mqcli link keygen {path}`)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"cannot read key file {path}: {exc}") from None
-    if stat.S_IMODE(mode) & 0o077:
-        raise StorePermission(f"key file {path} is readable by others (mode {stat.S_IMODE(mode):o}); "
-                              f"run `chmod 600 {path}`")
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read key file {path}: {exc.strerror}") from None
     try:
-        raw = bytes.fromhex(text)
-    except ValueError:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise BadData(f"key file {path} is not a regular file (make one with `mqcli link keygen FILE`)")
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & 0o077:
+            raise StorePermission(f"key file {path} is readable by others (mode {mode:o}); run `chmod 600 {path}`")
+        if info.st_size > KEY_FILE_MAX_BYTES:
+            raise BadData(f"key file {path} is {info.st_size} bytes; a key file holds {KEY_BYTES * 2} hex "
+                          "digits (make one with `mqcli link keygen FILE`)")
+        data = os.read(fd, KEY_FILE_MAX_BYTES + 1)  # a regular file: no EAGAIN, one read
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read key file {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        raw = bytes.fromhex(data.decode("ascii").strip()) if len(data) <= KEY_FILE_MAX_BYTES else b""
+    except (UnicodeDecodeError, ValueError):
         raw = b""
     if len(raw) != KEY_BYTES:
         raise BadData(f"key file {path} does not hold {KEY_BYTES * 2} hex digits (make one with "

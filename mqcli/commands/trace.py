@@ -16,6 +16,7 @@ import typer
 from store import reports, trace
 from store.errors import MessageNotFound
 
+from .. import inputs
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import iso
@@ -32,7 +33,8 @@ app = typer.Typer(
 
 
 def _read_stdin(body: bool) -> str:
-    data = sys.stdin.buffer.read()
+    data = inputs.read_small(sys.stdin.buffer, inputs.TRACE_INPUT_BYTES,
+                             "trace report body" if body else "trace label (250 characters)")
     # bytes that are not UTF-8 become lone surrogates, which no rule accepts: the decoder then
     # names their column like any other bad character
     text = data.decode("utf-8", "surrogateescape")

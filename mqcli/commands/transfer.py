@@ -10,12 +10,13 @@ import typer
 
 from store import Message, errors
 
+from .. import inputs
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..outfile import written_whole
 from ..render import OutputClosed, json_line, progress, write_all
 from ..signals import deferred
-from .message import BATCH, _open_input, read_records
+from .message import BATCH
 
 
 def export(
@@ -103,13 +104,14 @@ def import_(
       mqcli import orders.jsonl --queue replay --new-ids
     """
     s = session(ctx, store, output, quiet)
-    stream = _open_input(source)
-    if stream.seekable():
-        for number, m in read_records(stream):  # validation pass: nothing is stored if a line is bad
-            _target(number, m, queue)
-        stream.seek(0)
+    stream = inputs.open_input(source)
     imported = skipped = 0
     with s.open() as st:
+        limit = inputs.record_line_limit(st.info().max_message_size)
+        if stream.seekable():  # validation pass: nothing is stored if a line is bad
+            for number, m in inputs.read_records(stream, limit):
+                _target(number, m, queue)
+            stream.seek(0)
         known = {q.name.casefold() for q in st.list_queues()}
         pending: list[Message] = []
         target = None
@@ -128,7 +130,7 @@ def import_(
 
         try:
             with progress("import") as bar:
-                for number, m in read_records(stream):
+                for number, m in inputs.read_records(stream, limit):
                     name = _target(number, m, queue)
                     if name != target or len(pending) >= BATCH:
                         flush()
@@ -140,8 +142,7 @@ def import_(
             # the batches that committed stay imported: say how many, then exit 130
             s.out.document({"imported": imported, "skipped": skipped, "interrupted": True})
             raise
-    if stream is not sys.stdin.buffer:
-        stream.close()
+    inputs.close_input(stream)
     s.out.document({"imported": imported, "skipped": skipped})
 
 

@@ -35,12 +35,13 @@ from cli_helpers import ERROR_PREFIX, invoke
 from harness import record
 from mqcli.durations import MAX_SECONDS, parse_duration, parse_size
 from mqcli.exits import UsageError
-from mqcli.commands.message import read_records
+from mqcli.inputs import read_records, record_line_limit
 from store import errors
 from store.records import _FIXED, _HEADER, Message, decode, encode
 from test_formatnames import fuzz_text
 from test_records import messages
 
+LINE_LIMIT = record_line_limit(4 << 20)  # a store's default max-message-size
 TALLY: dict[str, Counter] = defaultdict(Counter)
 FAST = settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CLI = settings(max_examples=30, deadline=None,
@@ -169,7 +170,7 @@ def retyped_records(draw):
 
 def _read(target: str, data: bytes) -> None:
     try:
-        records = list(read_records(io.BytesIO(data)))
+        records = list(read_records(io.BytesIO(data), LINE_LIMIT))
     except errors.BadData as exc:
         assert exc.message.startswith("line "), exc.message
         tally(target, False)
@@ -199,7 +200,7 @@ def test_arbitrary_json_reads_or_raises_bad_data(value):
 
 def test_deeply_nested_json_is_bad_data():
     with pytest.raises(errors.BadData, match="line 2"):
-        list(read_records(io.BytesIO(b"\n" + b"[" * 100_000 + b"]" * 100_000 + b"\n")))
+        list(read_records(io.BytesIO(b"\n" + b"[" * 100_000 + b"]" * 100_000 + b"\n"), LINE_LIMIT))
 
 
 @CLI
