@@ -267,15 +267,20 @@ def get(
                 _note_id(s.out, "confirm id", m.confirm_id)
             return
         left = count
+        empty: Optional[errors.Timeout] = None
         with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
             while left is None or left > 0:
                 try:
                     got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
                                      wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
-                except (errors.Timeout, errors.UnknownLockId):
+                except errors.Timeout as exc:
+                    if stream.count == 0:
+                        empty = exc  # still exit 3, after the stream ends: `-o json` prints []
+                    break  # the queue has no more: what was got is the result
+                except errors.UnknownLockId:
                     if stream.count == 0:
                         raise
-                    break  # the queue, or the lock, has no more: what was got is the result
+                    break  # the lock has no more: what was got is the result
                 if confirm_id is not None and "extend" not in filters:
                     if confirm_id == AUTO:
                         _note_id(s.out, "confirm id", got[0].confirm_id)
@@ -286,6 +291,8 @@ def get(
                     left -= len(got)
                 if msg_id is not None or unique_id is not None or lookup_id is not None:
                     break  # an exact id names one message
+        if empty is not None:
+            raise empty
 
 
 def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]

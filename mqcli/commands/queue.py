@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 from .. import values
 from ..durations import parse_size
-from ..exits import UsageError
+from ..exits import Declined, UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import iso
 
@@ -125,7 +125,7 @@ def _confirm(action: str, name: str, depth: int, yes: bool) -> None:
     if not sys.stdin.isatty():
         raise UsageError(f"refusing to {action} queue {name!r} ({depth} messages) without --yes")
     if not typer.confirm(f"{action} queue {name!r} and its {depth} messages?"):
-        raise typer.Abort()
+        raise Declined(f"queue {name!r} not {action}d (answered no)")
 
 
 def _remove_all(ctx: typer.Context, name: str, action: str, yes: bool, dry_run: bool,

@@ -14,7 +14,7 @@ from .. import inputs
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..outfile import written_whole
-from ..render import OutputClosed, json_line, progress, write_all
+from ..render import OutputClosed, json_line, progress, write_all, writing_to
 from ..signals import deferred
 from .message import BATCH
 
@@ -46,7 +46,7 @@ def export(
     if fmt == "parquet":
         _export_parquet(s, queues, to)
         return
-    with s.open() as st:
+    with s.open() as st, writing_to(None if to is None else str(to)):
         if to is None:
             count = _write_jsonl(st, queues, sys.stdout.buffer)
         else:
@@ -77,7 +77,7 @@ def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path])
     require(("pyarrow",), "export --format parquet")
     from store.analytics.parquet import write_messages
 
-    with s.open() as st, progress("export") as bar, written_whole(to) as path:
+    with s.open() as st, progress("export") as bar, writing_to(str(to)), written_whole(to) as path:
         count = write_messages(st, queues, path, bar.advance)
     s.out.note(f"exported {count} messages to {to}")
 
