@@ -551,8 +551,8 @@ def parse_unique_id(text: Any) -> tuple[bytes, int]:
         origin, put_time = uuid.UUID(guid).bytes, int(t)
     except ValueError:
         raise BadData(f"unique_id must look like <guid>:<put time µs>, got {text!r}") from None
-    if not (t.isascii() and t.isdigit()) or put_time >= 1 << 64:  # the index keeps 64 unsigned bits
-        raise BadData(f"unique_id put time must be 0..{(1 << 64) - 1} µs, got {t[:40]!r}")
+    if not (t.isascii() and t.isdigit()) or put_time >= 1 << 63:  # a signed 64-bit field and key
+        raise BadData(f"unique_id put time must be 0..{(1 << 63) - 1} µs, got {t[:40]!r}")
     return origin, put_time
 
 

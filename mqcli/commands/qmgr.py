@@ -218,17 +218,22 @@ def _watch(st: Store, columns: list[tuple[str, str]], seconds: float) -> None:
             t.add_row(*(str(row.get(k, "")) for k, _ in columns))
         return t
 
-    from ..signals import Terminated
+    from ..signals import Terminated, deferred
 
+    live = Live(table(), console=Console(), refresh_per_second=4)
     try:
-        with Live(table(), console=Console(), refresh_per_second=4) as live:
-            while True:
-                time.sleep(seconds)
-                live.update(table())
+        with deferred():  # a signal inside rich's start or stop would leave stderr redirected into the table
+            live.start(refresh=True)
+        while True:
+            time.sleep(seconds)
+            live.update(table())
     except Terminated:
         raise  # SIGTERM stays exit 143
     except KeyboardInterrupt:
         return  # Ctrl-C is how a watch ends (like `watch` and `top`): exit 0
+    finally:
+        with deferred():
+            live.stop()
 
 
 def register(app: typer.Typer) -> None:
