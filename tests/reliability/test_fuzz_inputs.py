@@ -69,9 +69,13 @@ def store(tmp_path_factory):
 
 
 def cli(store, *args, input=None):
-    """Run mqcli in this process; an error is exactly one `mqcli: error: ... [STATUS]` line."""
+    """Run mqcli in this process; an error is exactly one `mqcli: error: ... [STATUS]` line,
+    or with -o json|jsonl only its JSON object."""
     result = invoke(["--store", store, *args], input=input)
-    if result.code:
+    if result.code and ("json" in args or "jsonl" in args):
+        assert result.error_json()["error"]["exit"] == result.code, result
+        assert not any(line.startswith(ERROR_PREFIX) for line in result.err_lines), result
+    elif result.code:
         errors_ = [line for line in result.err_lines if line.startswith(ERROR_PREFIX)]
         assert len(errors_) == 1 and errors_[0].endswith("]"), result
     return result
