@@ -1,6 +1,6 @@
 """Option values that cannot be valid are refused while the command line is parsed (exit 2).
 
-A malformed escape in `--delimiter`, a unique id whose put time does not fit its 64 bits, or
+A malformed escape in `--delimiter`, a unique id whose put time does not fit its signed 64 bits, or
 an id beyond the range the store keeps would otherwise reach the codec or struct that cannot
 hold it and surface as an internal error (exit 1), or as bad data (exit 12) after the store
 was opened. These are typer callbacks: the value is checked, and converted, before the
@@ -9,6 +9,7 @@ command runs.
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from collections.abc import Callable
 from typing import Optional
@@ -25,8 +26,6 @@ def parse_escapes(text: str) -> bytes:
     """The bytes a delimiter like `\\n`, `\\0`, `\\x1e`, `--\\t` stands for: Python's string
     escapes, a code point written as its UTF-8 bytes, other characters as their own bytes
     (also those of an argument that is not UTF-8). ValueError for a malformed escape."""
-    import os
-
     out = bytearray()
     i = 0
     while i < len(text):
