@@ -262,7 +262,7 @@ def test_sizes_are_bytes_below_8_eib_or_a_usage_error(text):
 
 
 @CLI
-@given(durations, s.sampled_from([("get", "q", "--wait"), ("get", "q", "--confirm-id", "1", "--lease"),
+@given(durations, s.sampled_from([("get", "q", "--wait"), ("get", "q", "--confirm-id", "auto", "--lease"),
                                   ("put", "q", "x", "--ttl"), ("tx", "begin", "--timeout"),
                                   ("undo", "--older-than")]))
 def test_a_duration_option_exits_2_when_it_is_not_one(store, text, command):
