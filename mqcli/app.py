@@ -10,6 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from store.errors import DiskFull
+
 from . import __version__, signals
 from .exits import ExitCode, UsageError, report, wants_json
 from .render import OutputClosed
@@ -124,4 +126,18 @@ def run(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if "--traceback" in argv:
             raise
+        if isinstance(exc, DiskFull):
+            _drop_unwritten_stdout()
         return report(exc, json_errors=json_errors)
+
+
+def _drop_unwritten_stdout() -> None:
+    """After a full device: what stdout still buffers cannot be written either, and Python's
+    flush at exit would fail again and print a traceback-like warning (and exit 120)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass

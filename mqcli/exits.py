@@ -1,7 +1,8 @@
 """Exit codes (SPEC §6) and the one place where an exception becomes one.
 
 Every expected error prints one line on stderr, `mqcli: error: <what, and what to do> [STATUS]`,
-and with `-o json|jsonl` also a JSON object. No command calls sys.exit.
+or with `-o json|jsonl` instead only a JSON object with the same status, message and exit code.
+No command calls sys.exit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from store.errors import StoreError
 class ExitCode(IntEnum):
     OK = 0
     INTERNAL = 1
+    DECLINED = 1             # a question answered no: nothing done (not a bug, but not success)
     USAGE = 2
     TIMEOUT = 3              # MQ_ERROR_IO_TIMEOUT
     NOT_FOUND = 4            # MQ_ERROR_MESSAGE_NOT_FOUND
@@ -35,6 +37,11 @@ class ExitCode(IntEnum):
 
 class UsageError(Exception):
     """A command line that cannot be run as written (exit 2)."""
+
+
+class Declined(Exception):
+    """The user answered no to the command's question (`queue purge`): nothing was done
+    (exit 1). Not an interruption (exit 130): the user did not stop mqcli, mqcli asked."""
 
 
 def _store_error(exc: Exception, lmdb: Any) -> StoreError:
@@ -81,6 +88,8 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
         code, status, mq_code, message = ExitCode(exc.exit_code), exc.status, exc.code, exc.message
     elif isinstance(exc, UsageError):
         code, status, mq_code, message = ExitCode.USAGE, "USAGE", None, str(exc)
+    elif isinstance(exc, Declined):
+        code, status, mq_code, message = ExitCode.DECLINED, "DECLINED", None, str(exc)
     elif isinstance(exc, KeyboardInterrupt):
         from .signals import Terminated
 
@@ -92,8 +101,10 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
         code, status, mq_code = ExitCode.INTERNAL, "INTERNAL", None
         message = f"internal error: {type(exc).__name__}: {exc} (a bug; rerun with --traceback and report it)"
     message = _one_line(message)
-    stream.write(f"mqcli: error: {message} [{status}]\n")
-    if json_errors:
-        stream.write(json.dumps({"error": {"status": status, "code": mq_code, "message": message}}) + "\n")
+    if json_errors:  # only the object: a script reads stderr with `jq` as it reads stdout
+        stream.write(json.dumps({"error": {"status": status, "code": mq_code, "exit": int(code),
+                                           "message": message}}) + "\n")
+    else:
+        stream.write(f"mqcli: error: {message} [{status}]\n")
     stream.flush()
     return int(code)

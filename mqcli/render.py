@@ -10,6 +10,7 @@ rich is imported only when a text table or a progress bar is drawn.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import select
 import sys
@@ -22,12 +23,41 @@ from . import jsonl
 
 if TYPE_CHECKING:
     from store import Message
+    from store.errors import DiskFull
 
 MODES = ("text", "json", "jsonl", "body")
 
 
 class OutputClosed(Exception):
     """stdout's reader went away. Not an OSError, so that click does not turn it into exit 1."""
+
+
+# errnos of a write that found no room: a full disk (or /dev/full), a full quota
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_room(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in _NO_ROOM
+
+
+def disk_full(where: str | None) -> DiskFull:
+    """The error for a write that found no room: `where` is the file written, None for stdout."""
+    from store.errors import DiskFull
+
+    if where is None:
+        return DiskFull("stdout's device is full: free some space on it, or send the output elsewhere")
+    return DiskFull(f"the disk holding {where} is full: free some space on it, or write elsewhere")
+
+
+@contextmanager
+def writing_to(where: str | None) -> Iterator[None]:
+    """A full disk or device met in the block is exit 8 naming `where` (None: stdout)."""
+    try:
+        yield
+    except OSError as exc:
+        if no_room(exc):
+            raise disk_full(where) from None
+        raise
 
 
 def iso(us: int | None) -> str | None:
@@ -88,11 +118,13 @@ class Output:
     """The renderer of one command invocation."""
 
     def __init__(self, mode: str = "text", *, quiet: bool = False, delimiter: bytes = b"\n",
-                 stdout: BinaryIO | None = None, stderr: TextIO | None = None) -> None:
+                 stdout: BinaryIO | None = None, stderr: TextIO | None = None,
+                 where: str | None = None) -> None:
         self.mode = mode
         self.quiet = quiet
         self.delimiter = delimiter
         self.out = stdout if stdout is not None else sys.stdout.buffer
+        self.where = where  # what `out` writes to, named in a full-disk error; None: stdout
         self.err = stderr if stderr is not None else sys.stderr
         self.torn = False  # a write to stdout failed or was interrupted part-way
 
@@ -125,8 +157,10 @@ class Output:
             written = getattr(exc, "written", written)
             delivered = bisect.bisect_right(ends, written)
             self.torn = written != (ends[delivered - 1] if delivered else 0)  # a part was cut
-            if isinstance(exc, BrokenPipeError):
-                exc = OutputClosed()
+            # a closed pipe or a full device: the messages not written go back (a destructive
+            # get removes only the `delivered` first ones)
+            if isinstance(exc, BrokenPipeError) or no_room(exc):
+                exc = OutputClosed() if isinstance(exc, BrokenPipeError) else disk_full(self.where)
                 exc.delivered = delivered  # type: ignore[attr-defined]
                 raise exc from None
             exc.delivered = delivered  # type: ignore[attr-defined]
@@ -139,6 +173,11 @@ class Output:
         except BrokenPipeError:
             self.torn = True
             raise OutputClosed() from None
+        except OSError as exc:
+            self.torn = True
+            if no_room(exc):
+                raise disk_full(self.where) from None
+            raise
         except BaseException:
             self.torn = True  # interrupted part-way: what follows could not be parsed
             raise

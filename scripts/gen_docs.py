@@ -383,8 +383,10 @@ def command_page(cmd: Cmd, root: Cmd) -> str:
 # SPEC §6 "Exit codes", by ExitCode name; the status names come from store.errors.
 EXIT_MEANINGS = {
     "OK": "Success.",
-    "INTERNAL": "Unexpected internal error (a bug): a one-line message; --traceback shows more.",
-    "USAGE": "Usage error: a bad option, argument or duration.",
+    "INTERNAL": "Unexpected internal error (a bug): a one-line message; --traceback shows more. "
+                "Also a question answered no (queue purge, queue delete): nothing was done.",
+    "USAGE": "Usage error: a bad option, argument or duration, or an option value that cannot be "
+             "valid (a malformed --delimiter escape, an id beyond its 64 bits, a number out of range).",
     "TIMEOUT": "No message within --wait (an empty queue with no wait too).",
     "NOT_FOUND": "No message with that id, confirm id or lock id, or the id's lease lapsed.",
     "ALREADY_RECEIVED": "The message is held by another lock, confirm or transaction, or the "
@@ -393,12 +395,14 @@ EXIT_MEANINGS = {
     "QUEUE_NOT_AVAILABLE": "The queue does not exist or was deleted.",
     "QUEUE_QUOTA": "Enqueue status 1: the queue quota would be exceeded.",
     "STORE_QUOTA": "Enqueue status 2: the store quota would be exceeded, the store is throttled, "
-                   "or the store is full.",
+                   "or the store is full; or the disk or device written to (stdout, export --to) "
+                   "is full.",
     "EXPIRED": "Enqueue status 3: the message timed out (expired before it could be enqueued).",
     "TRANSACTION": "Transaction error: an unknown, finished or timed-out transaction, or the "
                    "transaction rules of the queue broken.",
     "STORE": "Store error: the store cannot be opened, is locked out, corrupt, or not permitted.",
-    "BAD_DATA": "Bad data: a malformed label, body, format name, JSONL record, or import file.",
+    "BAD_DATA": "Bad data: a malformed label, body, format name, JSONL record, import file or "
+                "key file.",
     "CHANNEL": "Channel error: a link cannot be reached, authenticated, or broke.",
     "INTERRUPTED": "Interrupted (Ctrl-C); nothing half-done is left behind.",
     "TERMINATED": "Terminated (SIGTERM), handled as Ctrl-C is; nothing half-done is left behind.",
@@ -431,9 +435,9 @@ def exit_status(page: Page) -> None:
     page.section("EXIT STATUS")
     page.paragraph(f"Errors print one line on standard error, "
                    f"\"{PROG}: error: <what, and what to do> [STATUS]\"; with -o json or -o jsonl "
-                   "also a JSON object.")
+                   "instead only a JSON object carrying the status, code, exit code and message.")
     for code in ExitCode:
-        status = {"USAGE": "USAGE", "INTERNAL": "INTERNAL", "INTERRUPTED": "INTERRUPTED"}.get(code.name)
+        status = {"USAGE": "USAGE", "INTERNAL": "INTERNAL, DECLINED", "INTERRUPTED": "INTERRUPTED"}.get(code.name)
         shown = ([status] if status else []) + statuses.get(int(code), [])
         body = EXIT_MEANINGS[code.name]
         if shown:

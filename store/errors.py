@@ -125,6 +125,15 @@ class StoreFull(StoreQuotaExceeded):
     code = None
 
 
+class DiskFull(StoreQuotaExceeded):
+    """A write found no room on its disk or device (ENOSPC, EDQUOT): a file the command line
+    writes, or its stdout. Exit 8, like a full store: MSMQ reports a full disk as
+    MQ_ERROR_INSUFFICIENT_RESOURCES."""
+
+    status = "MQ_ERROR_INSUFFICIENT_RESOURCES"
+    code = "0xC00E0027"
+
+
 class MessageExpired(StoreError):
     """Enqueue status 3 (seed 000): the message timed out before it could be enqueued."""
 

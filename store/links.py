@@ -105,35 +105,42 @@ def generate_key_file(path: str | os.PathLike[str]) -> Path:
     return path
 
 
-_KEY_FILE_LIMIT = 4096  # a key file is 65 bytes; reading stops well before memory could grow
+# A key file holds 64 hex digits and a line end; a little room for a CRLF or spaces around.
+KEY_FILE_MAX_BYTES = 256
 
 
 def load_key(path: str | os.PathLike[str]) -> bytes:
-    """The 32-byte key of a key file. Refused, before it is read: a symbolic link, a file that
-    is not regular, one another user owns (store/ownership.py: they could swap the key), one
-    others may read; then a malformed one. Checked on the opened file, not by its path."""
+    """The 32-byte key of a key file. Refused, before a byte is read: a symbolic link, a file
+    that is not regular (exit 12), one another user owns (store/ownership.py: they could swap
+    the key), one others may read (exit 11), one larger than a key file is (exit 12); then a
+    malformed one. Checked with fstat on the opened file, not by its path, and no more than
+    KEY_FILE_MAX_BYTES + 1 bytes are read: `--key-file /dev/zero` or a multi-GB file given by
+    mistake is not read whole. O_NONBLOCK: opening a FIFO nobody writes to must not hang."""
     path = Path(path)
     try:
-        fd, st = open_checked(path, os.O_RDONLY | os.O_NONBLOCK, f"key file {path}")
+        fd, info = open_checked(path, os.O_RDONLY | os.O_NONBLOCK, f"key file {path}")
     except FileNotFoundError:
         raise InvalidArgument(f"key file {path} does not exist (make one with `mqcli link keygen {path}`)") from None
     except OSError as exc:
         raise InvalidArgument(f"cannot read key file {path}: {exc.strerror or exc}") from None
     try:
-        if not stat.S_ISREG(st.st_mode):
-            raise InvalidArgument(f"key file {path} is not a regular file")
-        require_owner(st, f"key file {path}")
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            raise StorePermission(f"key file {path} is readable by others (mode {stat.S_IMODE(st.st_mode):o}); "
-                                  f"run `chmod 600 {path}`")
-        data = os.read(fd, _KEY_FILE_LIMIT + 1)
+        if not stat.S_ISREG(info.st_mode):
+            raise BadData(f"key file {path} is not a regular file (make one with `mqcli link keygen FILE`)")
+        require_owner(info, f"key file {path}")
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & 0o077:
+            raise StorePermission(f"key file {path} is readable by others (mode {mode:o}); run `chmod 600 {path}`")
+        if info.st_size > KEY_FILE_MAX_BYTES:
+            raise BadData(f"key file {path} is {info.st_size} bytes; a key file holds {KEY_BYTES * 2} hex "
+                          "digits (make one with `mqcli link keygen FILE`)")
+        data = os.read(fd, KEY_FILE_MAX_BYTES + 1)  # a regular file: no EAGAIN, one read
     except OSError as exc:
         raise InvalidArgument(f"cannot read key file {path}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     try:
-        raw = bytes.fromhex(data.decode("ascii").strip()) if len(data) <= _KEY_FILE_LIMIT else b""
-    except (ValueError, UnicodeDecodeError):
+        raw = bytes.fromhex(data.decode("ascii").strip()) if len(data) <= KEY_FILE_MAX_BYTES else b""
+    except (UnicodeDecodeError, ValueError):
         raw = b""
     if len(raw) != KEY_BYTES:
         raise BadData(f"key file {path} does not hold {KEY_BYTES * 2} hex digits (make one with "

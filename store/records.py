@@ -551,9 +551,12 @@ def parse_unique_id(text: Any) -> tuple[bytes, int]:
         raise BadData(f"unique_id must look like <guid>:<put time µs>, got {text!r}")
     guid, _, t = text.rpartition(":")
     try:
-        return uuid.UUID(guid).bytes, int(t)
+        origin, put_time = uuid.UUID(guid).bytes, int(t)
     except ValueError:
         raise BadData(f"unique_id must look like <guid>:<put time µs>, got {text!r}") from None
+    if not (t.isascii() and t.isdigit()) or put_time >= 1 << 63:  # a signed 64-bit field and key
+        raise BadData(f"unique_id put time must be 0..{(1 << 63) - 1} µs, got {t[:40]!r}")
+    return origin, put_time
 
 
 _MISSING = object()

@@ -127,9 +127,14 @@ class Cli:
         return self.ok(*args, "-o", "jsonl", **kw).jsonl()
 
     def fails(self, code: int, *args: Any, **kw: Any) -> Result:
-        """Run, require exit `code` and one `mqcli: error: ... [STATUS]` line on stderr."""
+        """Run, require exit `code` and one `mqcli: error: ... [STATUS]` line on stderr, or
+        with `-o json|jsonl` only the error's JSON object, carrying the exit code."""
         result = self(*args, **kw)
         assert result.code == code, result
+        if any(line.startswith('{"error"') for line in result.err_lines):
+            assert not any(line.startswith(ERROR_PREFIX) for line in result.err_lines), result
+            assert result.error_json()["error"]["exit"] == code, result
+            return result
         errors = [line for line in result.err_lines if line.startswith(ERROR_PREFIX)]
         assert len(errors) == 1 and errors[0].endswith("]"), result
         return result

@@ -112,9 +112,10 @@ def test_an_unreachable_link_fails_with_exit_13_and_keeps_its_messages(net):
     put(net.a, DEST, [b"goes"])
     r = mqcli(net.a, "-o", "json", "dispatch", "--once")
     assert r.code == 13, r
-    errors = [line for line in r.stderr.splitlines() if line.startswith("mqcli: error:")]
-    assert errors == [f"mqcli: error: 1 of 2 links failed: link 'qmX' (127.0.0.1:{port}): cannot connect: "
-                      "Connection refused (is `mqcli listen` running there?) [MQ_ERROR_CHANNEL]"]
+    errors = [json.loads(line)["error"] for line in r.stderr.splitlines() if line.startswith('{"error"')]
+    assert errors == [{"status": "MQ_ERROR_CHANNEL", "code": None, "exit": 13, "message":
+                       f"1 of 2 links failed: link 'qmX' (127.0.0.1:{port}): cannot connect: "
+                       "Connection refused (is `mqcli listen` running there?)"}]  # -o json: only the object
     results = {row["link"]: row for row in json.loads(r.stdout)}
     assert results["qmB"]["messages"] == 1 and results["qmX"]["messages"] == 0
     assert "cannot connect" in results["qmX"]["error"]
@@ -236,7 +237,7 @@ def test_follow_sends_as_messages_arrive_and_stops_on_signals(net, signum, code)
             wait_until(lambda r=round_: len(browse(net.b, "q")) == 50 * (r + 1), 30, f"round {round_} to arrive")
         rc, out, err = f.stop(signum)
         assert rc == code, err
-        assert ("mqcli: error: interrupted [INTERRUPTED]" in err) == (signum == signal.SIGINT)
+        assert ('"status": "INTERRUPTED"' in err) == (signum == signal.SIGINT)  # -o json: the object
         assert "Traceback" not in err
         if signum == signal.SIGTERM:
             [total] = json.loads(out)

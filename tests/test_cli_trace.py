@@ -70,10 +70,10 @@ def test_bad_label_exits_12_naming_column_and_rule(cli):
                                  "not a Mon [MQ_ERROR_BAD_DATA]")
 
 
-def test_bad_label_with_json_output_also_prints_the_error_object(cli):
+def test_bad_label_with_json_output_prints_only_the_error_object(cli):
     r = cli.fails(12, "trace", "decode", LABEL.replace("03:15:42", "13:15:42"), "-o", "json")
     assert r.stdout == b""
-    assert r.error_json() == {"error": {"status": "MQ_ERROR_BAD_DATA", "code": None,
+    assert r.error_json() == {"error": {"status": "MQ_ERROR_BAD_DATA", "code": None, "exit": 12,
                                         "message": HOUR_13[len("mqcli: error: "):-len(" [MQ_ERROR_BAD_DATA]")]}}
 
 

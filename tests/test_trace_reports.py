@@ -1,6 +1,7 @@
 """Trace report generation at the origin (SPEC §7, seed 001), and trace show / route."""
 
 import io
+import json
 
 import pytest
 
@@ -148,6 +149,10 @@ def test_trace_route_of_a_message_without_reports_exits_4(cli):
 
 def test_an_unexpected_error_is_one_line_with_exit_1():
     stream = io.StringIO()
+    assert report(ValueError("boom"), json_errors=False, stream=stream) == 1
+    [line] = stream.getvalue().splitlines()
+    assert line.startswith("mqcli: error: internal error: ValueError: boom") and "INTERNAL" in line
+    stream = io.StringIO()
     assert report(ValueError("boom"), json_errors=True, stream=stream) == 1
-    line, obj = stream.getvalue().splitlines()
-    assert line.startswith("mqcli: error: internal error: ValueError: boom") and "INTERNAL" in obj
+    [obj] = stream.getvalue().splitlines()
+    assert json.loads(obj)["error"]["status"] == "INTERNAL" and json.loads(obj)["error"]["exit"] == 1

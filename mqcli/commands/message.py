@@ -7,13 +7,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, BinaryIO, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from store import Message, NewMessage, Store, errors
 from store.selectors import SelectorError, compile_selector
 
+from .. import inputs, values
 from ..durations import parse_duration
 from ..exits import UsageError
 from ..options import AUTO, NewConfirmOpt, NewLockOpt, OutputOpt, QuietOpt, StoreOpt, session
@@ -24,7 +25,7 @@ BATCH = 1000
 
 QueueArg = Annotated[str, typer.Argument(help="Queue name or format name.", show_default=False)]
 MsgIdOpt = Annotated[Optional[str], typer.Option("--msg-id", help="Only the message with this msg_id.")]
-UniqueOpt = Annotated[Optional[str], typer.Option("--unique-id", help="Only the message with this MQe unique id (<guid>:<put time µs>).")]
+UniqueOpt = Annotated[Optional[str], typer.Option("--unique-id", callback=values.unique_id, help="Only the message with this MQe unique id (<guid>:<put time µs>).")]
 CorrelOpt = Annotated[Optional[str], typer.Option("--correl-id", help="Only messages with this correlation id.")]
 LookupOpt = Annotated[Optional[str], typer.Option("--lookup-id", help="Only the message with this lookup id (decimal or 0x hex).")]
 PriorityOpt = Annotated[Optional[int], typer.Option("--priority", min=0, max=7, help="Only messages of this priority (0-7).")]
@@ -45,13 +46,13 @@ WhereOpt = Annotated[Optional[str], typer.Option(
     help="Only messages the selector selects: SQL92 conditions on header fields and props.NAME, "
          "e.g. \"priority > 4 AND props.region = 'eu'\" or \"age > 10m AND label LIKE 'inv%'\" "
          "(README: Selectors).")]
-ConfirmOpt = Annotated[Optional[int], typer.Option("--confirm-id", help="Confirm id (a positive 63-bit integer you choose).")]
-LockOpt = Annotated[Optional[int], typer.Option("--lock-id", help="Lock id of a browse with lock.")]
+ConfirmOpt = Annotated[Optional[int], typer.Option("--confirm-id", callback=values.positive_id, help="Confirm id (a positive 63-bit integer you choose).")]
+LockOpt = Annotated[Optional[int], typer.Option("--lock-id", callback=values.positive_id, help="Lock id of a browse with lock.")]
 LeaseOpt = Annotated[Optional[str], typer.Option("--lease", help="Undo automatically if not confirmed within this time, e.g. 30s.")]
-TxOpt = Annotated[Optional[int], typer.Option("--tx", metavar="TX", help="Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.")]
+TxOpt = Annotated[Optional[int], typer.Option("--tx", metavar="TX", callback=values.positive_id, help="Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.")]
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Follow the queue: messages as they become available, until --count, --idle or Ctrl-C (exit 0).")]
 IdleOpt = Annotated[Optional[str], typer.Option("--idle", metavar="DURATION", help="With --follow: stop (exit 0) after this long without a message, e.g. 30s.")]
-DelimiterOpt = Annotated[str, typer.Option("--delimiter", help="Separator after each body with -o body (escapes like \\n, \\0 allowed).")]
+DelimiterOpt = Annotated[str, typer.Option("--delimiter", callback=values.delimiter, help="Separator after each body with -o body (escapes like \\n, \\0 allowed).")]
 
 
 def _lookup(text: Optional[str]) -> Optional[int]:
@@ -67,10 +68,6 @@ def _seconds(text: Optional[str], what: str) -> Optional[float]:
     return None if text is None else parse_duration(text, allow_forever=False, what=what)
 
 
-def _delimiter(text: str) -> bytes:
-    return text.encode("utf-8").decode("unicode_escape").encode("latin-1")
-
-
 # ---- put --------------------------------------------------------------------------------
 
 def _body(body: Optional[str], file: Optional[Path], st: Store) -> bytes:
@@ -79,93 +76,14 @@ def _body(body: Optional[str], file: Optional[Path], st: Store) -> bytes:
     if file is not None:
         try:
             with open(file, "rb") as stream:
-                return _read_body(stream, st)
+                return inputs.read_body(stream, st.info().max_message_size)
         except OSError as exc:
             raise UsageError(f"cannot read --file {file}: {exc.strerror}") from None
     if body is None:
         raise UsageError("give a BODY, --file FILE, or - to read the body from stdin (or use --jsonl/--lines)")
     if body == "-":
-        return _read_body(sys.stdin.buffer, st)
+        return inputs.read_body(sys.stdin.buffer, st.info().max_message_size)
     return os.fsencode(body)  # the argument's own bytes, even if they are not UTF-8
-
-
-def _read_body(stream: BinaryIO, st: Store) -> bytes:
-    """The body in `stream`, read no further than one byte past the store's max-message-size:
-    a larger one is refused as the store would refuse it (exit 8), without reading it all
-    (`--file /dev/zero` ran out of memory, a 3 GB file took 3 GB)."""
-    limit = st.info().max_message_size
-    data = stream.read(limit + 1)
-    if len(data) > limit:
-        size = os.fstat(stream.fileno()).st_size if _is_file(stream) else _size_if_it_ends(stream, len(data))
-        raise _too_large(limit, size)
-    return data
-
-
-def _size_if_it_ends(stream: BinaryIO, read: int, further: int = 64 << 20) -> Optional[int]:
-    """The size of a body from a pipe that is over the limit, if it ends within `further`
-    more bytes (read and dropped a MiB at a time); None for one that goes on (/dev/zero)."""
-    while further > 0:
-        chunk = stream.read(min(1 << 20, further))
-        if not chunk:
-            return read
-        read += len(chunk)
-        further -= len(chunk)
-    return None
-
-
-def _is_file(stream: BinaryIO) -> bool:
-    import stat
-
-    try:
-        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
-def _too_large(limit: int, size: Optional[int] = None, where: str = "") -> errors.MessageTooLarge:
-    """The store's refusal (store.txn), for a body not read to its end: its size is the
-    file's, or only known to be over the limit."""
-    shown = f"is {size} bytes, more" if size is not None and size > limit else "is larger"
-    return errors.MessageTooLarge(
-        f"{where}the message body {shown} than the store's max-message-size of "
-        f"{limit} bytes (`mqcli qmgr set --max-message-size`)")
-
-
-def _lines(stream: BinaryIO, st: Store) -> Iterator[bytes]:
-    """The bodies of `put --lines`: each line without its end (LF or CRLF). A line longer
-    than the store's max-message-size is refused after reading that much of it, not all."""
-    limit = st.info().max_message_size
-    cap = limit + 2  # a body of `limit` bytes and its CRLF
-    for number, line in enumerate(iter(lambda: stream.readline(cap), b""), 1):
-        if len(line) == cap and not line.endswith(b"\n"):
-            raise _too_large(limit, where=f"line {number}: ")
-        yield line.rstrip(b"\n").removesuffix(b"\r")
-
-
-def _open_input(name: str) -> BinaryIO:
-    if name == "-":
-        return sys.stdin.buffer
-    try:
-        return open(name, "rb")
-    except OSError as exc:
-        raise UsageError(f"cannot read {name}: {exc.strerror}") from None
-
-
-def read_records(stream: BinaryIO) -> Iterator[tuple[int, Message]]:
-    """(line number, record) for each non-empty JSONL line; a bad line is BadData naming it."""
-    from .. import jsonl
-
-    for number, line in enumerate(stream, 1):
-        if line.isspace() or not line:
-            continue
-        try:
-            record = jsonl.loads(line)
-        except ValueError as exc:
-            raise errors.BadData(f"line {number}: not JSON: {exc}") from None
-        try:
-            yield number, Message.from_dict(record)
-        except (errors.BadData, errors.InvalidArgument) as exc:
-            raise errors.BadData(f"line {number}: {exc.message}") from None
 
 
 def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message] | list[NewMessage]],
@@ -240,7 +158,7 @@ def put(
     correl_id: Annotated[Optional[str], typer.Option("--correl-id", help="Correlation id (indexed).")] = None,
     label: Annotated[str, typer.Option("--label", callback=_printable_label, help="Label, up to 250 characters.")] = "",
     prop: Annotated[Optional[list[str]], typer.Option("--prop", help="User property K=V (repeatable).")] = None,
-    app_specific: Annotated[int, typer.Option("--app-specific", help="32-bit application value.")] = 0,
+    app_specific: Annotated[int, typer.Option("--app-specific", callback=values.in_range(-(1 << 31), (1 << 31) - 1, "a signed 32-bit integer"), help="32-bit application value.")] = 0,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="Time to be received, e.g. 5m; then dead-lettered.")] = None,
     express: Annotated[bool, typer.Option("--express", help="Commit without the second flush (may be lost on an OS crash).")] = False,
     no_dead_letter: Annotated[bool, typer.Option("--no-dead-letter", help="Drop instead of dead-lettering on expiry.")] = False,
@@ -296,14 +214,16 @@ def put(
     s = session(ctx, store, output, quiet)
     with s.open() as st:
         if jsonl is not None:
-            stream = _open_input(jsonl)
-            records = (m for _, m in read_records(stream))
+            stream = inputs.open_input(jsonl)
+            limit = inputs.record_line_limit(st.info().max_message_size)
+            records = (m for _, m in inputs.read_records(stream, limit))
             batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
             _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
         elif lines is not None:
-            stream = _open_input(lines)
+            stream = inputs.open_input(lines)
+            bodies = inputs.body_lines(stream, st.info().max_message_size)
             _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
-                                           for chunk in _chunks(_lines(stream, st), BATCH)),
+                                           for chunk in _chunks(bodies, BATCH)),
                         False, confirm_id, lease_s, tx)
         elif count == 1 and confirm_id is None:
             message = NewMessage(_body(body, file, st), **fields)
@@ -379,7 +299,7 @@ def get(
     if lease is not None and confirm_id is None:
         raise UsageError("--lease goes with --confirm-id (how long the get may stay unconfirmed)")
     seconds = parse_duration(wait, what="wait")
-    s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
+    s = session(ctx, store, output, quiet, delimiter=delimiter)  # type: ignore[arg-type]  # bytes, from its callback
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
                    priority=priority, where=where, confirm_id=confirm_id, lock_id=lock_id,
                    lease=_seconds(lease, "lease"), tx=tx)
@@ -390,6 +310,7 @@ def get(
                 _note_id(s.out, "confirm id", m.confirm_id)
             return
         left = count
+        empty: Optional[errors.Timeout] = None
         with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
             if all(v is None for k, v in filters.items() if k != "priority"):
                 # the plain bulk get: each batch's removal shares a commit with the next hold
@@ -404,10 +325,14 @@ def get(
                 try:
                     got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
                                      wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
-                except (errors.Timeout, errors.UnknownLockId):
+                except errors.Timeout as exc:
+                    if stream.count == 0:
+                        empty = exc  # still exit 3, after the stream ends: `-o json` prints []
+                    break  # the queue has no more: what was got is the result
+                except errors.UnknownLockId:
                     if stream.count == 0:
                         raise
-                    break  # the queue, or the lock, has no more: what was got is the result
+                    break  # the lock has no more: what was got is the result
                 if confirm_id is not None and "extend" not in filters:
                     if confirm_id == AUTO:
                         _note_id(s.out, "confirm id", got[0].confirm_id)
@@ -418,6 +343,8 @@ def get(
                     left -= len(got)
                 if msg_id is not None or unique_id is not None or lookup_id is not None:
                     break  # an exact id names one message
+        if empty is not None:
+            raise empty
 
 
 def _get_follow(ctx: typer.Context, queue: str, *, where: Optional[str], count: Optional[int],
@@ -518,7 +445,7 @@ def browse(
       mqcli browse orders --follow --where "priority > 4"
       mqcli browse orders --follow --from-start --idle 10s -o jsonl
     """
-    s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
+    s = session(ctx, store, output, quiet, delimiter=delimiter)  # type: ignore[arg-type]  # bytes, from its callback
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
                    priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):
@@ -556,7 +483,7 @@ def browse(
 # ---- confirm, undo, unlock, delete ------------------------------------------------------
 
 def confirm(ctx: typer.Context, queue: QueueArg,
-            confirm_id: Annotated[int, typer.Option("--confirm-id", help="The confirm id of the put or get.", show_default=False)],
+            confirm_id: Annotated[int, typer.Option("--confirm-id", callback=values.positive_id, help="The confirm id of the put or get.", show_default=False)],
             store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
     """Confirm the put or get pending under a confirm id (MQe confirm).
 
@@ -600,7 +527,7 @@ def undo(
 
 
 def unlock(ctx: typer.Context, queue: QueueArg,
-           lock_id: Annotated[int, typer.Option("--lock-id", help="Lock id printed by browse --lock.", show_default=False)],
+           lock_id: Annotated[int, typer.Option("--lock-id", callback=values.positive_id, help="Lock id printed by browse --lock.", show_default=False)],
            store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
     """Unlock the messages of a browse with lock (MQe unlockMessage).
 

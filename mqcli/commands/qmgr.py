@@ -125,12 +125,13 @@ def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
     # in a child process: a damaged data file can crash whoever reads it (LMDB trusts its pages)
     problems = check_isolated(s.store_path, allow_unsafe_permissions=s.allow_unsafe,
                               allow_foreign_owner=s.allow_foreign)
-    if s.out.mode in ("json", "jsonl"):
+    if s.out.mode in ("json", "jsonl"):  # the document lists the problems; stderr only the error
         s.out.document({"ok": not problems, "problems": problems})
     elif not problems:
         s.out.note(f"store {s.store_path}: consistent")
-    for problem in problems:
-        s.out.err.write(f"mqcli: check: {problem}\n")
+    else:
+        for problem in problems:
+            s.out.err.write(f"mqcli: check: {problem}\n")
     if problems:
         raise StoreCorrupt(f"the store at {s.store_path} is inconsistent: {len(problems)} problem(s) found")
 
@@ -260,10 +261,22 @@ def _watch(st: Store, columns: list[tuple[str, str]], seconds: float) -> None:
             t.add_row(*(str(row.get(k, "")) for k, _ in columns))
         return t
 
-    with Live(table(), console=Console(), refresh_per_second=4) as live:
+    from ..signals import Terminated, deferred
+
+    live = Live(table(), console=Console(), refresh_per_second=4)
+    try:
+        with deferred():  # a signal inside rich's start or stop would leave stderr redirected into the table
+            live.start(refresh=True)
         while True:
             time.sleep(seconds)
             live.update(table())
+    except Terminated:
+        raise  # SIGTERM stays exit 143
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how a watch ends (like `watch` and `top`): exit 0
+    finally:
+        with deferred():
+            live.stop()
 
 
 def register(app: typer.Typer) -> None:

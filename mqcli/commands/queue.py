@@ -12,8 +12,9 @@ import typer
 if TYPE_CHECKING:
     from store import QueueInfo, Store
 
+from .. import values
 from ..durations import parse_size
-from ..exits import UsageError
+from ..exits import Declined, UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import iso
 
@@ -25,7 +26,7 @@ NameArg = Annotated[str, typer.Argument(help="Queue name (1-124 of letters, digi
 LabelOpt = Annotated[Optional[str], typer.Option("--label", help="Description, up to 250 characters.")]
 QuotaOpt = Annotated[Optional[str], typer.Option("--quota", help="Bytes of messages the queue may hold (0: no limit), e.g. 64MiB.")]
 JournalOpt = Annotated[Optional[bool], typer.Option("--journal/--no-journal", help="Keep a copy of each got message in NAME;journal.")]
-BackoutsOpt = Annotated[Optional[int], typer.Option("--max-backouts", help="Dead-letter a message undone this many times (0: never).")]
+BackoutsOpt = Annotated[Optional[int], typer.Option("--max-backouts", callback=values.in_range(0, 0xFFFF, "a count of backouts"), help="Dead-letter a message undone this many times (0: never).")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Say what would happen, change nothing.")]
 
@@ -124,7 +125,7 @@ def _confirm(action: str, name: str, depth: int, yes: bool) -> None:
     if not sys.stdin.isatty():
         raise UsageError(f"refusing to {action} queue {name!r} ({depth} messages) without --yes")
     if not typer.confirm(f"{action} queue {name!r} and its {depth} messages?"):
-        raise typer.Abort()
+        raise Declined(f"queue {name!r} not {action}d (answered no)")
 
 
 def _remove_all(ctx: typer.Context, name: str, action: str, yes: bool, dry_run: bool,

@@ -19,6 +19,7 @@ from store import reportfile, reports, trace
 from store.errors import BadData, MessageNotFound
 from store.records import guid_text, parse_msg_id
 
+from .. import inputs
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..render import iso
@@ -35,7 +36,8 @@ app = typer.Typer(
 
 
 def _read_stdin(body: bool) -> str:
-    data = sys.stdin.buffer.read()
+    data = inputs.read_small(sys.stdin.buffer, inputs.TRACE_INPUT_BYTES,
+                             "trace report body" if body else "trace label (250 characters)")
     # bytes that are not UTF-8 become lone surrogates, which no rule accepts: the decoder then
     # names their column like any other bad character
     text = data.decode("utf-8", "surrogateescape")

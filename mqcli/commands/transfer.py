@@ -5,18 +5,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, BinaryIO, Optional
 
 import typer
 
 from store import Message, errors
 
+from .. import inputs
 from ..exits import UsageError
 from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
 from ..outfile import written_whole
-from ..render import OutputClosed, json_line, progress, write_all
+from ..render import OutputClosed, json_line, progress, write_all, writing_to
 from ..signals import deferred
-from .message import BATCH, _open_input, read_records
+from .message import BATCH
 
 
 def export(
@@ -46,7 +47,7 @@ def export(
     if fmt == "parquet":
         _export_parquet(s, queues, to)
         return
-    with s.open() as st:
+    with s.open() as st, writing_to(None if to is None else str(to)):
         if to is None:
             count = _write_jsonl(st, queues, sys.stdout.buffer)
         else:
@@ -89,7 +90,7 @@ def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path])
     require(("pyarrow",), "export --format parquet")
     from store.analytics.parquet import write_messages
 
-    with s.open() as st, progress("export") as bar, written_whole(to) as path:
+    with s.open() as st, progress("export") as bar, writing_to(str(to)), written_whole(to) as path:
         count = write_messages(st, queues, path, bar.advance)
     s.out.note(f"exported {count} messages to {to}")
 
@@ -116,14 +117,15 @@ def import_(
       mqcli import orders.jsonl --queue replay --new-ids
     """
     s = session(ctx, store, output, quiet)
-    stream = _open_input(source)
-    if stream.seekable():
-        for number, m in _records(stream):  # validation pass: nothing is stored if a line is bad
-            if isinstance(m, Message):
-                _target(number, m, queue)
-        stream.seek(0)
+    stream = inputs.open_input(source)
     imported = skipped = 0
     with s.open() as st:
+        limit = inputs.record_line_limit(st.info().max_message_size)
+        if stream.seekable():  # validation pass: nothing is stored if a line is bad
+            for number, m in _records(stream, limit):
+                if isinstance(m, Message):
+                    _target(number, m, queue)
+            stream.seek(0)
         known = {q.name.casefold() for q in st.list_queues()}
         pending: list[Message] = []
         target = None
@@ -142,7 +144,7 @@ def import_(
 
         try:
             with progress("import") as bar:
-                for number, m in _records(stream):
+                for number, m in _records(stream, limit):
                     if not isinstance(m, Message):
                         if queue is None:  # with --queue the records' own queues are not made
                             flush()
@@ -159,36 +161,20 @@ def import_(
             # the batches that committed stay imported: say how many, then exit 130
             s.out.document({"imported": imported, "skipped": skipped, "interrupted": True})
             raise
-    if stream is not sys.stdin.buffer:
-        stream.close()
+    inputs.close_input(stream)
     s.out.document({"imported": imported, "skipped": skipped})
 
 
-def _records(stream) -> Iterator[tuple[int, Message | dict]]:
+def _records(stream: BinaryIO, limit: int) -> Iterator[tuple[int, Message | dict]]:
     """(line number, message or queue definition) for each line of a dump; a dump written
     before definitions were exported has messages only, and imports as it always did."""
-    for number, m in read_records(_messages_only(stream, definitions := [])):
-        while definitions and definitions[0][0] < number:
-            yield definitions.pop(0)
-        yield number, m
-    yield from definitions
+    return inputs.read_records(stream, limit, other=_definition_of)
 
 
-def _messages_only(stream, definitions: list[tuple[int, dict]]) -> Iterator[bytes]:
-    """The lines of `stream`, with each definition record blanked (kept in `definitions`):
-    read_records skips blank lines, so line numbers stay those of the file."""
-    from .. import jsonl
-
-    for number, line in enumerate(stream, 1):
-        if line.startswith(b'{"' + DEFINITION.encode() + b'"'):
-            try:
-                record = jsonl.loads(line)
-            except ValueError as exc:
-                raise errors.BadData(f"line {number}: not JSON: {exc}") from None
-            definitions.append((number, _definition(number, record)))
-            yield b"\n"
-        else:
-            yield line
+def _definition_of(number: int, record: object) -> dict | None:
+    if isinstance(record, dict) and DEFINITION in record:
+        return _definition(number, record)
+    return None
 
 
 def _definition(number: int, record: object) -> dict:

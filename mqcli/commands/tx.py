@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from .. import values
 from ..durations import parse_duration
 from ..options import OutputOpt, QuietOpt, StoreOpt, session
 from ..render import age, iso
@@ -29,7 +30,7 @@ app = typer.Typer(
     no_args_is_help=True, rich_markup_mode=None)
 
 TxArg = Annotated[int, typer.Argument(metavar="TX", help="Transaction id printed by `mqcli tx begin`.",
-                                      show_default=False)]
+                                      callback=values.positive_id, show_default=False)]
 
 COLUMNS = [("tx", "tx"), ("age", "age"), ("timeout_left", "timeout left"),
            ("operations", "operations"), ("queues", "queues")]

@@ -1,0 +1,155 @@
+"""Every stream the command line reads, each read with a bound.
+
+An input may be endless (`/dev/zero`, a pipe from `yes`) or huge (a 100 MB line, a 3 GB file
+given by mistake). Reading it whole, or a line of it whole, grows memory with it until the
+process dies, so nothing here calls `read()` or `readline()` without a limit: each reader
+takes at most one byte past what a valid input can hold and refuses the rest with its
+documented exit code, before memory grows with it. A body is refused as the store refuses it
+(exit 8, MessageTooLarge); a JSONL record or a trace label that long cannot be valid data
+(exit 12, BadData).
+
+Key files are read by the library (store/links.py `load_key`), which bounds them itself.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, Optional
+
+from store import Message, errors
+
+from .exits import UsageError
+
+# The longest JSON a record of a store can take, beyond its body: every other field, with a
+# label of 250 characters and a correl_id of 255 bytes written as \uXXXX escapes, a report
+# queue and property map of ordinary size.
+_RECORD_FIELDS_BYTES = 1 << 20
+# A body of N bytes is at most 6 N bytes of JSON: a control character is written \u00XX.
+_JSON_BYTES_PER_BODY_BYTE = 6
+# A trace label holds at most 250 characters (MSMQ's MQ_MAX_MSG_LABEL_LEN) and a report body
+# a few short elements; this is far more than either, and little enough to read at once.
+TRACE_INPUT_BYTES = 64 << 10
+
+
+def open_input(name: str) -> BinaryIO:
+    """The stream a FILE|- argument names: stdin for `-`."""
+    if name == "-":
+        return sys.stdin.buffer
+    try:
+        return open(name, "rb")
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc.strerror}") from None
+
+
+def close_input(stream: BinaryIO) -> None:
+    if stream is not sys.stdin.buffer:
+        stream.close()
+
+
+# ---- message bodies: at most the store's max-message-size (exit 8) ----------------------
+
+def read_body(stream: BinaryIO, limit: int) -> bytes:
+    """The body in `stream`, read no further than one byte past the store's max-message-size
+    `limit`: a larger one is refused as the store would refuse it (exit 8), without reading it
+    all."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        size = os.fstat(stream.fileno()).st_size if _is_file(stream) else _size_if_it_ends(stream, len(data))
+        raise too_large(limit, size)
+    return data
+
+
+def _size_if_it_ends(stream: BinaryIO, read: int, further: int = 64 << 20) -> Optional[int]:
+    """The size of a body from a pipe that is over the limit, if it ends within `further`
+    more bytes (read and dropped a MiB at a time); None for one that goes on (/dev/zero)."""
+    while further > 0:
+        chunk = stream.read(min(1 << 20, further))
+        if not chunk:
+            return read
+        read += len(chunk)
+        further -= len(chunk)
+    return None
+
+
+def _is_file(stream: BinaryIO) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def too_large(limit: int, size: Optional[int] = None, where: str = "") -> errors.MessageTooLarge:
+    """The store's refusal (store.txn), for a body not read to its end: its size is the
+    file's, or only known to be over the limit."""
+    shown = f"is {size} bytes, more" if size is not None and size > limit else "is larger"
+    return errors.MessageTooLarge(
+        f"{where}the message body {shown} than the store's max-message-size of "
+        f"{limit} bytes (`mqcli qmgr set --max-message-size`)")
+
+
+def body_lines(stream: BinaryIO, limit: int) -> Iterator[bytes]:
+    """The bodies of `put --lines`: each line without its end (LF or CRLF). A line longer
+    than the store's max-message-size `limit` is refused after reading that much of it."""
+    cap = limit + 2  # a body of `limit` bytes and its CRLF
+    for number, line in enumerate(iter(lambda: stream.readline(cap), b""), 1):
+        if len(line) == cap and not line.endswith(b"\n"):
+            raise too_large(limit, where=f"line {number}: ")
+        yield line.rstrip(b"\n").removesuffix(b"\r")
+
+
+# ---- JSONL records: a line at most what a record of the store can take (exit 12) ---------
+
+def record_line_limit(max_message_size: int) -> int:
+    """The longest line a record of a store with this max-message-size can take."""
+    return _JSON_BYTES_PER_BODY_BYTE * max_message_size + _RECORD_FIELDS_BYTES
+
+
+def jsonl_lines(stream: BinaryIO, limit: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) for each line, each read no further than `limit` + 1 bytes: a
+    longer line is BadData naming it, refused before it is read to its end."""
+    for number, line in enumerate(iter(lambda: stream.readline(limit + 1), b""), 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            raise errors.BadData(f"line {number}: longer than {limit} bytes, more than any record this "
+                                 "store can hold (its max-message-size bounds a record's line); "
+                                 "is this a JSONL dump?")
+        yield number, line
+
+
+def read_records(stream: BinaryIO, limit: int,
+                 other: Optional[Callable[[int, object], Any]] = None) -> Iterator[tuple[int, Any]]:
+    """(line number, record) for each non-empty JSONL line; a bad or overlong line is BadData
+    naming it. `other(line number, parsed JSON)` may claim a line that is not a message (an
+    export's queue definitions): what it returns, if not None, is yielded instead."""
+    from . import jsonl
+
+    for number, line in jsonl_lines(stream, limit):
+        if line.isspace() or not line:
+            continue
+        try:
+            record = jsonl.loads(line)
+        except ValueError as exc:
+            raise errors.BadData(f"line {number}: not JSON: {exc}") from None
+        if other is not None and (claimed := other(number, record)) is not None:
+            yield number, claimed
+            continue
+        try:
+            yield number, Message.from_dict(record)
+        except (errors.BadData, errors.InvalidArgument) as exc:
+            raise errors.BadData(f"line {number}: {exc.message}") from None
+
+
+# ---- small texts: a trace label or report body from stdin (exit 12) ----------------------
+
+def read_small(stream: BinaryIO, limit: int, what: str) -> bytes:
+    """All of `stream` if it holds at most `limit` bytes; else BadData, after reading one byte
+    more than that."""
+    data = b""
+    while len(data) <= limit:
+        chunk = stream.read(limit + 1 - len(data))
+        if not chunk:
+            return data
+        data += chunk
+    raise errors.BadData(f"stdin holds more than {limit} bytes, more than any {what}")
