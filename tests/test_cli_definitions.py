@@ -34,6 +34,7 @@ def test_import_leaves_an_existing_queue_as_it_is_and_says_so(cli, tmp_path):
     dump = tmp_path / "dump.jsonl"
     cli.ok("export", "pay", "--to", str(dump))
     other = Cli(tmp_path / "other", tmp_path / "xdg2")
+    other.ok("init", "-q")
     other.ok("queue", "create", "pay", "--max-backouts", "9", "-q")
     result = other("import", str(dump))
     assert result.code == 0, result

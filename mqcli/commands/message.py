@@ -318,9 +318,12 @@ def get(
                     stream.extend(found)
                     bar.advance(len(found))
 
-                _delivered(st.get_batches, queue, deliver=deliver, limit=count, batch=BATCH,
-                           wait=seconds, priority=priority)
-                return
+                try:
+                    _delivered(st.get_batches, queue, deliver=deliver, limit=count, batch=BATCH,
+                               wait=seconds, priority=priority)
+                except errors.Timeout as exc:
+                    empty = exc  # still exit 3, after the stream ends: `-o json` prints []
+                left = 0
             while left is None or left > 0:
                 try:
                     got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
@@ -355,7 +358,7 @@ def _get_follow(ctx: typer.Context, queue: str, *, where: Optional[str], count: 
     if all_ or wait != "0" or any(v is not None for v in others):
         raise UsageError("--follow goes with --where, --count and --idle only")
     seconds = None if idle is None else parse_duration(idle, allow_forever=False, what="idle")
-    s = session(ctx, store, output, quiet, delimiter=_delimiter(delimiter))
+    s = session(ctx, store, output, quiet, delimiter=delimiter)  # type: ignore[arg-type]  # bytes, from its callback
     left = count
     with s.open() as st, s.out.messages() as stream:
         try:
