@@ -44,6 +44,15 @@ class Declined(Exception):
     (exit 1). Not an interruption (exit 130): the user did not stop mqcli, mqcli asked."""
 
 
+class Failed(Exception):
+    """A command whose parts failed with their own codes, each already shown (a `batch` line):
+    the one-line error names the first, and its code is the command's."""
+
+    def __init__(self, code: int, status: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.status = code, status
+
+
 def _store_error(exc: Exception, lmdb: Any) -> StoreError:
     """An LMDB error the store let through: what LMDB met reading the store's pages (a damaged
     data file) is exit 11, never an internal error."""
@@ -90,6 +99,8 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
         code, status, mq_code, message = ExitCode.USAGE, "USAGE", None, str(exc)
     elif isinstance(exc, Declined):
         code, status, mq_code, message = ExitCode.DECLINED, "DECLINED", None, str(exc)
+    elif isinstance(exc, Failed):
+        code, status, mq_code, message = exc.code, exc.status, None, str(exc)  # type: ignore[assignment]
     elif isinstance(exc, KeyboardInterrupt):
         from .signals import Terminated
 

@@ -24,7 +24,7 @@ def test_a_batch_runs_each_line_with_shell_quoting_and_comments(cli):
 def test_a_failing_line_stops_the_batch_with_its_exit_code(cli):
     result = cli.subprocess("batch", input=b"put q one\nget nope\nput q two\n")
     assert result.code == 6, result
-    assert "line 2 failed (exit 6): get nope" in result.stderr
+    assert "line 2 failed (exit 6): get nope [BATCH]" in result.stderr
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
 
 

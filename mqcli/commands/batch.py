@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..exits import ExitCode, UsageError
+from ..exits import ExitCode, Failed, UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session, settings, shared_stores
 
 MAX_LINE = 1 << 20  # a command line longer than 1 MiB is refused (exit 12), not read whole
@@ -49,7 +49,7 @@ def batch(
     if as_json:
         prefix += ["-o", "json"]
     stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8") if file == "-" else _open(file)
-    first_failure = 0
+    first_failure: tuple[int, int, str] | None = None
     from ..app import run  # the app is loaded already: batch runs in it
 
     with shared_stores():
@@ -71,14 +71,13 @@ def batch(
                     code = run(prefix + argv)
             if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
                 raise typer.Exit(code)
-            if code:
-                if not as_json:
-                    s.out.note(f"mqcli: batch: line {number} failed (exit {code}): {text.strip()}")
-                first_failure = first_failure or code
-                if not keep_going:
-                    break
+            if code and not first_failure:
+                first_failure = (int(code), number, text.strip())
+            if code and not keep_going:
+                break
     if first_failure:
-        raise typer.Exit(first_failure)
+        code, number, text = first_failure
+        raise Failed(code, "BATCH", f"batch: line {number} failed (exit {code}): {text}")
 
 
 def _open(path: str) -> io.TextIOBase:
