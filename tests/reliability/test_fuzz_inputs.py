@@ -64,6 +64,7 @@ def _report():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("fuzz") / "store"
+    assert invoke(["--store", path, "init", "-q"]).code == 0
     assert invoke(["--store", path, "queue", "create", "q", "-q"]).code == 0
     return path
 
