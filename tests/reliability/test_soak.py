@@ -70,6 +70,7 @@ def test_eight_processes_mixing_every_operation_account_exactly_once(tmp_path):
     seconds = soak_seconds()
     run_seed = seed()
     cli = Cli(tmp_path / "store", tmp_path / "xdg")
+    cli.ok("init", "-q")
     for q in ("soak", "soak2"):
         cli.ok("queue", "create", q, "--journal", "-q")
     logs = [tmp_path / f"worker-{i}.log" for i in range(PROCESSES)]
