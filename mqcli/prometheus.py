@@ -6,11 +6,12 @@ units (seconds, bytes), `_total` for counters, labels for queue, state, priority
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from .outfile import written_whole
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
 
@@ -95,23 +96,17 @@ def store_metrics(stats: Iterable[Any], info: Any, transactions: int, outgoing: 
 
 
 def write_textfile(path: Path, text: str) -> None:
-    """Write atomically: a temporary file in the same directory, synced, renamed over `path`
-    (node_exporter's textfile collector may read it at any moment)."""
-    folder = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+    """Write atomically, as `export --to` does (outfile.written_whole): a temporary file in the
+    same directory, synced, renamed over `path`, so that node_exporter's textfile collector
+    never reads half a file. A target that is not a regular file (a FIFO, /dev/stdout) is
+    written in place, never replaced."""
+    with written_whole(path) as target:
+        with open(target, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # the collector runs as another user
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            if target != path:
+                os.fsync(f.fileno())
+                os.chmod(target, 0o644)  # the collector runs as another user
 
 
 _TOTALS = (

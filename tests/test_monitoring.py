@@ -169,3 +169,22 @@ def test_health_json_and_unknown(cli, tmp_path):
     assert cli.subprocess("health", "--depth", "9:5").code == 3
     assert cli.subprocess("health", "nosuchqueue").code == 3
     assert math.isfinite(json.loads(cli.subprocess("health", "-o", "json").out)["checks"][1]["value"])
+
+
+def test_a_textfile_that_is_not_a_regular_file_is_written_in_place_never_replaced(cli, tmp_path):
+    # as root, a rename over /dev/zero replaced the device with a regular file (found by the
+    # option fuzz): a FIFO, a device or /dev/stdout is written to, not renamed over
+    import os
+    import threading
+
+    fifo = tmp_path / "metrics.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert cli.subprocess("stats", "--prometheus", "--textfile", fifo, timeout=60).code == 0
+    reader.join(timeout=60)
+    assert got and got[0].startswith("# HELP mqcli_queue_depth")
+    assert fifo.is_fifo()
+    assert cli.subprocess("stats", "--prometheus", "--textfile", "/dev/null").code == 0
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
