@@ -920,6 +920,18 @@ class Store(Forwarding):
                     token = self._holder.hold(t, q, found, holders.GET)
             elif confirm_id is None and plain:
                 found = t.get_next(q, priority, count)
+            elif deliver is not None and confirm_id is not None and not inline:
+                # two-phase and written out: held by this process while written (a SIGKILL
+                # gives them back), put under the confirm id in the write that ends the hold,
+                # so that nothing unwritten is ever pending under it
+                pending_id = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
+                found = t.take(q, f, size, lock_id)
+                if found:
+                    token = self._holder.hold(t, q, found, holders.GET)
+                    for m in found:  # as they will be once delivered
+                        m.state = BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED
+                        m.confirm_id, m.since = pending_id, t.now
+                        m.lease_expires = t.now + lease_us if lease_us else m.lease_expires
             else:
                 cid = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
                 found = t.take(q, f, count, lock_id)
@@ -981,15 +993,15 @@ class Store(Forwarding):
             placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
-            end = self._deliver(queue, found, deliver, hold=token if held else None, placed=placed,
-                                two_phase=two_phase, later=chain is not None and placed is not None)
+            end = self._deliver(queue, found, deliver, hold=token, placed=placed, two_phase=two_phase,
+                                later=chain is not None and placed is not None, lease_us=lease_us)
             if chain is not None:
                 chain.end = end
         return found
 
     def _deliver(self, queue: str, found: list[Message], deliver: Callable[[list[Message]], None], *,
                  hold: int | None, placed: holders.Placed | None, two_phase: int | None,
-                 later: bool = False) -> Callable[[Txn], None] | None:
+                 later: bool = False, lease_us: int | None = None) -> Callable[[Txn], None] | None:
         """Call `deliver(found)` with no transaction open; then end the `hold` (remove what
         was delivered, put back the rest) or, for a `two_phase` get, put back what was not
         delivered. If `deliver` raises, the exception's `delivered` attribute (default 0)
@@ -1002,22 +1014,19 @@ class Store(Forwarding):
             done = getattr(exc, "delivered", 0)
             done = done if type(done) is int and 0 <= done <= len(found) else 0
             if hold is not None or two_phase is not None:
-                self._end_delivery(queue, hold, placed, two_phase, {m.seq for m in found[:done]})
+                self._write(self._ending(queue, hold, placed, two_phase, {m.seq for m in found[:done]}, lease_us))
             raise
         if hold is not None:
-            end = self._ending(queue, hold, placed, None, {m.seq for m in found})
+            end = self._ending(queue, hold, placed, two_phase, {m.seq for m in found}, lease_us)
             if later:
                 return end
             self._write(end)
         return None
 
-    def _end_delivery(self, queue: str, hold: int | None, placed: holders.Placed | None,
-                      two_phase: int | None, delivered: set[int]) -> None:
-        self._write(self._ending(queue, hold, placed, two_phase, delivered))
-
     def _ending(self, queue: str, hold: int | None, placed: holders.Placed | None,
-                two_phase: int | None, delivered: set[int]) -> Callable[[Txn], None]:
-        """The write that ends a delivery: see _deliver."""
+                two_phase: int | None, delivered: set[int], lease_us: int | None = None) -> Callable[[Txn], None]:
+        """The write that ends a delivery: see _deliver. A held two-phase get puts what was
+        delivered under its confirm id (with its lease) and gives back the rest."""
         def end(t: Txn) -> None:
             if hold is None:  # a two-phase get: what was delivered stays under its confirm id
                 for m in t.with_token(t.queue(queue), two_phase):  # type: ignore[arg-type]
@@ -1031,6 +1040,15 @@ class Store(Forwarding):
                 holders.forget(t, hold)
                 return
             q = t.queue(t.queue_name(found.qid))
+            if two_phase is not None:  # held while written, now pending under the confirm id
+                for m in t.with_token(q, hold):
+                    if m.seq in delivered:
+                        t.transition(m, durable=False, confirm_id=two_phase, since=t.now,
+                                     lease_expires=t.now + lease_us if lease_us else m.lease_expires)
+                    else:
+                        holders.give_back(t, m)
+                holders.forget(t, hold)
+                return
             if placed is not None:  # held in place by hold_next
                 removed, _ = t.end_hold(q, placed, delivered)
             else:

@@ -112,7 +112,8 @@ def batched(before: Ledger, ids: list[str], to: Placement | None, marks: list[in
     return [moved(before, ids[:b], to) for b in marks]
 
 
-def held_batches(before: Ledger, ids: list[str], marks: list[int]) -> tuple[list[Ledger], list[int]]:
+def held_batches(before: Ledger, ids: list[str], marks: list[int],
+                 to: Placement | None = None) -> tuple[list[Ledger], list[int]]:
     """A destructive get's commits: each batch is held (a light commit), written out with no
     transaction open, then removed (store/holders.py). A killed get's held batch goes back on
     the next access, so the store after a hold looks as before it. Returns the stages and
@@ -120,7 +121,7 @@ def held_batches(before: Ledger, ids: list[str], marks: list[int]) -> tuple[list
     stages, commit_marks = [], []
     for k, b in enumerate(marks):
         previous = marks[k - 1] if k else 0
-        stages += [moved(before, ids[:previous], None), moved(before, ids[:b], None)]
+        stages += [moved(before, ids[:previous], to), moved(before, ids[:b], to)]
         commit_marks += [previous, b]
     return stages, commit_marks
 
@@ -211,9 +212,10 @@ def two_phase_get(w: World) -> Plan:
     c = w.rng.randrange(1, 1 << 62)
     marks = boundaries(len(ids))
     before = w.snap.ledger
-    got = batched(before, ids, Placement(Q, "get-unconfirmed", c), marks)
+    # each batch held while written, then pending under C in the write that ends the hold
+    got, commit_marks = held_batches(before, ids, marks, Placement(Q, "get-unconfirmed", c))
     get = StepPlan(Step(["get", Q, "--count", str(len(ids)), "--confirm-id", str(c), "-o", "jsonl"]),
-                   got, "before", marks)
+                   got, "before", commit_marks)
     confirm = StepPlan(Step(["confirm", Q, "--confirm-id", str(c), "-o", "json"]),
                        [moved(got[-1], ids, None)], "end")
     return Plan(before, [get, confirm])
