@@ -1002,9 +1002,8 @@ class Store(Forwarding):
     def _deliver(self, queue: str, found: list[Message], deliver: Callable[[list[Message]], None], *,
                  hold: int | None, placed: holders.Placed | None, two_phase: int | None,
                  later: bool = False, lease_us: int | None = None) -> Callable[[Txn], None] | None:
-        """Call `deliver(found)` with no transaction open; then end the `hold` (remove what
-        was delivered, put back the rest) or, for a `two_phase` get, put back what was not
-        delivered. If `deliver` raises, the exception's `delivered` attribute (default 0)
+        """Call `deliver(found)` with no transaction open; then end the `hold`: remove what was
+        delivered (a `two_phase` get: put it under its confirm id) and put back the rest. If `deliver` raises, the exception's `delivered` attribute (default 0)
         says how many of the first messages it delivered whole. A get in a transaction keeps
         its messages either way: the transaction's abort returns them. With `later`, a delivery
         that went through returns the hold's end for the caller's next write to run instead."""
@@ -1013,7 +1012,7 @@ class Store(Forwarding):
         except BaseException as exc:
             done = getattr(exc, "delivered", 0)
             done = done if type(done) is int and 0 <= done <= len(found) else 0
-            if hold is not None or two_phase is not None:
+            if hold is not None:
                 self._write(self._ending(queue, hold, placed, two_phase, {m.seq for m in found[:done]}, lease_us))
             raise
         if hold is not None:
@@ -1023,16 +1022,11 @@ class Store(Forwarding):
             self._write(end)
         return None
 
-    def _ending(self, queue: str, hold: int | None, placed: holders.Placed | None,
+    def _ending(self, queue: str, hold: int, placed: holders.Placed | None,
                 two_phase: int | None, delivered: set[int], lease_us: int | None = None) -> Callable[[Txn], None]:
         """The write that ends a delivery: see _deliver. A held two-phase get puts what was
         delivered under its confirm id (with its lease) and gives back the rest."""
         def end(t: Txn) -> None:
-            if hold is None:  # a two-phase get: what was delivered stays under its confirm id
-                for m in t.with_token(t.queue(queue), two_phase):  # type: ignore[arg-type]
-                    if m.seq not in delivered:
-                        holders.give_back(t, m)
-                return
             found = holders.lookup(t, hold)
             if found is None:
                 return
