@@ -82,7 +82,7 @@ def _is_file(stream: BinaryIO) -> bool:
 
 
 def too_large(limit: int, size: Optional[int] = None, where: str = "") -> errors.MessageTooLarge:
-    """The store's refusal (store.txn), for a body not read to its end: its size is the
+    """The store's refusal (store.write), for a body not read to its end: its size is the
     file's, or only known to be over the limit."""
     shown = f"is {size} bytes, more" if size is not None and size > limit else "is larger"
     return errors.MessageTooLarge(

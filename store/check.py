@@ -29,7 +29,7 @@ from .records import (
     decode,
     validate_fields,
 )
-from .txn import Txn, index_entries
+from .write import Write, index_entries
 
 _MAX_REPORTED = 50
 _POS_KEY_SIZE = len(keys.pos_key(0, 0, 0))
@@ -61,7 +61,7 @@ def _index_name(key: bytes) -> str:
     return _INDEX_NAMES.get(key[:1], f"unknown ({key[:1]!r})")
 
 
-def check_store(t: Txn) -> list[str]:
+def check_store(t: Write) -> list[str]:
     problems: list[str] = []
 
     def report(text: str) -> None:
@@ -83,7 +83,7 @@ def _key_problem(where: str, key: bytes, size: int) -> str | None:
     return None
 
 
-def _check(t: Txn, report: Callable[[str], None]) -> None:
+def _check(t: Write, report: Callable[[str], None]) -> None:
     dbs = t.dbs
     queues = {}
     queues_by_key = {}
@@ -255,7 +255,7 @@ def _check_runs(runs: list[tuple[bytes, bytes]], identities: dict[int, tuple[byt
                 report(f"{_index_name(tag)} index: the run holding message seq {seq} gives other ids or a wrong location")
 
 
-def _check_links(t: Txn, report: Callable[[str], None]) -> None:
+def _check_links(t: Write, report: Callable[[str], None]) -> None:
     for key, raw in t.lt.cursor(db=t.dbs["links"]):
         key = bytes(key)
         try:
@@ -268,7 +268,7 @@ def _check_links(t: Txn, report: Callable[[str], None]) -> None:
             report(f"links entry {key!r}: holds link {link.name!r}, whose key is {links.key(link.name)!r}")
 
 
-def _check_queue_meta(t: Txn, queues: dict[int, QueueInfo], report: Callable[[str], None]) -> None:
+def _check_queue_meta(t: Write, queues: dict[int, QueueInfo], report: Callable[[str], None]) -> None:
     """The per-queue meta entries (counters ``q``, put and get times ``t``) name live queues."""
     cur = t.lt.cursor(db=t.dbs["meta"])
     for tag, size, what in ((b"q", keys.QSTATS.size, "counters"), (b"t", keys.QTIMES.size, "put and get times"),
@@ -287,7 +287,7 @@ def _check_queue_meta(t: Txn, queues: dict[int, QueueInfo], report: Callable[[st
                 report(f"meta entry {bytes(key)!r}: {what} of queue number {qid}, which does not exist")
 
 
-def _check_outq(t: Txn, queues_by_key: dict[bytes, QueueInfo], report: Callable[[str], None]) -> None:
+def _check_outq(t: Write, queues_by_key: dict[bytes, QueueInfo], report: Callable[[str], None]) -> None:
     for key, raw in t.lt.cursor(db=t.dbs["outq"]):
         key = bytes(key)
         try:
@@ -302,7 +302,7 @@ def _check_outq(t: Txn, queues_by_key: dict[bytes, QueueInfo], report: Callable[
             report(f"outq entry {key!r}: queue {q.name!r} is not an outgoing queue")
 
 
-def _check_seen(t: Txn, report: Callable[[str], None]) -> None:
+def _check_seen(t: Write, report: Callable[[str], None]) -> None:
     raw = t.lt.get(keys.META_INCARNATION, db=t.dbs["meta"])
     if raw is not None:  # the sender's side of the same promise: a malformed one is replaced at the next send
         try:
@@ -420,7 +420,7 @@ def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bo
     raise cls(result["message"])
 
 
-def _check_holds(t: Txn, queues: dict, report: Callable[[str], None]) -> None:
+def _check_holds(t: Write, queues: dict, report: Callable[[str], None]) -> None:
     """Each message a hold holds in place is an available message of the hold's queue, held
     once."""
     held_by: dict[int, int] = {}

@@ -1,6 +1,6 @@
 """`Store`: one queue manager in one directory (SPEC §2), its queues and its messages.
 
-Each public method is one LMDB transaction (see `txn.Txn`); waiting getters sleep on a FIFO
+Each public method is one LMDB transaction (see `write.Write`); waiting getters sleep on a FIFO
 (see `notify`) instead of polling.
 """
 
@@ -47,9 +47,9 @@ from .records import (
     LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
     validate_fields,
 )
-from . import deadletters, holders, ids, outgoing, reports, transactions
-from .transactions import TxInfo
-from .txn import MAINTENANCE_BATCH, Txn, new_guid
+from . import deadletters, holders, ids, msmq_transactions, outgoing, reports
+from .msmq_transactions import TxInfo
+from .write import MAINTENANCE_BATCH, Write, new_guid
 
 T = TypeVar("T")
 FOREVER = None
@@ -163,7 +163,7 @@ def _check_id(value: int | None, what: str, *, auto: bool = False) -> None:
         raise InvalidArgument(f"{what} must be a positive 63-bit integer{also}, got {value!r}")
 
 
-def _new_id(t: Txn, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None:
+def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None:
     """The id a new holder takes: a fresh one for AUTO, else the one named, if no one else
     holds it (ids.claim: IdInUse otherwise)."""
     if ident is None:
@@ -411,7 +411,7 @@ class Store(Forwarding):
 
     def _initialize(self, name: str | None) -> None:
         """The queue manager's identity and its system queues, in one durable commit."""
-        def initialize(t: Txn) -> None:
+        def initialize(t: Write) -> None:
             meta = self._dbs["meta"]
             if t.lt.get(keys.META_GUID, db=meta) is not None:
                 return  # another process finished it first
@@ -457,11 +457,11 @@ class Store(Forwarding):
 
     # ---- transactions ------------------------------------------------------------------
 
-    def _write(self, fn: Callable[[Txn], T], maintain: bool = True) -> T:
+    def _write(self, fn: Callable[[Write], T], maintain: bool = True) -> T:
         """Run `fn` in one write transaction; sync if it made durable changes; wake getters."""
         try:
             with self._env.begin(write=True) as lt:
-                t = Txn(lt, self._dbs, self._now(), self._queue_cache)
+                t = Write(lt, self._dbs, self._now(), self._queue_cache)
                 if maintain:
                     # dead holders' messages first: a lapse or expiry that came while they were
                     # held is due now, and maintain skips the messages of live holders
@@ -517,7 +517,7 @@ class Store(Forwarding):
                              f"({free if free is not None else '?'} bytes free); free space, or get or purge messages")
         return StoreCorrupt(f"{what}LMDB failed: {text}")
 
-    def _read(self, fn: Callable[[Txn], T]) -> T:
+    def _read(self, fn: Callable[[Write], T]) -> T:
         """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due."""
         if self._maintenance_due():
             try:
@@ -526,13 +526,13 @@ class Store(Forwarding):
                 pass  # a full map: show the store as it is (what is due shows as such)
         try:
             with self._env.begin() as lt:
-                return fn(Txn(lt, self._dbs, self._now(), self._queue_cache))
+                return fn(Write(lt, self._dbs, self._now(), self._queue_cache))
         except lmdb.Error as exc:
             raise StoreCorrupt(f"LMDB failed: {exc}") from None
 
     def _maintenance_due(self) -> bool:
         with self._env.begin() as lt:
-            t = Txn(lt, self._dbs, self._now(), self._queue_cache)
+            t = Write(lt, self._dbs, self._now(), self._queue_cache)
             # held messages lapse or expire when their holder gives them back, not now
             return bool(t.due(keys.LEASE, but_held=True) or t.due(keys.EXPIRY, but_held=True)
                         or t.due(keys.TX_TIMEOUT)
@@ -541,7 +541,7 @@ class Store(Forwarding):
     # ---- the queue manager -------------------------------------------------------------
 
     def info(self) -> StoreInfo:
-        def read(t: Txn) -> StoreInfo:
+        def read(t: Write) -> StoreInfo:
             meta = self._dbs["meta"]
             stat = self._env.stat()
             einfo = self._env.info()
@@ -580,7 +580,7 @@ class Store(Forwarding):
                                              or not 1 <= max_message_size <= MAX_BODY_BYTES):
             raise InvalidArgument(f"max-message-size must be 1..{MAX_BODY_BYTES} bytes, got {max_message_size!r}")
 
-        def change(t: Txn) -> None:
+        def change(t: Write) -> None:
             if name is not None:
                 t.lt.put(keys.META_NAME, name.encode(), db=self._dbs["meta"])
             if quota is not None:
@@ -614,7 +614,7 @@ class Store(Forwarding):
     def _create_queue(self, name: str, **attrs: Any) -> QueueInfo:
         return self._write(lambda t: t.create_queue(name, **attrs))
 
-    def _queue_info(self, t: Txn, q: QueueInfo) -> QueueInfo:
+    def _queue_info(self, t: Write, q: QueueInfo) -> QueueInfo:
         count, size = t.qstats(q.qid)
         last_put, last_get = t.queue_times(q.qid)
         return replace(q, depth=count, bytes=size, available=t.count_available(q.qid),
@@ -625,7 +625,7 @@ class Store(Forwarding):
 
     def list_queues(self, *, outgoing: bool = True) -> list[QueueInfo]:
         """Every queue, in name order; without the outgoing queues if `outgoing` is False."""
-        def read(t: Txn) -> list[QueueInfo]:
+        def read(t: Write) -> list[QueueInfo]:
             return [self._queue_info(t, q) for q in (t.queue(n) for n in t.queue_names())
                     if outgoing or q.outgoing is None]
         return self._read(read)
@@ -638,7 +638,7 @@ class Store(Forwarding):
         if label is not None:
             refuse_control_characters(label, "queue label")
 
-        def change(t: Txn) -> QueueInfo:
+        def change(t: Write) -> QueueInfo:
             q = replace(t.queue(name))
             for attr, value in (("label", label), ("quota", quota), ("journal", journal),
                                 ("max_backouts", max_backouts), ("transactional", transactional)):
@@ -650,7 +650,7 @@ class Store(Forwarding):
         return self._write(change)
 
     def purge_queue(self, name: str) -> int:
-        def purge(t: Txn) -> int:
+        def purge(t: Write) -> int:
             q = t.queue(name)
             doomed = list(t.queue_messages(q))
             for m in doomed:
@@ -660,7 +660,7 @@ class Store(Forwarding):
         return self._write(purge)
 
     def delete_queue(self, name: str) -> int:
-        def delete(t: Txn) -> int:
+        def delete(t: Write) -> int:
             q = t.queue(name)
             if q.system:
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
@@ -705,7 +705,7 @@ class Store(Forwarding):
         lease_us = _seconds(lease, "lease")
         batch = list(messages)
 
-        def put(t: Txn) -> list[Message]:
+        def put(t: Write) -> list[Message]:
             q = outgoing.destination(t, queue)
             cid = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
             origin, now = t.origin, t.now
@@ -732,7 +732,7 @@ class Store(Forwarding):
                     reports.keep_report_queue(t, m)
                 if tx is not None:
                     _transactional_queue(q, True)
-                    transactions.prepare_enqueue(t, tx, transactions.load(t, tx), q.qid, out)
+                    msmq_transactions.prepare_enqueue(t, tx, msmq_transactions.load(t, tx), q.qid, out)
                 else:
                     _transactional_queue(q, False)
                 t.enqueue(q, out, transactional=tx is not None)  # encodes the records
@@ -773,7 +773,7 @@ class Store(Forwarding):
             m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
             validate_fields(m)
 
-        def enqueue(t: Txn) -> Imported:
+        def enqueue(t: Write) -> Imported:
             q = t.queue_for_import(queue) if create else t.queue(queue)
             if new_ids:
                 first_n, first_time = t.allocate_ids(len(batch))
@@ -895,7 +895,7 @@ class Store(Forwarding):
         places = b""  # and its row's list of them
         queue_name = queue
 
-        def take(t: Txn) -> tuple[int, list[Message]]:
+        def take(t: Write) -> tuple[int, list[Message]]:
             nonlocal token, held_at, places, queue_name
             if chain is not None and chain.end is not None:
                 chain.end(t)  # the last batch's removal, in this commit
@@ -903,10 +903,10 @@ class Store(Forwarding):
             queue_name = q.name
             if tx is not None:
                 _transactional_queue(q, True)
-                record = transactions.load(t, tx)
+                record = msmq_transactions.load(t, tx)
                 found = t.take(q, f, count, lock_id)
                 for m in found:
-                    transactions.lock_for_dequeue(t, tx, record, m)
+                    msmq_transactions.lock_for_dequeue(t, tx, record, m)
             elif held and plain:
                 token = holders.new_token()
                 held_at = t.hold_next(q, priority, size)
@@ -1001,7 +1001,7 @@ class Store(Forwarding):
 
     def _deliver(self, queue: str, found: list[Message], deliver: Callable[[list[Message]], None], *,
                  hold: int | None, placed: holders.Placed | None, two_phase: int | None,
-                 later: bool = False, lease_us: int | None = None) -> Callable[[Txn], None] | None:
+                 later: bool = False, lease_us: int | None = None) -> Callable[[Write], None] | None:
         """Call `deliver(found)` with no transaction open; then end the `hold`: remove what was
         delivered (a `two_phase` get: put it under its confirm id) and put back the rest. If `deliver` raises, the exception's `delivered` attribute (default 0)
         says how many of the first messages it delivered whole. A get in a transaction keeps
@@ -1023,10 +1023,10 @@ class Store(Forwarding):
         return None
 
     def _ending(self, queue: str, hold: int, placed: holders.Placed | None,
-                two_phase: int | None, delivered: set[int], lease_us: int | None = None) -> Callable[[Txn], None]:
+                two_phase: int | None, delivered: set[int], lease_us: int | None = None) -> Callable[[Write], None]:
         """The write that ends a delivery: see _deliver. A held two-phase get puts what was
         delivered under its confirm id (with its lease) and gives back the rest."""
-        def end(t: Txn) -> None:
+        def end(t: Write) -> None:
             found = holders.lookup(t, hold)
             if found is None:
                 return
@@ -1061,7 +1061,7 @@ class Store(Forwarding):
                    where=where)
         wanted = _states(states)
 
-        def read(t: Txn) -> list[Message]:
+        def read(t: Write) -> list[Message]:
             q = t.queue(queue)
             if wanted == {AVAILABLE}:
                 try:
@@ -1096,7 +1096,7 @@ class Store(Forwarding):
         pending: set[tuple[int, int]] = set()  # (7-priority, seq) in flight at the last look
         qid = 0
 
-        def look(t: Txn) -> list[Message]:
+        def look(t: Write) -> list[Message]:
             nonlocal high, pending, qid
             q = t.queue(queue)
             qid = q.qid
@@ -1158,7 +1158,7 @@ class Store(Forwarding):
                    where=where)
         lock = 0
 
-        def lock_them(t: Txn) -> list[Message]:
+        def lock_them(t: Write) -> list[Message]:
             nonlocal lock
             q = t.queue(queue)
             lock = _new_id(t, keys.LOCK, q, lock_id or AUTO)  # type: ignore[assignment]
@@ -1193,7 +1193,7 @@ class Store(Forwarding):
         lease lapsed or that is unknown (exit 4) does not stop the others or the get."""
         failed: list[tuple[int, StoreError]] = []
 
-        def acks(t: Txn) -> None:
+        def acks(t: Write) -> None:
             failed.clear()  # a retried write runs this again
             q = t.queue(queue)
             for confirm_id in confirm_ids:
@@ -1218,7 +1218,7 @@ class Store(Forwarding):
         _check_id(confirm_id, "confirm id")
         _check_id(lock_id, "lock id")
 
-        def undo(t: Txn) -> int:
+        def undo(t: Write) -> int:
             q = t.queue(queue)
             if confirm_id is not None:
                 _not_held_by_a_process(t, confirm_id)
@@ -1241,7 +1241,7 @@ class Store(Forwarding):
         _check_id(lock_id, "lock id")
         f = Filter(msg_id=msg_id)
 
-        def delete(t: Txn) -> Message:
+        def delete(t: Write) -> Message:
             q = t.queue(queue)
             found = [m for m in t.by_msg_id(*f.msg_id_parts)  # type: ignore[misc]
                      if m.qid == q.qid and not m.hidden]
@@ -1292,7 +1292,7 @@ class Store(Forwarding):
         left = count
         after: tuple[int, int] | None = None  # copy: the last position copied (it stays put)
 
-        def one(t: Txn) -> list[Message]:
+        def one(t: Write) -> list[Message]:
             nonlocal after
             src, dst = t.queue(source), t.queue(target)
             fresh = src.name in _DEAD_LETTER_QUEUES and dst.name not in _DEAD_LETTER_QUEUES
@@ -1300,7 +1300,7 @@ class Store(Forwarding):
                 if src.name != DEAD_LETTER_TX:  # it holds transactional queues' dead letters
                     _transactional_queue(src, True)
                 _transactional_queue(dst, True)
-                transactions.load(t, tx)
+                msmq_transactions.load(t, tx)
             size = batch if left is None else min(batch, left)
             found = []
             for m in t.candidates(src, f):
@@ -1314,12 +1314,12 @@ class Store(Forwarding):
             if copy:
                 after = (7 - found[-1].priority, found[-1].seq)
             if tx is not None:
-                record = transactions.load(t, tx)
+                record = msmq_transactions.load(t, tx)
                 clones = [_moved(m, fresh) for m in found]
                 if not copy:
                     for m in found:
-                        transactions.lock_for_dequeue(t, tx, record, m)
-                transactions.prepare_enqueue(t, tx, record, dst.qid, clones)
+                        msmq_transactions.lock_for_dequeue(t, tx, record, m)
+                msmq_transactions.prepare_enqueue(t, tx, record, dst.qid, clones)
                 return t.enqueue(dst, clones, transactional=True)
             if not copy:
                 t.remove_many(found)
@@ -1350,7 +1350,7 @@ class Store(Forwarding):
         result = deadletters.Redriven(dry_run=dry_run)
         after: tuple[int, int] | None = None  # the last place looked at: what stays is not read again
 
-        def one(t: Txn) -> tuple[dict[str, int], dict[str | None, int], tuple[int, int] | None]:
+        def one(t: Write) -> tuple[dict[str, int], dict[str | None, int], tuple[int, int] | None]:
             src = t.queue(dlq)
             if src.name not in _DEAD_LETTER_QUEUES:
                 raise InvalidArgument(f"{src.name!r} is not a dead-letter queue ({' or '.join(_DEAD_LETTER_QUEUES)})")
@@ -1403,7 +1403,7 @@ class Store(Forwarding):
             raise InvalidArgument(f"older_than must be a number of seconds ≥ 0, got {older_than!r:.40}")
         limit_us = None if older_than is None else int(older_than * 1_000_000)
 
-        def undo(t: Txn) -> int:
+        def undo(t: Write) -> int:
             names = [queue] if queue is not None else t.queue_names()
             done = 0
             for name in names:
@@ -1419,12 +1419,12 @@ class Store(Forwarding):
 
     def stats(self) -> list[QueueStats]:
         """Per queue: depth by state and priority, bytes, oldest message (SPEC §6 `stats`)."""
-        def read(t: Txn) -> list[QueueStats]:
+        def read(t: Write) -> list[QueueStats]:
             return [self._queue_stats(t, t.queue(name)) for name in t.queue_names()]
         return self._read(read)
 
     @staticmethod
-    def _queue_stats(t: Txn, q: QueueInfo) -> QueueStats:
+    def _queue_stats(t: Write, q: QueueInfo) -> QueueStats:
         """From the queue's counters and the ends of its position lists: no walk over its
         messages but the in-flight ones (store/queue_counters.py)."""
         count, size = t.qstats(q.qid)
@@ -1456,7 +1456,7 @@ class Store(Forwarding):
         for name in names:
             after: tuple[int, int] | None = None
             while True:
-                def read(t: Txn) -> list[Message]:
+                def read(t: Write) -> list[Message]:
                     return list(itertools.islice(t.queue_messages(t.queue(name), after), batch))
                 chunk = self._read(read)
                 yield from (m for m in chunk if hidden or not m.hidden)
@@ -1510,32 +1510,32 @@ class Store(Forwarding):
 
     # ---- transactions ------------------------------------------------------------------
 
-    def tx_begin(self, *, timeout: float | None = transactions.DEFAULT_TIMEOUT) -> int:
+    def tx_begin(self, *, timeout: float | None = msmq_transactions.DEFAULT_TIMEOUT) -> int:
         """Start a transaction that later invocations can add to; returns its id.
 
         It is aborted if not committed within `timeout` seconds (default ten minutes); `None`
         (`FOREVER`) never times out.
         """
         timeout_us = _seconds(timeout, "timeout")
-        return self._write(lambda t: transactions.begin(t, timeout_us))
+        return self._write(lambda t: msmq_transactions.begin(t, timeout_us))
 
     def tx_commit(self, tx: int) -> int:
         """Apply every operation of the transaction in one LMDB transaction; returns their count."""
-        return self._write(lambda t: transactions.finish(t, tx, commit=True))
+        return self._write(lambda t: msmq_transactions.finish(t, tx, commit=True))
 
     def tx_abort(self, tx: int) -> int:
         """Undo every operation of the transaction; returns their count."""
-        return self._write(lambda t: transactions.finish(t, tx, commit=False))
+        return self._write(lambda t: msmq_transactions.finish(t, tx, commit=False))
 
     def tx_list(self) -> list[TxInfo]:
-        def read(t: Txn) -> list[TxInfo]:
-            return [transactions.info(t, i, transactions.load(t, i)) for i in transactions.all_ids(t)]
+        def read(t: Write) -> list[TxInfo]:
+            return [msmq_transactions.info(t, i, msmq_transactions.load(t, i)) for i in msmq_transactions.all_ids(t)]
         return self._read(read)
 
     def tx_show(self, tx: int) -> tuple[TxInfo, list[Message]]:
-        def read(t: Txn) -> tuple[TxInfo, list[Message]]:
-            record = transactions.load(t, tx)
-            return transactions.info(t, tx, record), transactions.operations(t, tx, record)
+        def read(t: Write) -> tuple[TxInfo, list[Message]]:
+            record = msmq_transactions.load(t, tx)
+            return msmq_transactions.info(t, tx, record), msmq_transactions.operations(t, tx, record)
         return self._read(read)
 
     # ---- maintenance and inspection ----------------------------------------------------
@@ -1545,7 +1545,7 @@ class Store(Forwarding):
         due (SPEC §5, §6)."""
         if dry_run:
             with self._env.begin() as lt:
-                t = Txn(lt, self._dbs, self._now(), self._queue_cache)
+                t = Write(lt, self._dbs, self._now(), self._queue_cache)
                 return SweepResult(expired=len(t.due(keys.EXPIRY, but_held=True)),
                                    leases_undone=len(t.due(keys.LEASE, but_held=True)),
                                    transactions_aborted=len(t.due(keys.TX_TIMEOUT)))
@@ -1554,13 +1554,13 @@ class Store(Forwarding):
         while True:
             forgotten = 0
 
-            def one(t: Txn) -> SweepResult:
+            def one(t: Write) -> SweepResult:
                 nonlocal forgotten
                 holders.recover(t, self._holder)
                 if first:
                     holders.remove_dead_files(self._holder)
                 step = SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages(),
-                                   transactions_aborted=transactions.abort_timed_out(t))
+                                   transactions_aborted=msmq_transactions.abort_timed_out(t))
                 forgotten = ids.prune(t, MAINTENANCE_BATCH)  # lapsed ids older than a day
                 return step
             step = self._write(one, maintain=False)
@@ -1572,7 +1572,7 @@ class Store(Forwarding):
                 return total
 
     def inflight(self, queue: str | None = None) -> list[Message]:
-        def read(t: Txn) -> list[Message]:
+        def read(t: Write) -> list[Message]:
             names = [queue] if queue is not None else t.queue_names()
             return [m for n in names for m in t.in_flight(t.queue(n))]
         return self._read(read)
@@ -1580,16 +1580,16 @@ class Store(Forwarding):
     def check(self) -> list[str]:
         from .check import check_store
         with self._env.begin() as lt:
-            return check_store(Txn(lt, self._dbs, self._now(), self._queue_cache))
+            return check_store(Write(lt, self._dbs, self._now(), self._queue_cache))
 
 
 @dataclass(slots=True)
 class _Chain:
     """The end of a batch get_batches delivered, to run in the write of the next batch."""
-    end: Callable[[Txn], None] | None = None
+    end: Callable[[Write], None] | None = None
 
 
-def _confirm(t: Txn, q: QueueInfo, confirm_id: int) -> int:
+def _confirm(t: Write, q: QueueInfo, confirm_id: int) -> int:
     """Confirm the put or get pending under `confirm_id` in queue `q` (MQe confirm)."""
     _not_held_by_a_process(t, confirm_id)
     pending = t.with_confirm_id(q, confirm_id)
@@ -1604,11 +1604,11 @@ def _confirm(t: Txn, q: QueueInfo, confirm_id: int) -> int:
     return len(pending)
 
 
-def _held_by_a_process(t: Txn, m: Message) -> bool:
+def _held_by_a_process(t: Write, m: Message) -> bool:
     return m.confirm_id is not None and holders.lookup(t, m.confirm_id) is not None
 
 
-def _not_held_by_a_process(t: Txn, confirm_id: int) -> None:
+def _not_held_by_a_process(t: Write, confirm_id: int) -> None:
     """A holder's token is not a confirm id anyone may confirm or undo: its messages are being
     written out or sent right now, and go back by themselves if that process dies."""
     hold = holders.lookup(t, confirm_id)

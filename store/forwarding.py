@@ -19,7 +19,7 @@ from .links import LinkExists, LinkInfo, LinkNotFound
 from .records import AVAILABLE
 
 if TYPE_CHECKING:
-    from .txn import Txn
+    from .write import Write
 
 T = TypeVar("T")
 
@@ -75,7 +75,7 @@ class Forwarding:
         links.load_key(key_file)  # refuse a missing, unsafe or malformed key file now
         key_path = str(Path(key_file).resolve())
 
-        def add(t: Txn) -> LinkInfo:
+        def add(t: Write) -> LinkInfo:
             k = links.key(name)
             if t.lt.get(k, db=t.dbs["links"]) is not None:
                 raise LinkExists(f"link {name!r} already exists (`mqcli link remove {name}` first)")
@@ -86,7 +86,7 @@ class Forwarding:
         return self._write(add)
 
     def remove_link(self, name: str) -> LinkInfo:
-        def remove(t: Txn) -> LinkInfo:
+        def remove(t: Write) -> LinkInfo:
             link = _link(t, name)
             t.lt.delete(links.key(name), db=t.dbs["links"])
             t.durable = True
@@ -104,7 +104,7 @@ class Forwarding:
 
     def link_seen(self, name: str, peer_guid: str) -> None:
         """Remember the GUID the link's next hop showed at its last handshake."""
-        def seen(t: Txn) -> None:
+        def seen(t: Write) -> None:
             link = _link(t, name)
             if link.peer_guid != peer_guid:
                 t.lt.put(links.key(name), links.encode(replace(link, peer_guid=peer_guid)), db=t.dbs["links"])
@@ -113,7 +113,7 @@ class Forwarding:
     # ---- outgoing queues ------------------------------------------------------------------
 
     def outgoing_list(self) -> list[OutgoingInfo]:
-        def read(t: Txn) -> list[OutgoingInfo]:
+        def read(t: Write) -> list[OutgoingInfo]:
             known = _links(t)
             return [_describe(t, q, known) for q in outgoing.outgoing_queues(t)]
         return self._read(read)
@@ -123,7 +123,7 @@ class Forwarding:
 
     def outgoing_hold(self, name: str, held: bool = True) -> OutgoingInfo:
         """Hold (or resume) an outgoing queue; resuming also clears a lock and the retry timer."""
-        def change(t: Txn) -> OutgoingInfo:
+        def change(t: Write) -> OutgoingInfo:
             q = _outgoing(t, name)
             state = outgoing.load_state(t, q)
             state.held = held
@@ -139,7 +139,7 @@ class Forwarding:
     def dispatch_plan(self, *, ignore_retry: bool = False) -> list[Route]:
         """The links with outgoing queues that may be sent now; `ignore_retry` sends queues
         that wait for a retry time too (`dispatch --once`: an operator asked now)."""
-        def read(t: Txn) -> list[Route]:
+        def read(t: Write) -> list[Route]:
             known = _links(t)
             routes: dict[str, list[str]] = {}
             by_name = {}
@@ -165,7 +165,7 @@ class Forwarding:
 
         data_file = self._data_file()
 
-        def take(t: Txn) -> Taken | None:
+        def take(t: Write) -> Taken | None:
             token, items, incarnation, sent_at = outgoing.take(t, _outgoing(t, queue), max_count, max_bytes,
                                                                data_file, self._holder)
             return Taken(token, items, incarnation, sent_at) if items else None
@@ -189,7 +189,7 @@ class Forwarding:
         by reason the arrivals the receiver dead-lettered (kept with a "sent" event)."""
         when = None if retry_at is None else int(retry_at * 1_000_000)
 
-        def record(t: Txn) -> None:
+        def record(t: Write) -> None:
             for name in queues:
                 outgoing.record_event(t, _outgoing(t, name), event, detail, when, dead_lettered)
         self._write(record)
@@ -211,25 +211,25 @@ class Forwarding:
         return self._write(lambda t: outgoing.prune_seen(t, t.now - int(older_than * 1_000_000)))
 
 
-def _links(t: Txn) -> list[LinkInfo]:
+def _links(t: Write) -> list[LinkInfo]:
     return [links.decode(bytes(v)) for _, v in t.lt.cursor(db=t.dbs["links"])]
 
 
-def _link(t: Txn, name: str) -> LinkInfo:
+def _link(t: Write, name: str) -> LinkInfo:
     raw = t.lt.get(links.key(name), db=t.dbs["links"])
     if raw is None:
         raise LinkNotFound(f"no link named {name!r} (`mqcli link list`)")
     return links.decode(bytes(raw))
 
 
-def _outgoing(t: Txn, name: str):  # -> QueueInfo
+def _outgoing(t: Write, name: str):  # -> QueueInfo
     q = t.queue(name)
     if q.outgoing is None:
         raise QueueNotAvailable(f"{q.name!r} is not an outgoing queue (`mqcli outgoing list`)")
     return q
 
 
-def _describe(t: Txn, q, known: list[LinkInfo]) -> OutgoingInfo:
+def _describe(t: Write, q, known: list[LinkInfo]) -> OutgoingInfo:
     state = outgoing.load_state(t, q)
     link = outgoing.link_for(q, known)
     count, size = t.qstats(q.qid)

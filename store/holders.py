@@ -27,7 +27,7 @@ moves each record into `msg` in its held state, with a confirm index entry, as a
 does. The plain get of the next messages (`mqcli get`, the hot path) holds them *in place*:
 their positions and records stay where they are, and the row lists them in `places`
 (7-priority u8 ‖ seq u64 each, in queue order). Readers of the position list step over placed
-messages (Txn.positions) and show them as `get-unconfirmed` under the token (Txn.load), so a
+messages (Write.positions) and show them as `get-unconfirmed` under the token (Write.load), so a
 hold costs one row, however many messages it holds, and the messages a hold gives back are
 already in their places. See docs/holders.md.
 """
@@ -49,7 +49,7 @@ from .records import AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_
 
 if TYPE_CHECKING:
     from .queues import QueueInfo
-    from .txn import Txn
+    from .write import Write
 
 HOLDERS_DIR = "holders"
 GET, DISPATCH = 1, 2
@@ -85,7 +85,7 @@ class Hold:
 
 @dataclass(frozen=True, slots=True)
 class Placed:
-    """A plain get's hold in place as its process made it (Txn.hold_next): the token, the
+    """A plain get's hold in place as its process made it (Write.hold_next): the token, the
     row's places, and each message as it was found, with its position key."""
     token: int
     places: bytes
@@ -105,12 +105,12 @@ def decode(key: bytes, value: bytes) -> Hold:
     return Hold(_TOKEN.unpack(key)[0], holder, pid, kind, qid, since, places)
 
 
-def lookup(t: Txn, token: int) -> Hold | None:
+def lookup(t: Write, token: int) -> Hold | None:
     raw = t.lt.get(_TOKEN.pack(token), db=t.dbs["holders"])
     return None if raw is None else decode(_TOKEN.pack(token), bytes(raw))
 
 
-def leaving(t: Txn, m: Message) -> bool:
+def leaving(t: Write, m: Message) -> bool:
     """Whether a get is delivering `m` right now: it is on its way out of the store (in
     `get a --all -o jsonl | put b --jsonl -` the put meets the msg_ids the get still holds,
     and must not take them for copies already stored)."""
@@ -120,11 +120,11 @@ def leaving(t: Txn, m: Message) -> bool:
     return hold is not None and hold.kind == GET
 
 
-def holds(t: Txn) -> list[Hold]:
+def holds(t: Write) -> list[Hold]:
     return [decode(bytes(k), bytes(v)) for k, v in t.lt.cursor(db=t.dbs["holders"])]
 
 
-def any_held(t: Txn) -> bool:
+def any_held(t: Write) -> bool:
     return t.lt.cursor(db=t.dbs["holders"]).first()
 
 
@@ -160,7 +160,7 @@ class Holder:
             raise
         self._fd = fd
 
-    def register(self, t: Txn, token: int, q: QueueInfo, kind: int, places: bytes = b"") -> None:
+    def register(self, t: Write, token: int, q: QueueInfo, kind: int, places: bytes = b"") -> None:
         """Record that this process holds `token`, in the commit that puts messages under it;
         `places` lists the messages it holds in place (PLACE each)."""
         self.ensure()
@@ -168,11 +168,11 @@ class Holder:
                  db=t.dbs["holders"])
         t.holds_changed()
 
-    def hold(self, t: Txn, q: QueueInfo, messages: list[Message], kind: int) -> int:
+    def hold(self, t: Write, q: QueueInfo, messages: list[Message], kind: int) -> int:
         """Put `messages` (available, or locked-browse) in flight under a new token held by
         this process; returns the token. The `Message` objects are left as they were found.
         Light: a lost hold only means the messages were not taken. (A plain get holds the
-        next messages faster with Txn.hold_next.)"""
+        next messages faster with Write.hold_next.)"""
         token = new_token()
         self.register(t, token, q, kind)
         for m in messages:
@@ -291,7 +291,7 @@ def _process_lives(pid: int, since: int) -> bool:
     return started <= since / 1_000_000
 
 
-def finish(t: Txn, hold: Hold, q: QueueInfo, delivered: set[int]) -> tuple[list[Message], list[Message]]:
+def finish(t: Write, hold: Hold, q: QueueInfo, delivered: set[int]) -> tuple[list[Message], list[Message]]:
     """End a hold: the messages whose seq is in `delivered` are removed (a get) and returned
     first; the rest go back, without a backout. Light: the caller makes the removal durable."""
     held = t.with_token(q, hold.token)
@@ -308,12 +308,12 @@ def finish(t: Txn, hold: Hold, q: QueueInfo, delivered: set[int]) -> tuple[list[
     return done, back
 
 
-def forget(t: Txn, token: int) -> None:
+def forget(t: Write, token: int) -> None:
     t.lt.delete(_TOKEN.pack(token), db=t.dbs["holders"])
     t.holds_changed()
 
 
-def unplace(t: Txn, hold: Hold, seq: int) -> None:
+def unplace(t: Write, hold: Hold, seq: int) -> None:
     """Take one message out of a hold in place (it is being removed or moved meanwhile)."""
     kept = b"".join(hold.places[at:at + PLACE.size] for at in range(0, len(hold.places), PLACE.size)
                     if PLACE.unpack_from(hold.places, at)[1] != seq)
@@ -323,14 +323,14 @@ def unplace(t: Txn, hold: Hold, seq: int) -> None:
         t.holds_changed()
 
 
-def give_back(t: Txn, m: Message) -> Message:
+def give_back(t: Write, m: Message) -> Message:
     """A held message back where the hold found it: available, or locked-browse under its lock."""
     if m.state == BROWSE_GET_UNCONFIRMED:
         return t.transition(m, durable=False, state=LOCKED_BROWSE, confirm_id=None, since=t.now)
     return t.transition(m, durable=False, state=AVAILABLE)
 
 
-def recover(t: Txn, me: Holder) -> int:
+def recover(t: Write, me: Holder) -> int:
     """Return the messages of holders that died; the number returned."""
     returned = 0
     for hold in holds(t):
@@ -371,6 +371,6 @@ def remove_dead_files(me: Holder) -> int:
     return removed
 
 
-def recovery_due(t: Txn, me: Holder) -> bool:
+def recovery_due(t: Write, me: Holder) -> bool:
     """Whether a reader should run a write first: a dead holder's messages are waiting."""
     return any(not me.is_alive(h) for h in holds(t))

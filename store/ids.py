@@ -27,7 +27,7 @@ from .records import iso_time
 if TYPE_CHECKING:
     from .queues import QueueInfo
     from .records import Message
-    from .txn import Txn
+    from .write import Write
 
 RETENTION_US = 24 * 3600 * 1_000_000  # how long a lapsed id is remembered, and reserved
 PRUNE_BATCH = 16  # expired records forgotten by each write that records a lapse
@@ -102,13 +102,13 @@ def time_key(at: int, key: bytes) -> bytes:
 
 # ---- the rule: one holder per id -------------------------------------------------------------
 
-def pending(t: Txn, tag: bytes, qid: int, ident: int) -> bool:
+def pending(t: Write, tag: bytes, qid: int, ident: int) -> bool:
     """Whether some in-flight message of the queue holds the id: one cursor step on the
     confirm (K) or lock (L) index."""
     return next(t.index_items(keys.id_in_queue_prefix(tag, qid, ident)), None) is not None
 
 
-def lapse_of(t: Txn, tag: bytes, qid: int, ident: int) -> Lapse | None:
+def lapse_of(t: Write, tag: bytes, qid: int, ident: int) -> Lapse | None:
     """The record of the id's lapse in the queue, if it lapsed less than a day ago."""
     raw = t.lt.get(id_key(tag, qid, ident), db=t.dbs["ids"])
     if raw is None:
@@ -117,7 +117,7 @@ def lapse_of(t: Txn, tag: bytes, qid: int, ident: int) -> Lapse | None:
     return lapse if lapse.until > t.now else None  # expired, not yet pruned
 
 
-def claim(t: Txn, tag: bytes, q: QueueInfo, ident: int, *, extend: bool = False) -> None:
+def claim(t: Write, tag: bytes, q: QueueInfo, ident: int, *, extend: bool = False) -> None:
     """Refuse (IdInUse, exit 5) an id another holder has: pending in the queue (unless
     `extend`: the caller's own earlier batches hold it), or lapsed less than a day ago."""
     what = _WHAT[tag]
@@ -133,7 +133,7 @@ def claim(t: Txn, tag: bytes, q: QueueInfo, ident: int, *, extend: bool = False)
                       f"must not reach a new holder); use another id or auto")
 
 
-def draw(t: Txn, tag: bytes, q: QueueInfo) -> int:
+def draw(t: Write, tag: bytes, q: QueueInfo) -> int:
     """A fresh positive 63-bit id, neither pending in the queue nor reserved."""
     while True:
         ident = secrets.randbits(63)
@@ -141,7 +141,7 @@ def draw(t: Txn, tag: bytes, q: QueueInfo) -> int:
             return ident
 
 
-def unknown(t: Txn, tag: bytes, q: QueueInfo, ident: int) -> MessageNotFound:
+def unknown(t: Write, tag: bytes, q: QueueInfo, ident: int) -> MessageNotFound:
     """The error for an id nothing is pending under (exit 4): it lapsed (and where its
     messages went), or it is unknown (never used, confirmed, undone)."""
     lapse = lapse_of(t, tag, q.qid, ident)
@@ -157,9 +157,9 @@ def unknown(t: Txn, tag: bytes, q: QueueInfo, ident: int) -> MessageNotFound:
 
 # ---- remembering lapses ----------------------------------------------------------------------
 
-def record_lapse(t: Txn, held: Message, kept: Message | None) -> None:
+def record_lapse(t: Write, held: Message, kept: Message | None) -> None:
     """Remember the ids of `held` (the message as it was, in flight) whose lease just lapsed;
-    `kept` is what the lapse left of it (Txn.release): back in its queue, moved to a
+    `kept` is what the lapse left of it (Write.release): back in its queue, moved to a
     dead-letter queue, or None (an unconfirmed put, discarded)."""
     for tag, ident in ((keys.CONFIRM, held.confirm_id), (keys.LOCK, held.lock_id)):
         if not ident:
@@ -186,7 +186,7 @@ def record_lapse(t: Txn, held: Message, kept: Message | None) -> None:
     prune(t, PRUNE_BATCH)
 
 
-def prune(t: Txn, limit: int | None = None) -> int:
+def prune(t: Write, limit: int | None = None) -> int:
     """Forget records older than `RETENTION_US`, the oldest first, at most `limit` of them."""
     db = t.dbs["ids"]
     doomed = t.entries_before(db, _BY_TIME, t.now - RETENTION_US + 1, limit)  # RETENTION_US old, too
@@ -196,7 +196,7 @@ def prune(t: Txn, limit: int | None = None) -> int:
     return len(doomed)
 
 
-def check(t: Txn) -> list[str]:
+def check(t: Write) -> list[str]:
     """Problems of the ``ids`` table: each record readable, with its time-ordered entry (prune
     walks those only: a record without one would never be forgotten), and no time entry alone."""
     db = t.dbs["ids"]

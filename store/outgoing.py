@@ -57,7 +57,7 @@ from .reports import REPORT_QM_PROP
 
 if TYPE_CHECKING:
     from .links import LinkInfo
-    from .txn import Txn
+    from .write import Write
 
 ACTIVE, ON_HOLD, LOCKED, CONNECTING, WAITING = "active", "on-hold", "locked", "connecting", "waiting"
 EVENTS = ("connecting", "connected", "sent", "error", "locked")
@@ -84,7 +84,7 @@ def decode_state(raw: bytes) -> OutState:
         raise BadData(f"malformed outgoing state: {exc}") from None
 
 
-def load_state(t: Txn, q: QueueInfo) -> OutState:
+def load_state(t: Write, q: QueueInfo) -> OutState:
     raw = t.lt.get(queue_key(q.name), db=t.dbs["outq"])
     if raw is None:
         return OutState()
@@ -94,7 +94,7 @@ def load_state(t: Txn, q: QueueInfo) -> OutState:
         raise BadData(f"outgoing queue {q.name!r}: {exc.message}") from None
 
 
-def save_state(t: Txn, q: QueueInfo, state: OutState) -> None:
+def save_state(t: Write, q: QueueInfo, state: OutState) -> None:
     state.history = state.history[-HISTORY:]
     t.lt.put(queue_key(q.name), json.dumps(asdict(state), separators=(",", ":")).encode(), db=t.dbs["outq"])
 
@@ -108,7 +108,7 @@ def bound_for(fn: formatnames.FormatName) -> str:
     return ""
 
 
-def find(t: Txn, fn: formatnames.FormatName) -> QueueInfo:
+def find(t: Write, fn: formatnames.FormatName) -> QueueInfo:
     """The existing outgoing queue for a non-local format name."""
     name = str(fn)
     raw = t.lt.get(queue_key(name), db=t.dbs["queues"])
@@ -118,7 +118,7 @@ def find(t: Txn, fn: formatnames.FormatName) -> QueueInfo:
     return t.queue(name)
 
 
-def open_outgoing(t: Txn, fn: formatnames.FormatName, via: str | None = None) -> QueueInfo:
+def open_outgoing(t: Write, fn: formatnames.FormatName, via: str | None = None) -> QueueInfo:
     """The outgoing queue for `fn`, made on first use."""
     try:
         return find(t, fn)
@@ -126,7 +126,7 @@ def open_outgoing(t: Txn, fn: formatnames.FormatName, via: str | None = None) ->
         return t.create_queue(str(fn), label=f"outgoing to {fn!s}", outgoing=via if via is not None else bound_for(fn))
 
 
-def destination(t: Txn, text: str, m: Message | None = None) -> QueueInfo:
+def destination(t: Write, text: str, m: Message | None = None) -> QueueInfo:
     """The queue a message put to (or arriving for) `text` goes into: a local queue, or the
     outgoing queue for another queue manager, made on first use. A public format name is local
     unless its queue is not here and the message says which queue manager holds it."""
@@ -192,11 +192,11 @@ def link_for(q: QueueInfo, links: list[LinkInfo]) -> LinkInfo | None:
 
 # ---- the dispatcher's side -----------------------------------------------------------------------
 
-def outgoing_queues(t: Txn) -> list[QueueInfo]:
+def outgoing_queues(t: Write) -> list[QueueInfo]:
     return [q for q in (t.queue(n) for n in t.queue_names()) if q.outgoing is not None]
 
 
-def take(t: Txn, q: QueueInfo, max_count: int, max_bytes: int,
+def take(t: Write, q: QueueInfo, max_count: int, max_bytes: int,
          data_file: tuple[int, int], holder: holders.Holder) -> tuple[int, list[tuple[str, bytes]], bytes, int]:
     """Up to max_count available messages (and max_bytes of records, at least one) in queue
     order, held in flight by this dispatcher under a new token (store/holders.py); (token,
@@ -242,7 +242,7 @@ INCARNATION_SIZE = 16
 _INCARNATION = struct.Struct(">16sQQ")
 
 
-def sending_incarnation(t: Txn, data_file: tuple[int, int]) -> bytes:
+def sending_incarnation(t: Write, data_file: tuple[int, int]) -> bytes:
     """This store's sending incarnation for a batch taken now: a new one (in this commit, made
     durable) when there is none, the store was restored from a backup, or `data_file` (st_dev,
     st_ino of data.mdb) is not the file it was made for."""
@@ -268,7 +268,7 @@ def decode_incarnation(raw: bytes) -> tuple[bytes, int, int]:
     return _INCARNATION.unpack(raw)
 
 
-def done(t: Txn, q: QueueInfo, token: int) -> int:
+def done(t: Write, q: QueueInfo, token: int) -> int:
     hold = holders.lookup(t, token)
     if hold is None:
         return 0
@@ -279,7 +279,7 @@ def done(t: Txn, q: QueueInfo, token: int) -> int:
     return len(sent)
 
 
-def _next_hop(t: Txn, q: QueueInfo) -> str:
+def _next_hop(t: Write, q: QueueInfo) -> str:
     """Where an outgoing queue's messages go: its link's HOST:PORT (its host, or the queue
     manager's name, when a report cannot name that address)."""
     from . import links
@@ -290,7 +290,7 @@ def _next_hop(t: Txn, q: QueueInfo) -> str:
     return reports.next_hop_address(link.address, link.host, q.outgoing)
 
 
-def give_back(t: Txn, q: QueueInfo, token: int) -> int:
+def give_back(t: Write, q: QueueInfo, token: int) -> int:
     """A batch that was not acknowledged, back in its place without a backout."""
     hold = holders.lookup(t, token)
     if hold is None:
@@ -299,7 +299,7 @@ def give_back(t: Txn, q: QueueInfo, token: int) -> int:
     return len(back)
 
 
-def record_event(t: Txn, q: QueueInfo, event: str, detail: str, retry_at: int | None,
+def record_event(t: Write, q: QueueInfo, event: str, detail: str, retry_at: int | None,
                  dead_lettered: dict[str, int] | None = None) -> None:
     if event not in EVENTS:
         raise ValueError(f"unknown outgoing event {event!r}")
@@ -400,7 +400,7 @@ class Received(NamedTuple):
         return sum(self.dead_lettered.values())
 
 
-def bump_put_time(t: Txn, sent_at: int) -> None:
+def bump_put_time(t: Write, sent_at: int) -> None:
     """Make this commit's put times (its `received` reports) later than `sent_at`, the time the
     batch left its sender, if that is within MAX_SENDER_LEAD_US of our clock: the sender's put
     time counter may run a little ahead of its clock (ids are allocated one µs apart), and on
@@ -410,7 +410,7 @@ def bump_put_time(t: Txn, sent_at: int) -> None:
         c.put_time = sent_at
 
 
-def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatName, Message]],
+def receive(t: Write, origin_guid: str, batch: list[tuple[str, formatnames.FormatName, Message]],
             incarnation: bytes, sent_at: int = 0) -> Received:
     """Store a received batch (decoded by decode_items) that the sending incarnation
     `incarnation` sent at `sent_at` (µs); each item's seq is the sender's, from its record."""
@@ -472,10 +472,10 @@ def receive(t: Txn, origin_guid: str, batch: list[tuple[str, formatnames.FormatN
     return Received(stored, duplicates, undelivered)
 
 
-def _dead_letter(t: Txn, m: Message, queue: str, reason: str, transactional: bool = False,
+def _dead_letter(t: Write, m: Message, queue: str, reason: str, transactional: bool = False,
                  undelivered: dict[str, int] | None = None) -> None:
     """Dead-letter an arrival here, where its delivery failed (MSMQ); one for a transactional
-    queue goes to dead-letter-tx, like any other message of such a queue (Txn.dead_letter).
+    queue goes to dead-letter-tx, like any other message of such a queue (Write.dead_letter).
     `undelivered` counts it by reason, dead-lettered or (no dead_letter flag) discarded."""
     if undelivered is not None:
         undelivered[reason] = undelivered.get(reason, 0) + 1
@@ -484,7 +484,7 @@ def _dead_letter(t: Txn, m: Message, queue: str, reason: str, transactional: boo
         t.enqueue(t.queue(dead_letter_queue(transactional)), [moved], check=False)
 
 
-def prune_seen(t: Txn, before: int, limit: int | None = None) -> int:
+def prune_seen(t: Write, before: int, limit: int | None = None) -> int:
     """Forget arrivals recorded before `before` (µs), the oldest of each layout first, at most
     `limit` of them: a resend comes within minutes of the first send, not days."""
     db = t.dbs["seen"]

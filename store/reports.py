@@ -51,7 +51,7 @@ from .records import AVAILABLE, DEFAULT_PRIORITY, Message, guid_text
 
 if TYPE_CHECKING:
     from .queues import QueueInfo
-    from .txn import Txn
+    from .write import Write
 
 ENQUEUED, SENT, RECEIVED, CONFLICT = "enqueued", "sent", "received", trace.CONFLICT
 EVENT_PROP, DELIVERED_PROP = "mqcli.event", "mqcli.delivered"
@@ -60,7 +60,7 @@ EVENT_PROP, DELIVERED_PROP = "mqcli.event", "mqcli.delivered"
 REPORT_QM_PROP = "mqcli.report_qm"
 
 
-def keep_report_queue(t: Txn, m: Message) -> None:
+def keep_report_queue(t: Write, m: Message) -> None:
     """Set what a traced message keeps as its report queue: the public format name of the queue
     its `report_queue` names when that is a queue here (seed 001: the destination is the report
     queue's public format name), and this queue manager's name in the property
@@ -73,7 +73,7 @@ def keep_report_queue(t: Txn, m: Message) -> None:
     m.props = {**m.props, REPORT_QM_PROP: t.qm_name}
 
 
-def target_format_name(t: Txn, m: Message) -> str:
+def target_format_name(t: Write, m: Message) -> str:
     """The format name of the queue a message is bound for (the seed's UserHeader
     .DestinationQueue) in MS-MQMQ's spelling: an outgoing queue is named by it; a local queue is
     DIRECT=OS:qm\\name."""
@@ -82,13 +82,13 @@ def target_format_name(t: Txn, m: Message) -> str:
     return f"DIRECT=OS:{t.qm_name}\\{m.queue}"
 
 
-def emit(t: Txn, messages: list[Message], event: str, *, delivered: bool,
+def emit(t: Write, messages: list[Message], event: str, *, delivered: bool,
          at: Callable[[Message], int | None] | None = None, next_hop: str | None = None) -> int:
     """Send the report of `event` for each traced message in `messages`; return how many were
     sent. Reports are plain enqueues in the caller's transaction: one commit for both.
 
     The report's time (its put time, and the label's time) is this commit's, or `at(m)` when
-    that gives one: a put time allocated earlier for this report (Txn.allocate_ids), as
+    that gives one: a put time allocated earlier for this report (Write.allocate_ids), as
     outgoing.take does for `sent`, whose event is the take, before the commit that reports it.
 
     A `sent` report is written as Windows writes a departure: label `… sent from <this queue
@@ -111,7 +111,7 @@ def next_hop_address(*candidates: str | None) -> str:
     return "unknown"
 
 
-def _emit_one(t: Txn, m: Message, event: str, delivered: bool, at: int | None = None,
+def _emit_one(t: Write, m: Message, event: str, delivered: bool, at: int | None = None,
               next_hop: str | None = None) -> int:
     from .outgoing import destination
 
@@ -154,7 +154,7 @@ def _emit_one(t: Txn, m: Message, event: str, delivered: bool, at: int | None = 
     return 1
 
 
-def _own_report_queue(t: Txn, m: Message) -> QueueInfo | None:
+def _own_report_queue(t: Write, m: Message) -> QueueInfo | None:
     """This queue manager's own report queue when it differs from the message's (which is
     `PUBLIC=<guid>` of a queue here once keep_report_queue has run at the origin, or a name
     given at the put); None when there is none, it is the message's, or it is gone."""
@@ -171,7 +171,7 @@ def _own_report_queue(t: Txn, m: Message) -> QueueInfo | None:
     return own
 
 
-def _emit_conflict(t: Txn, own: QueueInfo, report: Message) -> None:
+def _emit_conflict(t: Write, own: QueueInfo, report: Message) -> None:
     n, _ = t.allocate_ids(1)
     conflict = Message(
         report.body, own.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n,

@@ -81,7 +81,7 @@ def test_throttle_is_checked_before_queue_quota_and_expiry(st, clock):
 
 
 def test_queue_quota_is_checked_before_expiry(st):
-    from store.txn import Txn  # noqa: F401  (documented order: quota, then expiry)
+    from store.write import Write  # noqa: F401  (documented order: quota, then expiry)
     st.create_queue("small", quota=1)
     m = NewMessage(b"xx", ttl=1)
     with pytest.raises(errors.QueueQuotaExceeded):

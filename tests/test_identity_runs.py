@@ -23,10 +23,10 @@ def run_entries(store: Store) -> dict[bytes, list[tuple]]:
 
 
 def find(store: Store, msg_id: str) -> list[bytes]:
-    from store.txn import Txn
+    from store.write import Write
     origin, n = parse_msg_id(msg_id)
     with store._env.begin() as lt:
-        t = Txn(lt, store._dbs, store._now())
+        t = Write(lt, store._dbs, store._now())
         return [m.body for m in t.by_msg_id(origin, n)]
 
 

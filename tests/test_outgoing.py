@@ -291,7 +291,7 @@ def test_arrivals_for_a_transactional_queue_are_dead_lettered_to_dead_letter_tx(
     clock.advance(10)
     assert b.receive(a.info().guid, taken.items, taken.incarnation)[:2] == (1, 0)
     assert [m.body for m in b.browse("ledger")] == [b"123456"]
-    # MSMQ's DEADXACT: a message of a transactional queue, like Txn.dead_letter sends them
+    # MSMQ's DEADXACT: a message of a transactional queue, like Write.dead_letter sends them
     dead = {m.body: m.dead_letter_reason for m in b.browse("dead-letter-tx")}
     assert dead == {b"789012": "queue quota exceeded (10 bytes)", b"late": "expired in transit"}
     assert b.browse("dead-letter") == []

@@ -9,7 +9,7 @@ with an in-memory model: the available messages in queue order, every message's 
 (tx-locked ones included), the depths, the active transactions, and (every few steps and at the
 end) ``Store.check()``.
 
-Transactions as the store does them (store/transactions.py ``finish``): commit makes T's puts
+Transactions as the store does them (store/msmq_transactions.py ``finish``): commit makes T's puts
 available at the positions they were put at and removes T's gets; abort removes T's puts and
 makes T's gets available again with one more backout, dead-lettered (to ``dead-letter-tx``, the
 transactional queues' dead-letter queue) at the queue's max-backouts. Abort visits T's queues in
@@ -470,7 +470,7 @@ class StoreMachine(RuleBasedStateMachine):
         return next((m for m in self.in_queue(q, "available") if self.matches(m, flt)), None)
 
     def refusal(self, q: str, flt: dict) -> type[errors.StoreError]:
-        """What a get or browse-with-lock that finds nothing raises (txn.Txn.candidates).
+        """What a get or browse-with-lock that finds nothing raises (txn.Write.candidates).
 
         An exact msg_id names a message now or not at all (seed 002): absent from the queue
         (or not yet put: put-unconfirmed, or put inside an open transaction) is MessageNotFound,
@@ -693,7 +693,7 @@ class StoreMachine(RuleBasedStateMachine):
           then=hs.sampled_from(["sweep", "put"]), priority=priorities)
     def advance_clock(self, dt: float, then: str, priority: int) -> None:
         """Time passes; the next write (a sweep, or any put) undoes every lapsed lease, then
-        aborts every timed-out transaction (Txn.maintain; sweep does both in that order)."""
+        aborts every timed-out transaction (Write.maintain; sweep does both in that order)."""
         self.clock.now += dt
         undone = self.lapse_due()
         aborted = self.abort_timed_out()

@@ -20,7 +20,7 @@ from ..signals import deferred
 
 if TYPE_CHECKING:
     from store import Message
-    from store.transactions import TxInfo
+    from store.msmq_transactions import TxInfo
 
 app = typer.Typer(
     help="Transactions that span several invocations (seed 000, seed 002).\n\n\b\nExample:\n"
@@ -74,7 +74,7 @@ def begin(
       T=$(mqcli tx begin --timeout 5m)
       mqcli put orders 'hello' --tx "$T" && mqcli tx commit "$T"
     """
-    from store.transactions import DEFAULT_TIMEOUT
+    from store.msmq_transactions import DEFAULT_TIMEOUT
 
     seconds = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, what="timeout")
     s = session(ctx, store, output, quiet)

@@ -177,7 +177,7 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
             raws, more = [], False
             with env.begin() as lt:
                 # messages a get holds in place are in `pos` as available records: shown in
-                # flight under the hold, as the store itself shows them (Txn.load)
+                # flight under the hold, as the store itself shows them (Write.load)
                 placed = _placed(lt, dbs) if r.table == POS_TABLE else {}
                 cur = lt.cursor(db=db)
                 if after is None:

@@ -1,7 +1,8 @@
-"""One write transaction of a store: the message-state machine and its indexes.
+"""One LMDB write of a store (`Write`): the message-state machine and its indexes.
 
-Every public operation of `Store` runs as one `Txn`: one LMDB write transaction, committed
-whole or not at all (SPEC §2). All index maintenance lives here, in `_place` / `_unplace`
+Every public operation of `Store` runs as one `Write`: one LMDB write transaction, committed
+whole or not at all (SPEC §2). (Not to be confused with an MSMQ transaction, which spans
+invocations and lives in store/msmq_transactions.py.) All index maintenance lives here, in `_place` / `_unplace`
 and `insert_many` / `remove_many` (the msg_id and unique-id runs through store/identity.py), so
 that records and indexes cannot disagree.
 
@@ -61,7 +62,7 @@ class Counters:
         return self.RECORD.pack(self.seq, self.msg_n, self.put_time, self.count, self.bytes)
 
 
-class Txn:
+class Write:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
 
     def __init__(self, lt: lmdb.Transaction, dbs: dict[str, lmdb._Database], now: int,
@@ -694,7 +695,7 @@ class Txn:
         """
         self.lapse_leases()
         self.expire_messages()
-        from .transactions import abort_timed_out
+        from .msmq_transactions import abort_timed_out
         abort_timed_out(self)
 
     def due(self, tag: bytes, but_held: bool = False) -> list[tuple[int, bytes]]:
@@ -1112,7 +1113,7 @@ def identity_entries(m: Message) -> list[bytes]:
 
 def state_entries(m: Message) -> list[bytes]:
     """The index keys that depend on the message's state."""
-    if m.state == AVAILABLE:  # an available message holds no in-flight ids (`Txn.transition`)
+    if m.state == AVAILABLE:  # an available message holds no in-flight ids (`Write.transition`)
         return [_pack_pos(keys.POS, m.qid, 7 - m.priority, m.seq)]
     out = []
     if m.confirm_id:

@@ -1,4 +1,5 @@
-"""Transactions that span invocations (seed 000 and seed 002 TransactionalOperation).
+"""MSMQ transactions: the ones that span invocations (`tx begin`, `--tx`; seed 000 and seed 002
+TransactionalOperation). Each of their steps runs in one LMDB write (store/write.py).
 
 A transaction is a record in the `txs` table; its operations are its tx-locked messages, found
 per queue under the `T` index. An enqueue in T stores the message tx-locked with `tx_put`
@@ -22,7 +23,7 @@ from . import keys
 from .arguments import is_int
 from .errors import TransactionError
 from .records import AVAILABLE, TX_LOCKED, Message
-from .txn import Txn
+from .write import Write
 
 MAX_TX_ID = (1 << 63) - 1
 DEFAULT_TIMEOUT = 600.0
@@ -42,7 +43,7 @@ def _key(tx_id: int) -> bytes:
     return keys.U64.pack(tx_id)
 
 
-def load(t: Txn, tx_id: int) -> dict:
+def load(t: Write, tx_id: int) -> dict:
     """The record of an active transaction; TransactionError for unknown or finished ones."""
     if not is_int(tx_id) or not 0 < tx_id <= MAX_TX_ID:
         raise TransactionError(f"a transaction id is a positive 63-bit integer, got {tx_id!r}")
@@ -52,7 +53,7 @@ def load(t: Txn, tx_id: int) -> dict:
     return json.loads(raw)
 
 
-def begin(t: Txn, timeout_us: int | None) -> int:
+def begin(t: Write, timeout_us: int | None) -> int:
     tx_id = t.meta_int(keys.META_TX_ID) + 1
     t.set_meta_int(keys.META_TX_ID, tx_id)
     deadline = t.now + timeout_us if timeout_us else None
@@ -64,21 +65,21 @@ def begin(t: Txn, timeout_us: int | None) -> int:
     return tx_id
 
 
-def touch(t: Txn, tx_id: int, record: dict, qid: int) -> None:
+def touch(t: Write, tx_id: int, record: dict, qid: int) -> None:
     """Remember that T has operations in queue `qid` (commit and abort visit those queues)."""
     if qid not in record["qids"]:
         record["qids"].append(qid)
         t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
 
 
-def operations(t: Txn, tx_id: int, record: dict) -> list[Message]:
+def operations(t: Write, tx_id: int, record: dict) -> list[Message]:
     found: list[Message] = []
     for qid in record["qids"]:
         found += t.by_index(keys.id_in_queue_prefix(keys.TX, qid, tx_id))
     return found
 
 
-def finish(t: Txn, tx_id: int, *, commit: bool) -> int:
+def finish(t: Write, tx_id: int, *, commit: bool) -> int:
     """Commit or abort T: every operation in this one LMDB transaction."""
     record = load(t, tx_id)
     ops = operations(t, tx_id, record)
@@ -98,13 +99,13 @@ def finish(t: Txn, tx_id: int, *, commit: bool) -> int:
     return len(ops)
 
 
-def _forget(t: Txn, tx_id: int, record: dict) -> None:
+def _forget(t: Write, tx_id: int, record: dict) -> None:
     t.lt.delete(_key(tx_id), db=t.dbs["txs"])
     if record.get("deadline"):
         t.lt.delete(keys.deadline_key(keys.TX_TIMEOUT, record["deadline"], tx_id), db=t.idx_db)
 
 
-def abort_timed_out(t: Txn) -> int:
+def abort_timed_out(t: Write) -> int:
     done = 0
     for tx_id, _ in t.due(keys.TX_TIMEOUT):
         finish(t, tx_id, commit=False)
@@ -112,7 +113,7 @@ def abort_timed_out(t: Txn) -> int:
     return done
 
 
-def lock_for_dequeue(t: Txn, tx_id: int, record: dict, m: Message) -> None:
+def lock_for_dequeue(t: Write, tx_id: int, record: dict, m: Message) -> None:
     """Dequeue inside T (seed 002): the message is locked with reason AckReceive."""
     touch(t, tx_id, record, m.qid)
     # a message got in T under a browse lock leaves the lock (and its lease); abort makes it
@@ -121,14 +122,14 @@ def lock_for_dequeue(t: Txn, tx_id: int, record: dict, m: Message) -> None:
                  lock_id=None, lease_expires=None)
 
 
-def prepare_enqueue(t: Txn, tx_id: int, record: dict, qid: int, messages: list[Message]) -> None:
+def prepare_enqueue(t: Write, tx_id: int, record: dict, qid: int, messages: list[Message]) -> None:
     """Enqueue inside T (seed 000): the new positions are locked until commit."""
     touch(t, tx_id, record, qid)
     for m in messages:
         m.state, m.tx, m.tx_put, m.since = TX_LOCKED, tx_id, True, t.now
 
 
-def info(t: Txn, tx_id: int, record: dict) -> TxInfo:
+def info(t: Write, tx_id: int, record: dict) -> TxInfo:
     ops = operations(t, tx_id, record)
     # a queue T touched may have been purged of T's messages and then deleted
     queues = [t.queue_name(q) for q in record["qids"] if t.queue_exists(q)]
@@ -136,5 +137,5 @@ def info(t: Txn, tx_id: int, record: dict) -> TxInfo:
                   queues=queues, operations=len(ops))
 
 
-def all_ids(t: Txn) -> list[int]:
+def all_ids(t: Write) -> list[int]:
     return [keys.U64.unpack(k)[0] for k in t.lt.cursor(db=t.dbs["txs"]).iternext(values=False)]
