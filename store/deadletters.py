@@ -13,37 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .errors import MessageExpired, QueueNotAvailable, QueueQuotaExceeded
 from .queues import DEAD_LETTER, DEAD_LETTER_TX
-from .records import Message, iso_time
+from .records import POISON_STATUS, Message, dead_letter_status, iso_time  # noqa: F401  (re-exported)
 
 DEAD_LETTER_TIME = "mqcli.dead_letter_time"
 DEAD_LETTER_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
-
-# MSMQ's class for a message that the receiving application rejected (mq.h
-# MQMSG_CLASS_NACK_RECEIVE_REJECTED): MSMQ's own answer to a poison message, which has no
-# MQ_ERROR_* status of its own.
-POISON_STATUS = "MQMSG_CLASS_NACK_RECEIVE_REJECTED"
-
-
-def dead_letter_status(reason: str | None) -> str | None:
-    """The MQ status a dead-letter reason stands for (None for a message that is no dead
-    letter). The reasons are the ones this store writes: `expired` and `expired in transit`
-    (the time to be received passed: MQ_ERROR_MESSAGE_TIMED_OUT), `max-backouts` (a poison
-    message), `queue quota exceeded (N bytes)` and `destination not available: Q` (an
-    arrival that could not be enqueued, docs/protocol.md). Anything else is MQ_ERROR."""
-    if reason is None:
-        return None
-    if reason.startswith("expired"):
-        return MessageExpired.status
-    if reason == "max-backouts":
-        return POISON_STATUS
-    if reason.startswith("queue quota exceeded"):
-        return QueueQuotaExceeded.status
-    if reason.startswith("destination not available"):
-        return QueueNotAvailable.status
-    return "MQ_ERROR"
-
 
 def dead_lettered(m: Message, reason: str, original_queue: str, now: int, **changes: object) -> Message:
     """The copy of `m` that a dead-letter queue keeps: its reason, original queue and time."""

@@ -24,6 +24,7 @@ import lmdb
 
 from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
+from .consumer import Consumer
 from .environment import (
     DEFAULT_MAP_SIZE, check_permissions, creation_lock, discard_unfinished_data, layout_error,
     open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
@@ -35,21 +36,21 @@ from .errors import (
 from .filters import Filter
 from .forwarding import Forwarding
 from .ids import AUTO
-from .keys import U32, U64
+from .keys import U32, U64, queue_key
 from .notify import WAIT_DIR, Waiter, wake
 from .ownership import check_store, open_checked
 from .queues import (
-    DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueInfo, encode_queue, queue_key, validate_attrs,
+    DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueInfo, encode_queue, validate_attrs,
     validate_name,
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PRIORITY, GET_UNCONFIRMED,
-    LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, decode, guid_text,
-    validate_fields,
+    LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, at_rest, decode,
+    guid_text, validate_fields,
 )
-from . import deadletters, holders, ids, msmq_transactions, outgoing, reports
+from . import addressing, check, deadletters, holders, ids, msmq_transactions, reports
 from .msmq_transactions import TxInfo
-from .write import MAINTENANCE_BATCH, Write, new_guid
+from .write import GONE, MAINTENANCE_BATCH, Write, new_guid
 
 T = TypeVar("T")
 FOREVER = None
@@ -457,17 +458,27 @@ class Store(Forwarding):
 
     # ---- transactions ------------------------------------------------------------------
 
+    def _maintain(self, t: Write) -> SweepResult:
+        """What is due on the next access (SPEC §5), at the start of every write: dead holders'
+        messages go back first (a lapse or expiry that came while they were held is due now,
+        and the steps after skip the messages of live holders), then lapsed leases are undone,
+        expired messages dead-lettered and timed-out transactions aborted. `sweep` runs the
+        same steps until nothing is left."""
+        if t.any_held():
+            holders.recover(t, self._holder)
+        done = SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages())
+        for tx_id, _ in t.due(keys.TX_TIMEOUT):
+            msmq_transactions.finish(t, tx_id, commit=False)
+            done.transactions_aborted += 1
+        return done
+
     def _write(self, fn: Callable[[Write], T], maintain: bool = True) -> T:
         """Run `fn` in one write transaction; sync if it made durable changes; wake getters."""
         try:
             with self._env.begin(write=True) as lt:
                 t = Write(lt, self._dbs, self._now(), self._queue_cache)
                 if maintain:
-                    # dead holders' messages first: a lapse or expiry that came while they were
-                    # held is due now, and maintain skips the messages of live holders
-                    if holders.any_held(t):
-                        holders.recover(t, self._holder)
-                    t.maintain()
+                    self._maintain(t)
                 result = fn(t)
                 t.flush()
         except (lmdb.MapFullError, lmdb.TxnFullError) as exc:
@@ -536,7 +547,7 @@ class Store(Forwarding):
             # held messages lapse or expire when their holder gives them back, not now
             return bool(t.due(keys.LEASE, but_held=True) or t.due(keys.EXPIRY, but_held=True)
                         or t.due(keys.TX_TIMEOUT)
-                        or (holders.any_held(t) and holders.recovery_due(t, self._holder)))
+                        or (t.any_held() and holders.recovery_due(t, self._holder)))
 
     # ---- the queue manager -------------------------------------------------------------
 
@@ -592,7 +603,7 @@ class Store(Forwarding):
             if report_queue == "":
                 t.lt.delete(keys.META_REPORT_QUEUE, db=self._dbs["meta"])
             elif report_queue is not None:
-                q = t.queue(report_queue)  # QueueNotAvailable when there is no such queue here
+                q = addressing.lookup(t, report_queue)  # QueueNotAvailable when there is no such queue here
                 if q.outgoing is not None or q.system or "=" in report_queue:
                     raise InvalidArgument(f"the report queue must be an application queue of this store, got {report_queue!r}")
                 t.lt.put(keys.META_REPORT_QUEUE, q.name.encode(), db=self._dbs["meta"])
@@ -621,7 +632,7 @@ class Store(Forwarding):
                        last_put=last_put, last_get=last_get)
 
     def queue_info(self, name: str) -> QueueInfo:
-        return self._read(lambda t: self._queue_info(t, t.queue(name)))
+        return self._read(lambda t: self._queue_info(t, addressing.lookup(t, name)))
 
     def list_queues(self, *, outgoing: bool = True) -> list[QueueInfo]:
         """Every queue, in name order; without the outgoing queues if `outgoing` is False."""
@@ -639,7 +650,7 @@ class Store(Forwarding):
             refuse_control_characters(label, "queue label")
 
         def change(t: Write) -> QueueInfo:
-            q = replace(t.queue(name))
+            q = replace(addressing.lookup(t, name))
             for attr, value in (("label", label), ("quota", quota), ("journal", journal),
                                 ("max_backouts", max_backouts), ("transactional", transactional)):
                 if value is not None:
@@ -651,7 +662,7 @@ class Store(Forwarding):
 
     def purge_queue(self, name: str) -> int:
         def purge(t: Write) -> int:
-            q = t.queue(name)
+            q = addressing.lookup(t, name)
             doomed = list(t.queue_messages(q))
             for m in doomed:
                 t.remove(m)
@@ -661,7 +672,7 @@ class Store(Forwarding):
 
     def delete_queue(self, name: str) -> int:
         def delete(t: Write) -> int:
-            q = t.queue(name)
+            q = addressing.lookup(t, name)
             if q.system:
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
             doomed = list(t.queue_messages(q))
@@ -706,7 +717,7 @@ class Store(Forwarding):
         batch = list(messages)
 
         def put(t: Write) -> list[Message]:
-            q = outgoing.destination(t, queue)
+            q = addressing.for_put(t, queue)
             cid = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
             origin, now = t.origin, t.now
             first_n, first_time = t.allocate_ids(len(batch))
@@ -769,12 +780,11 @@ class Store(Forwarding):
         """
         batch = list(messages)
         for m in batch:
-            m.state = AVAILABLE
-            m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
+            at_rest(m)
             validate_fields(m)
 
         def enqueue(t: Write) -> Imported:
-            q = t.queue_for_import(queue) if create else t.queue(queue)
+            q = addressing.for_import(t, queue) if create else addressing.lookup(t, queue)
             if new_ids:
                 first_n, first_time = t.allocate_ids(len(batch))
                 for i, m in enumerate(batch):
@@ -899,7 +909,7 @@ class Store(Forwarding):
             nonlocal token, held_at, places, queue_name
             if chain is not None and chain.end is not None:
                 chain.end(t)  # the last batch's removal, in this commit
-            q = t.queue(queue)
+            q = addressing.lookup(t, queue)
             queue_name = q.name
             if tx is not None:
                 _transactional_queue(q, True)
@@ -1062,7 +1072,7 @@ class Store(Forwarding):
         wanted = _states(states)
 
         def read(t: Write) -> list[Message]:
-            q = t.queue(queue)
+            q = addressing.lookup(t, queue)
             if wanted == {AVAILABLE}:
                 try:
                     source = t.candidates(q, f)
@@ -1098,7 +1108,7 @@ class Store(Forwarding):
 
         def look(t: Write) -> list[Message]:
             nonlocal high, pending, qid
-            q = t.queue(queue)
+            q = addressing.lookup(t, queue)
             qid = q.qid
             start = high
             new_high = t.counters.seq if high is None else high
@@ -1160,7 +1170,7 @@ class Store(Forwarding):
 
         def lock_them(t: Write) -> list[Message]:
             nonlocal lock
-            q = t.queue(queue)
+            q = addressing.lookup(t, queue)
             lock = _new_id(t, keys.LOCK, q, lock_id or AUTO)  # type: ignore[assignment]
             found = _first(t.candidates(q, f), limit)
             for m in found:
@@ -1178,11 +1188,10 @@ class Store(Forwarding):
         """Confirm the put or get pending under `confirm_id` (MQe confirm)."""
         _check_id(confirm_id, "confirm id")
 
-        return self._write(lambda t: _confirm(t, t.queue(queue), confirm_id))
+        return self._write(lambda t: _confirm(t, addressing.lookup(t, queue), confirm_id))
 
     def consumer(self, queue: str, *, lease: float | None = None, where: str | None = None) -> Consumer:
         """A two-phase consumer of a queue whose confirms ride on its next get (store/consumer.py)."""
-        from .consumer import Consumer
         return Consumer(self, queue, lease=lease, where=where)
 
     def _ack_and_get(self, queue: str, confirm_ids: list[int], *, wait: float | None,
@@ -1195,7 +1204,7 @@ class Store(Forwarding):
 
         def acks(t: Write) -> None:
             failed.clear()  # a retried write runs this again
-            q = t.queue(queue)
+            q = addressing.lookup(t, queue)
             for confirm_id in confirm_ids:
                 try:
                     _confirm(t, q, confirm_id)
@@ -1219,7 +1228,7 @@ class Store(Forwarding):
         _check_id(lock_id, "lock id")
 
         def undo(t: Write) -> int:
-            q = t.queue(queue)
+            q = addressing.lookup(t, queue)
             if confirm_id is not None:
                 _not_held_by_a_process(t, confirm_id)
                 pending = t.with_confirm_id(q, confirm_id)
@@ -1242,7 +1251,7 @@ class Store(Forwarding):
         f = Filter(msg_id=msg_id)
 
         def delete(t: Write) -> Message:
-            q = t.queue(queue)
+            q = addressing.lookup(t, queue)
             found = [m for m in t.by_msg_id(*f.msg_id_parts)  # type: ignore[misc]
                      if m.qid == q.qid and not m.hidden]
             if not found:
@@ -1254,8 +1263,7 @@ class Store(Forwarding):
                 # lock id changes nothing, even on a message that could be deleted without one
                 if (m.state == LOCKED_BROWSE and m.lock_id == lock_id) if lock_id is not None \
                         else m.state == AVAILABLE:
-                    t.remove(m)
-                    t.durable = True
+                    t.leave(m, GONE)
                     return m
             if lock_id is not None and all(m.state == AVAILABLE for m in found):
                 raise UnknownLockId(f"message {msg_id} is not locked under lock id {lock_id}")
@@ -1294,7 +1302,7 @@ class Store(Forwarding):
 
         def one(t: Write) -> list[Message]:
             nonlocal after
-            src, dst = t.queue(source), t.queue(target)
+            src, dst = addressing.lookup(t, source), addressing.lookup(t, target)
             fresh = src.name in _DEAD_LETTER_QUEUES and dst.name not in _DEAD_LETTER_QUEUES
             if tx is not None:  # the transaction and the queues' rules first, found or not
                 if src.name != DEAD_LETTER_TX:  # it holds transactional queues' dead letters
@@ -1351,10 +1359,10 @@ class Store(Forwarding):
         after: tuple[int, int] | None = None  # the last place looked at: what stays is not read again
 
         def one(t: Write) -> tuple[dict[str, int], dict[str | None, int], tuple[int, int] | None]:
-            src = t.queue(dlq)
+            src = addressing.lookup(t, dlq)
             if src.name not in _DEAD_LETTER_QUEUES:
                 raise InvalidArgument(f"{src.name!r} is not a dead-letter queue ({' or '.join(_DEAD_LETTER_QUEUES)})")
-            target = None if to is None else t.queue(to)
+            target = None if to is None else addressing.lookup(t, to)
             if target is not None and target.name in _DEAD_LETTER_QUEUES:
                 raise InvalidArgument(f"redrive moves dead letters out of the dead-letter queues, not into {target.name!r}")
             by_dest: dict[str, tuple[QueueInfo, list[Message]]] = {}
@@ -1407,7 +1415,7 @@ class Store(Forwarding):
             names = [queue] if queue is not None else t.queue_names()
             done = 0
             for name in names:
-                for m in t.in_flight(t.queue(name)):  # held records only, not the whole queue
+                for m in t.in_flight(addressing.lookup(t, name)):  # held records only, not the whole queue
                     if m.state == TX_LOCKED or _held_by_a_process(t, m):
                         continue
                     if limit_us is not None and t.now - (m.since or t.now) < limit_us:
@@ -1457,7 +1465,7 @@ class Store(Forwarding):
             after: tuple[int, int] | None = None
             while True:
                 def read(t: Write) -> list[Message]:
-                    return list(itertools.islice(t.queue_messages(t.queue(name), after), batch))
+                    return list(itertools.islice(t.queue_messages(addressing.lookup(t, name), after), batch))
                 chunk = self._read(read)
                 yield from (m for m in chunk if hidden or not m.hidden)
                 if len(chunk) < batch:
@@ -1556,11 +1564,9 @@ class Store(Forwarding):
 
             def one(t: Write) -> SweepResult:
                 nonlocal forgotten
-                holders.recover(t, self._holder)
+                step = self._maintain(t)
                 if first:
                     holders.remove_dead_files(self._holder)
-                step = SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages(),
-                                   transactions_aborted=msmq_transactions.abort_timed_out(t))
                 forgotten = ids.prune(t, MAINTENANCE_BATCH)  # lapsed ids older than a day
                 return step
             step = self._write(one, maintain=False)
@@ -1574,13 +1580,12 @@ class Store(Forwarding):
     def inflight(self, queue: str | None = None) -> list[Message]:
         def read(t: Write) -> list[Message]:
             names = [queue] if queue is not None else t.queue_names()
-            return [m for n in names for m in t.in_flight(t.queue(n))]
+            return [m for n in names for m in t.in_flight(addressing.lookup(t, n))]
         return self._read(read)
 
     def check(self) -> list[str]:
-        from .check import check_store
         with self._env.begin() as lt:
-            return check_store(Write(lt, self._dbs, self._now(), self._queue_cache))
+            return check.check_store(Write(lt, self._dbs, self._now(), self._queue_cache))
 
 
 @dataclass(slots=True)
@@ -1596,9 +1601,9 @@ def _confirm(t: Write, q: QueueInfo, confirm_id: int) -> int:
     got = []
     for m in pending:
         if m.state == PUT_UNCONFIRMED:
-            t.transition(m, durable=True, state=AVAILABLE)
+            t.leave(m, AVAILABLE)
         else:
-            t.remove(m)
+            t.leave(m, GONE)
             got.append(m)
     t.got(q, got)  # a confirmed get is a get
     return len(pending)

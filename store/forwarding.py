@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import holders, links, outgoing
+from . import addressing, holders, links, outgoing
 from .errors import InvalidArgument, QueueNotAvailable
 from .links import LinkExists, LinkInfo, LinkNotFound
+from .queues import QueueInfo
 from .records import AVAILABLE
 
 if TYPE_CHECKING:
@@ -222,8 +223,8 @@ def _link(t: Write, name: str) -> LinkInfo:
     return links.decode(bytes(raw))
 
 
-def _outgoing(t: Write, name: str):  # -> QueueInfo
-    q = t.queue(name)
+def _outgoing(t: Write, name: str) -> QueueInfo:
+    q = addressing.lookup(t, name)
     if q.outgoing is None:
         raise QueueNotAvailable(f"{q.name!r} is not an outgoing queue (`mqcli outgoing list`)")
     return q

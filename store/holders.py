@@ -124,10 +124,6 @@ def holds(t: Write) -> list[Hold]:
     return [decode(bytes(k), bytes(v)) for k, v in t.lt.cursor(db=t.dbs["holders"])]
 
 
-def any_held(t: Write) -> bool:
-    return t.lt.cursor(db=t.dbs["holders"]).first()
-
-
 class Holder:
     """This process's side: the locked file that says it is alive, made on first use, and a
     cache of which other holders were seen alive lately."""
@@ -325,9 +321,9 @@ def unplace(t: Write, hold: Hold, seq: int) -> None:
 
 def give_back(t: Write, m: Message) -> Message:
     """A held message back where the hold found it: available, or locked-browse under its lock."""
-    if m.state == BROWSE_GET_UNCONFIRMED:
-        return t.transition(m, durable=False, state=LOCKED_BROWSE, confirm_id=None, since=t.now)
-    return t.transition(m, durable=False, state=AVAILABLE)
+    kept = t.leave(m, LOCKED_BROWSE if m.state == BROWSE_GET_UNCONFIRMED else AVAILABLE, durable=False)
+    assert kept is not None  # no backout: it stays
+    return kept
 
 
 def recover(t: Write, me: Holder) -> int:

@@ -112,6 +112,12 @@ def seq_key(seq: int) -> bytes:
     return U64.pack(seq)
 
 
+def queue_key(name: str) -> bytes:
+    """The key of a queue in ``queues`` (and ``outq``): names are case-insensitive, so the key is
+    the casefolded name."""
+    return name.casefold().encode("utf-8")
+
+
 def qstats_key(qid: int) -> bytes:
     return b"q" + U32.pack(qid)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .errors import BadData, InvalidArgument, QueueExists, StoreError, StorePermission
 from .ownership import open_checked, require_owner
-from .queues import queue_key
+from .keys import queue_key
 
 KEY_BYTES = 32
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

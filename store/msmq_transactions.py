@@ -23,7 +23,7 @@ from . import keys
 from .arguments import is_int
 from .errors import TransactionError
 from .records import AVAILABLE, TX_LOCKED, Message
-from .write import Write
+from .write import GONE, Write
 
 MAX_TX_ID = (1 << 63) - 1
 DEFAULT_TIMEOUT = 600.0
@@ -85,15 +85,12 @@ def finish(t: Write, tx_id: int, *, commit: bool) -> int:
     ops = operations(t, tx_id, record)
     for m in ops:
         if m.tx_put:
-            if commit:
-                t.transition(m, durable=True, state=AVAILABLE, tx_put=False)
-            else:
-                t.remove(m)
+            t.leave(m, AVAILABLE if commit else GONE)
         elif commit:
-            t.remove(m)
+            t.leave(m, GONE)
             t.got(t.queue(m.queue), [m])  # SPEC §3: committed transactional gets too
         else:
-            t.backout(m, state=AVAILABLE)  # seed 002: the dequeue is undone, one more backout
+            t.leave(m, AVAILABLE, backout=True)  # seed 002: the dequeue is undone, one more backout
     _forget(t, tx_id, record)
     t.durable = True
     return len(ops)
@@ -103,14 +100,6 @@ def _forget(t: Write, tx_id: int, record: dict) -> None:
     t.lt.delete(_key(tx_id), db=t.dbs["txs"])
     if record.get("deadline"):
         t.lt.delete(keys.deadline_key(keys.TX_TIMEOUT, record["deadline"], tx_id), db=t.idx_db)
-
-
-def abort_timed_out(t: Write) -> int:
-    done = 0
-    for tx_id, _ in t.due(keys.TX_TIMEOUT):
-        finish(t, tx_id, commit=False)
-        done += 1
-    return done
 
 
 def lock_for_dequeue(t: Write, tx_id: int, record: dict, m: Message) -> None:

@@ -40,23 +40,14 @@ import struct
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import formatnames, holders, keys, reports
-from . import deadletters
-from .errors import BadData, InvalidArgument, QueueNotAvailable, StoreError
-from .queues import QueueInfo, dead_letter_queue, queue_key
-from .records import (
-    AVAILABLE,
-    GET_UNCONFIRMED,
-    Message,
-    decode,
-    guid_bytes,
-    guid_text,
-    validate_fields,
-)
-from .reports import REPORT_QM_PROP
+from . import addressing, deadletters, formatnames, holders, keys, links, reports
+from .errors import BadData, InvalidArgument, StoreError
+from .links import LinkInfo
+from .keys import queue_key
+from .queues import QueueInfo, dead_letter_queue
+from .records import GET_UNCONFIRMED, Message, at_rest, decode, guid_bytes, validate_fields
 
 if TYPE_CHECKING:
-    from .links import LinkInfo
     from .write import Write
 
 ACTIVE, ON_HOLD, LOCKED, CONNECTING, WAITING = "active", "on-hold", "locked", "connecting", "waiting"
@@ -99,50 +90,7 @@ def save_state(t: Write, q: QueueInfo, state: OutState) -> None:
     t.lt.put(queue_key(q.name), json.dumps(asdict(state), separators=(",", ":")).encode(), db=t.dbs["outq"])
 
 
-# ---- naming and routing --------------------------------------------------------------------------
-
-def bound_for(fn: formatnames.FormatName) -> str:
-    """The queue manager a non-local format name is bound for ("" when the name does not say)."""
-    if fn.kind in ("direct", "multicast"):
-        return fn.address or ""
-    return ""
-
-
-def find(t: Write, fn: formatnames.FormatName) -> QueueInfo:
-    """The existing outgoing queue for a non-local format name."""
-    name = str(fn)
-    raw = t.lt.get(queue_key(name), db=t.dbs["queues"])
-    if raw is None:
-        raise QueueNotAvailable(f"{name!r} names a queue of another queue manager and nothing was sent "
-                                "there yet (no outgoing queue)")
-    return t.queue(name)
-
-
-def open_outgoing(t: Write, fn: formatnames.FormatName, via: str | None = None) -> QueueInfo:
-    """The outgoing queue for `fn`, made on first use."""
-    try:
-        return find(t, fn)
-    except QueueNotAvailable:
-        return t.create_queue(str(fn), label=f"outgoing to {fn!s}", outgoing=via if via is not None else bound_for(fn))
-
-
-def destination(t: Write, text: str, m: Message | None = None) -> QueueInfo:
-    """The queue a message put to (or arriving for) `text` goes into: a local queue, or the
-    outgoing queue for another queue manager, made on first use. A public format name is local
-    unless its queue is not here and the message says which queue manager holds it."""
-    if type(text) is not str or "=" not in text:
-        return t.queue(text)
-    fn = formatnames.parse(text)
-    if fn.is_local(t.qm_name, guid_text(t.origin)):
-        try:
-            return t.queue(text)
-        except QueueNotAvailable:
-            via = (m.props.get(REPORT_QM_PROP) if m is not None else None) or ""
-            if fn.kind != "public" or not via or via.casefold() == t.qm_name.casefold():
-                raise
-            return open_outgoing(t, fn, via)
-    return open_outgoing(t, fn)
-
+# ---- routing --------------------------------------------------------------------------------------
 
 def why_not_dispatched(q: QueueInfo, state: OutState, link: LinkInfo | None, now: int) -> str | None:
     """Why seed 003 (or our retry timer) keeps this queue from being sent now, or None."""
@@ -282,8 +230,6 @@ def done(t: Write, q: QueueInfo, token: int) -> int:
 def _next_hop(t: Write, q: QueueInfo) -> str:
     """Where an outgoing queue's messages go: its link's HOST:PORT (its host, or the queue
     manager's name, when a report cannot name that address)."""
-    from . import links
-
     link = link_for(q, [links.decode(bytes(v)) for _, v in t.lt.cursor(db=t.dbs["links"])])
     if link is None:
         return reports.next_hop_address(q.outgoing)
@@ -436,14 +382,12 @@ def receive(t: Write, origin_guid: str, batch: list[tuple[str, formatnames.Forma
         seen_entries.append((key, stamp))
         seen_entries.append((seen_time_key(key, t.now), b""))
         m.hops = min(m.hops + 1, MAX_HOPS)
-        m.state = AVAILABLE
-        m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
-        m.tx_put = False
+        at_rest(m)
         # a public name's route depends on the message (mqcli.report_qm), so it is not reused
         q = routed.get(text) if fn.kind != "public" else None
         if q is None:
             try:
-                q = destination(t, text, m)
+                q = addressing.for_put_parsed(t, fn, text, m)
             except StoreError as exc:
                 q = exc
             if fn.kind != "public":

@@ -64,11 +64,6 @@ def journal_name(name: str) -> str:
     return name + JOURNAL_SUFFIX
 
 
-def queue_key(name: str) -> bytes:
-    """Queue names are case-insensitive; the key is the casefolded name."""
-    return name.casefold().encode("utf-8")
-
-
 def validate_name(name: str) -> str:
     if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME:
         raise InvalidArgument(f"queue name must be 1..{MAX_NAME} characters, got {name!r}")

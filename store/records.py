@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import Any
 
-from .errors import BadData, InvalidArgument
+from .errors import BadData, InvalidArgument, MessageExpired, QueueNotAvailable, QueueQuotaExceeded
 from .keys import LOOKUP_SEQ_MASK
 
 PUT_UNCONFIRMED = "put-unconfirmed"
@@ -129,6 +129,31 @@ def _parse_iso(text: str, what: str) -> int:
     return (dt - _EPOCH) // timedelta(microseconds=1)
 
 
+# MSMQ's class for a message that the receiving application rejected (mq.h
+# MQMSG_CLASS_NACK_RECEIVE_REJECTED): MSMQ's own answer to a poison message, which has no
+# MQ_ERROR_* status of its own.
+POISON_STATUS = "MQMSG_CLASS_NACK_RECEIVE_REJECTED"
+
+
+def dead_letter_status(reason: str | None) -> str | None:
+    """The MQ status a dead-letter reason stands for (None for a message that is no dead
+    letter). The reasons are the ones this store writes: `expired` and `expired in transit`
+    (the time to be received passed: MQ_ERROR_MESSAGE_TIMED_OUT), `max-backouts` (a poison
+    message), `queue quota exceeded (N bytes)` and `destination not available: Q` (an
+    arrival that could not be enqueued, docs/protocol.md). Anything else is MQ_ERROR."""
+    if reason is None:
+        return None
+    if reason.startswith("expired"):
+        return MessageExpired.status
+    if reason == "max-backouts":
+        return POISON_STATUS
+    if reason.startswith("queue quota exceeded"):
+        return QueueQuotaExceeded.status
+    if reason.startswith("destination not available"):
+        return QueueNotAvailable.status
+    return "MQ_ERROR"
+
+
 @dataclass(slots=True, eq=True)
 class Message:
     """One message as the store holds it (SPEC §4). Times are µs since the epoch, UTC."""
@@ -233,8 +258,6 @@ class Message:
             d["tx"] = self.tx
             d["lease_expires"] = None if self.lease_expires is None else iso_time(self.lease_expires)
         if self.dead_letter_reason is not None:
-            from .deadletters import dead_letter_status  # derived from the reason, not stored
-
             d["dead_letter_reason"] = self.dead_letter_reason
             d["dead_letter_status"] = dead_letter_status(self.dead_letter_reason)
             d["original_queue"] = self.original_queue
@@ -244,6 +267,17 @@ class Message:
     def from_dict(cls, d: Any) -> Message:
         """Read the JSON form back (export/import); every field is checked."""
         return _from_dict(d)
+
+
+def at_rest(m: Message, state: str = AVAILABLE) -> Message:
+    """`m` out of every in-flight state: in `state` (available, unless a caller puts it back
+    under its browse lock), with no confirm id, lock id, transaction, lease or time it entered
+    an in-flight state. The one list of the in-flight fields: a move, a copy, an import or an
+    arrival that missed one would carry a stale holder into its new place."""
+    m.state = state
+    m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
+    m.tx_put = False
+    return m
 
 
 def encode(m: Message) -> bytes:

@@ -45,7 +45,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from . import formatnames, trace
+from . import addressing, formatnames, trace
+from .addressing import REPORT_QM_PROP
 from .errors import InvalidArgument, StoreError
 from .records import AVAILABLE, DEFAULT_PRIORITY, Message, guid_text
 
@@ -55,9 +56,6 @@ if TYPE_CHECKING:
 
 ENQUEUED, SENT, RECEIVED, CONFLICT = "enqueued", "sent", "received", trace.CONFLICT
 EVENT_PROP, DELIVERED_PROP = "mqcli.event", "mqcli.delivered"
-#: The queue manager a traced message's report queue lives on, kept with the message so that
-#: reports made at later hops find their way back (there is no directory service).
-REPORT_QM_PROP = "mqcli.report_qm"
 
 
 def keep_report_queue(t: Write, m: Message) -> None:
@@ -67,7 +65,7 @@ def keep_report_queue(t: Write, m: Message) -> None:
     mqcli.report_qm, so that reports made at later hops find their way back (no directory
     service). A report queue that does not exist is not an error: its reports are discarded."""
     try:
-        m.report_queue = f"PUBLIC={t.queue(m.report_queue or '').guid}"
+        m.report_queue = f"PUBLIC={addressing.lookup(t, m.report_queue or '').guid}"
     except StoreError:
         return
     m.props = {**m.props, REPORT_QM_PROP: t.qm_name}
@@ -113,10 +111,8 @@ def next_hop_address(*candidates: str | None) -> str:
 
 def _emit_one(t: Write, m: Message, event: str, delivered: bool, at: int | None = None,
               next_hop: str | None = None) -> int:
-    from .outgoing import destination
-
     try:
-        q = destination(t, m.report_queue or "", m)  # here, or the way back to its queue manager
+        q = addressing.for_put(t, m.report_queue or "", m)  # here, or the way back to its queue manager
     except StoreError:
         return 0  # seed 001: the open failed, discard the report
     computer = guid_text(t.origin)

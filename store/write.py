@@ -30,21 +30,21 @@ from .errors import (
     MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled,
 )
 from .deadletters import dead_lettered
-from .keys import U32, U64
+from .keys import U32, U64, queue_key
 from .queue_counters import QueueCounters
 from .queues import (
-    JOURNAL_SUFFIX, QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name,
-    new_queue, queue_key, validate_name,
+    QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name, new_queue,
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
-    PUT_UNCONFIRMED, TX_LOCKED, Message, decode, encode, guid_text, iso_time,
+    PUT_UNCONFIRMED, TX_LOCKED, Message, at_rest, decode, encode, iso_time,
 )
 
 if TYPE_CHECKING:
     from .filters import Filter
 
 MAINTENANCE_BATCH = 256
+GONE = None  # where `Write.leave` sends a message that leaves the store
 
 
 class Counters:
@@ -150,6 +150,15 @@ class Write:
     # ---- queues ------------------------------------------------------------------------
 
     def queue(self, name: str) -> QueueInfo:
+        """The queue stored under `name` (casefolded). A name from outside the store (a user's,
+        a file's, a peer's, maybe a format name) is resolved by store/addressing.py instead."""
+        q = self.find_queue(name)
+        if q is None:
+            raise QueueNotAvailable(f"queue {name!r} does not exist (create it with `mqcli queue create {name}`)")
+        return q
+
+    def find_queue(self, name: str) -> QueueInfo | None:
+        """`queue`, or None when no queue is stored under `name`."""
         if type(name) is not str:
             raise InvalidArgument(f"a queue name must be a str, got {type(name).__name__} {name!r:.40}")
         if not name:  # LMDB takes no empty key
@@ -159,9 +168,7 @@ class Write:
         if q is None:
             raw = self.lt.get(key, db=self.dbs["queues"])
             if raw is None:
-                if "=" in name:  # an MSMQ format name (SPEC §3); plain names cannot hold '='
-                    return self.format_name_queue(name)
-                raise QueueNotAvailable(f"queue {name!r} does not exist (create it with `mqcli queue create {name}`)")
+                return None
             cached = self._queue_cache.get(key)
             if cached is not None and cached[0] == raw:
                 q = cached[1]
@@ -198,21 +205,10 @@ class Write:
             return
         jq = self.journal_queue(q.name)
         stamp = iso_time(self.now)
-        copies = [replace(m, state=AVAILABLE, confirm_id=None, lock_id=None, tx=None, tx_put=False,
-                          lease_expires=None, since=None, expires=None, original_queue=q.name,
-                          props={**m.props, "mqcli.journal_time": stamp})
+        copies = [at_rest(replace(m, expires=None, original_queue=q.name,
+                                  props={**m.props, "mqcli.journal_time": stamp}))
                   for m in removed]
         self.enqueue(jq, copies, check=False)
-
-    def format_name_queue(self, text: str) -> QueueInfo:
-        """The queue a format name addresses: a local one (SPEC §3, MS-MQMQ 2.1), or the
-        outgoing queue for another queue manager's (SPEC §8)."""
-        from . import formatnames, outgoing
-
-        fn = formatnames.parse(text)
-        if not fn.is_local(self.qm_name, guid_text(self.origin)):
-            return outgoing.find(self, fn)
-        return self.queue(self.local_queue_name(text))
 
     def journal_queue(self, name: str) -> QueueInfo:
         """The journal of queue `name` (NAME;journal), made on first use."""
@@ -220,44 +216,6 @@ class Write:
             return self.queue(journal_name(name))
         except QueueNotAvailable:
             return self.create_queue(journal_name(name), label=f"journal of {name}")
-
-    def queue_for_import(self, name: str) -> QueueInfo:
-        """The queue an imported record names, made if missing: a plain queue, a journal
-        (NAME;journal, as export writes it), or the outgoing queue of a format name."""
-        from .outgoing import destination
-
-        try:
-            return self.queue(name)
-        except QueueNotAvailable:
-            if "=" in name:
-                return destination(self, name)
-            if name.casefold().endswith(JOURNAL_SUFFIX):
-                return self.journal_queue(validate_name(name[:-len(JOURNAL_SUFFIX)]))
-            return self.create_queue(validate_name(name))
-
-    def local_queue_name(self, text: str) -> str:
-        """The local queue a format name that is local addresses (SPEC §3, MS-MQMQ 2.1)."""
-        from . import formatnames
-
-        fn = formatnames.parse(text)
-        if fn.kind == "public":
-            found = [n for n in self.queue_names() if self.queue(n).guid == fn.guid]
-            if not found:
-                raise QueueNotAvailable(f"no queue has the GUID {fn.guid} ({text!r})")
-            name = self.queue(found[0]).name
-        elif fn.kind == "private":
-            raw = self.lt.get(U32.pack(fn.queue_number or 0), db=self.dbs["qids"])
-            if raw is None:
-                raise QueueNotAvailable(f"no queue has the private number {fn.queue_number:x} ({text!r})")
-            name = self.queue(bytes(raw).decode()).name
-        elif fn.queue is None:  # MACHINE=...;X or DIRECT=...\SYSTEM$;X
-            system = formatnames.SYSTEM_QUEUES_BY_SUFFIX.get(fn.suffix or "")
-            if system is None:
-                raise QueueNotAvailable(f"{text!r}: the queue manager's own journal is not kept")
-            return system
-        else:
-            name = fn.queue
-        return journal_name(name) if fn.suffix == "journal" else name
 
     def queue_names(self) -> list[str]:
         """Casefolded names of every queue, in name order."""
@@ -443,12 +401,16 @@ class Write:
         """A hold was made, changed or ended in this transaction: read them again."""
         self._placed = None
 
+    def any_held(self) -> bool:
+        """Does any process hold messages (a row in `holders`, store/holders.py)?"""
+        return self.lt.cursor(db=self.dbs["holders"]).first()
+
     def placed(self, qid: int) -> dict[int, tuple[int, holders.Hold]]:
         """seq -> (7-priority, hold) of the queue's messages held in place by a process:
         available records in the position list that readers step over and show in flight."""
         if self._placed is None:
             placed: dict[int, dict[int, tuple[int, holders.Hold]]] = {}
-            if holders.any_held(self):
+            if self.any_held():
                 for hold in holders.holds(self):
                     if hold.places:
                         mine = placed.setdefault(hold.qid, {})
@@ -554,8 +516,7 @@ class Write:
         for name, value in changes.items():
             setattr(m, name, value)
         if m.state == AVAILABLE:
-            m.confirm_id = m.lock_id = m.tx = m.lease_expires = m.since = None
-            m.tx_put = False
+            at_rest(m)
         self._place(m)
         if durable and not m.express:
             self.durable = True
@@ -652,31 +613,53 @@ class Write:
             return None
         self.count_dead_letter(m.qid, reason)
         dlq = self.queue(dead_letter_queue(self.queue(m.queue).transactional))
-        moved = dead_lettered(m, reason, m.queue, self.now, state=AVAILABLE, confirm_id=None, lock_id=None,
-                              tx=None, lease_expires=None, since=None, expires=None)
+        moved = at_rest(dead_lettered(m, reason, m.queue, self.now, expires=None))
         return self.enqueue(dlq, [moved], check=False)[0]
 
-    def backout(self, m: Message, **changes: object) -> Message | None:
-        """Count one backout; at the queue's max-backouts the message is dead-lettered."""
-        m.backouts = min(m.backouts + 1, 0xFFFF)
-        q = self.queue(m.queue)
-        self.queue_counters(q.qid, change=True).backed_out += 1
-        if q.max_backouts and m.backouts >= q.max_backouts:
-            return self.dead_letter(m, "max-backouts", poison=True)
-        return self.transition(m, durable=True, **changes)
+    # ---- leaving an in-flight state ----------------------------------------------------
+
+    def leave(self, m: Message, to: str | None, *, backout: bool = False, durable: bool = True) -> Message | None:
+        """The one way out of an in-flight state, for confirm, undo, a lapsed lease, the commit
+        and abort of a transaction, a deletion and a holder giving a message back. Returns the
+        message where it went, or None when it is gone.
+
+        - `to` GONE (None): removed, record and index entries (a confirmed get or a get
+          committed in a transaction, an undone or aborted put, a deletion);
+        - AVAILABLE: every in-flight field cleared (records.at_rest);
+        - LOCKED_BROWSE: back under the browse lock it was got from: its lock id and lease
+          stay, the get's confirm id goes, and it is locked since now.
+
+        `backout` counts one backout first (an undone or aborted get, a lapse): at the queue's
+        max-backouts the message goes to the dead-letter queue instead (always: a poison
+        message is never dropped), and the dead letter is returned.
+        """
+        if to is GONE:
+            self.remove(m)
+            if durable:
+                self.durable = True
+            return None
+        if backout:
+            m.backouts = min(m.backouts + 1, 0xFFFF)
+            q = self.queue(m.queue)
+            self.queue_counters(q.qid, change=True).backed_out += 1
+            if q.max_backouts and m.backouts >= q.max_backouts:
+                return self.dead_letter(m, "max-backouts", poison=True)
+        if to == LOCKED_BROWSE:
+            return self.transition(m, durable=durable, state=LOCKED_BROWSE, confirm_id=None, since=self.now)
+        if to != AVAILABLE:
+            raise InvalidArgument(f"a message leaves an in-flight state for available, locked-browse or gone, not {to!r}")
+        return self.transition(m, durable=durable, state=AVAILABLE)
 
     def undo_one(self, m: Message) -> Message | None:
         """SPEC §5 `undo` of one in-flight message; returns it, or None if it is gone."""
         if m.state == PUT_UNCONFIRMED:
-            self.remove(m)
-            self.durable = True
-            return None
+            return self.leave(m, GONE)
         if m.state == GET_UNCONFIRMED:
-            return self.backout(m, state=AVAILABLE)
+            return self.leave(m, AVAILABLE, backout=True)
         if m.state == BROWSE_GET_UNCONFIRMED:
-            return self.backout(m, state=LOCKED_BROWSE, confirm_id=None)
+            return self.leave(m, LOCKED_BROWSE, backout=True)
         if m.state == LOCKED_BROWSE:
-            return self.transition(m, durable=True, state=AVAILABLE)
+            return self.leave(m, AVAILABLE)
         return m
 
     def release(self, m: Message) -> Message | None:
@@ -684,19 +667,8 @@ class Write:
         released too (lapsed leases, operators' undo)."""
         kept = self.undo_one(m)
         if kept is not None and kept.state == LOCKED_BROWSE:
-            kept = self.transition(kept, durable=True, state=AVAILABLE)
+            kept = self.leave(kept, AVAILABLE)
         return kept
-
-    def maintain(self) -> None:
-        """Undo lapsed leases and expire messages past their time to be received.
-
-        Runs at the start of every write, so lapses and expiry happen "on the next access"
-        (SPEC §5); `sweep` runs it until nothing is left.
-        """
-        self.lapse_leases()
-        self.expire_messages()
-        from .msmq_transactions import abort_timed_out
-        abort_timed_out(self)
 
     def due(self, tag: bytes, but_held: bool = False) -> list[tuple[int, bytes]]:
         """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed; with

@@ -3,7 +3,7 @@ store's use of the index for the selector's equalities (a count of records decod
 
 import pytest
 
-from store import NewMessage, Store, records, txn
+from store import NewMessage, Store, records, write
 
 REGIONS = ["eu", "us", "ap"]
 
@@ -79,7 +79,7 @@ def test_an_indexed_selector_reads_the_index_not_the_queue(tmp_path, monkeypatch
         decoded += 1
         return real(*args, **kw)
 
-    monkeypatch.setattr(txn, "decode", counting)
+    monkeypatch.setattr(write, "decode", counting)
     assert len(st.browse("q", where="correl_id = 'rare' AND props.n <> '0'")) == 4
     assert decoded == 5  # the five messages the correl_id index names, and no other
     decoded = 0

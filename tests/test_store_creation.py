@@ -106,7 +106,7 @@ def test_a_finished_store_whose_data_file_was_lost_is_corrupt_not_made_anew(tmp_
 def test_check_reports_a_missing_system_queue(tmp_path):
     with Store.open(tmp_path / "s", create=True) as st:
         with st._env.begin(write=True) as lt:  # damage: what an old half-made store could hold
-            from store.queues import queue_key
+            from store.keys import queue_key
             raw = lt.get(queue_key("dead-letter-tx"), db=st._dbs["queues"])
             assert raw is not None
             lt.delete(queue_key("dead-letter-tx"), db=st._dbs["queues"])

@@ -114,7 +114,7 @@ def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
     Example:
       mqcli check && echo consistent
     """
-    from store.check import check_isolated
+    from store.check_process import check_isolated
     from store.errors import StoreCorrupt
     from store.ownership import check_store
 

@@ -209,27 +209,16 @@ def _define(st, s: Session, number: int, definition: dict, known: set[str]) -> N
 def _target(number: int, m: Message, queue: Optional[str]) -> str:
     """The queue a record goes to: --queue, else the record's own, which must be a valid name
     (the file's fault, so bad data naming the line, not a usage error)."""
-    from store.queues import JOURNAL_SUFFIX, validate_name
+    from store.addressing import check_import_name
 
     if queue:
         return queue
     if not m.queue:
         raise errors.BadData(f"line {number}: the record names no queue; use --queue")
-    name = m.queue
-    if "=" in name:  # an outgoing queue, named by its destination's format name
-        from store import formatnames
-        try:
-            formatnames.parse(name)
-        except errors.BadData as exc:
-            raise errors.BadData(f"line {number}: {exc.message}") from None
-        return name
-    if name.casefold().endswith(JOURNAL_SUFFIX):  # NAME;journal, as export writes a journal
-        name = name[:-len(JOURNAL_SUFFIX)]
     try:
-        validate_name(name)
-    except errors.InvalidArgument as exc:
+        return check_import_name(m.queue)
+    except (errors.BadData, errors.InvalidArgument) as exc:
         raise errors.BadData(f"line {number}: {exc.message}") from None
-    return m.queue
 
 
 def register(app: typer.Typer) -> None:

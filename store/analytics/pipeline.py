@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BadData, InvalidArgument, QueueNotAvailable
 from ..ownership import check_store
-from ..queues import queue_key
+from ..keys import queue_key
 from .columns import MESSAGE_COLUMN_NAMES
 from .scan import distinct_stores, identity, open_readonly
 from . import health as health_mod

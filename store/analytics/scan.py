@@ -34,7 +34,8 @@ import lmdb
 from .. import holders, keys
 from ..environment import no_store, open_environment, read_marker, store_exists
 from ..errors import QueueNotAvailable, StoreCorrupt, StoreUnavailable
-from ..queues import decode_queue, queue_key
+from ..keys import queue_key
+from ..queues import decode_queue
 from ..records import GET_UNCONFIRMED, guid_text, held_records
 from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, queue_batch, record_batch
 

@@ -13,11 +13,12 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from ..errors import ChannelError
+from ..errors import BadData, ChannelError, StoreError
 from .frames import (
-    DEFAULT_MAX_FRAME, ErrorCode, Frame, FrameDecoder, FrameType, PeerError, ProtocolError, decode_error,
-    encode_error,
+    DEFAULT_MAX_FRAME, ErrorCode, Frame, FrameDecoder, FrameTooLarge, FrameType, PeerError, ProtocolError,
+    decode_error, encode_error,
 )
+from .handshake import AuthenticationFailed, VersionMismatch
 
 CHUNK = 256 * 1024
 #: StreamReader buffer limit: the transport pauses reading above twice this, so a listener
@@ -121,10 +122,6 @@ class Connection:
 
 def error_code_for(exc: BaseException) -> ErrorCode:
     """What ERROR code tells a peer why we refuse it."""
-    from ..errors import BadData, StoreError
-    from .frames import FrameTooLarge
-    from .handshake import AuthenticationFailed, VersionMismatch
-
     if isinstance(exc, AuthenticationFailed):
         return ErrorCode.AUTHENTICATION
     if isinstance(exc, VersionMismatch):

@@ -3,7 +3,7 @@
 `mqcli check` on a store whose data.mdb was cut short or had bytes changed exits 11 saying
 what is wrong, and never crashes: LMDB keeps no checksums and trusts its pages, so a damaged
 page can fail one of its assertions (SIGABRT) or send a read past the end of the file (SIGBUS);
-the check therefore walks the store in a child process (store/check.py `check_isolated`) and
+the check therefore walks the store in a child process (store/check_process.py `check_isolated`) and
 turns such a death into exit 11. Every check here runs as a real process, so a crash would
 show as a signal, not pass unnoticed.
 
