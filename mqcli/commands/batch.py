@@ -13,16 +13,16 @@ from typing import Annotated, Any
 import typer
 
 from ..exits import ExitCode, Failed, UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session, settings, shared_stores
+from ..options import Session, shared_options, shared_stores
 
 MAX_LINE = 1 << 20  # a command line longer than 1 MiB is refused (exit 12), not read whole
 
 
+@shared_options
 def batch(
-    ctx: typer.Context,
+    s: Session,
     file: Annotated[str, typer.Argument(help="The commands, one per line; - (the default) reads stdin.")] = "-",
     keep_going: Annotated[bool, typer.Option("--keep-going", "-k", help="Run every line even after one fails; exit with the first failure's code.")] = False,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Run mqcli commands from a file, one per line, in one process against one open store.
 
@@ -38,12 +38,10 @@ def batch(
       printf 'queue create orders\\nput orders "first order" --priority 5\\n' | mqcli batch
       mqcli batch setup.mqcli --keep-going -o jsonl
     """
-    s = session(ctx, store, output, quiet)
-    base = settings(ctx)
     prefix: list[str] = []
-    if store is not None or base.store is not None:
-        prefix += ["--store", str(store or base.store)]
-    if quiet or base.quiet:
+    if s.given_store is not None:
+        prefix += ["--store", str(s.given_store)]
+    if s.out.quiet:
         prefix.append("-q")
     as_json = s.out.mode in ("json", "jsonl")
     if as_json:
