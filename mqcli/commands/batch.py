@@ -12,11 +12,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ..exits import ExitCode, Failed, UsageError
+from .. import inputs
+from ..exits import ExitCode, Failed
 from ..options import Session, shared_options, shared_stores
-
-MAX_LINE = 1 << 20  # a command line longer than 1 MiB is refused (exit 12), not read whole
-
 
 @shared_options
 def batch(
@@ -46,12 +44,12 @@ def batch(
     as_json = s.out.mode in ("json", "jsonl")
     if as_json:
         prefix += ["-o", "json"]
-    stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8") if file == "-" else _open(file)
+    stream = inputs.open_text(file)
     first_failure: tuple[int, int, str] | None = None
     from ..app import run  # the app is loaded already: batch runs in it
 
     with shared_stores():
-        for number, text in _lines(stream):
+        for number, text in inputs.command_lines(stream):
             try:
                 argv = shlex.split(text, comments=True)
             except ValueError as exc:
@@ -76,31 +74,6 @@ def batch(
     if first_failure:
         code, number, text = first_failure
         raise Failed(code, "BATCH", f"batch: line {number} failed (exit {code}): {text}")
-
-
-def _open(path: str) -> io.TextIOBase:
-    try:
-        return open(path, encoding="utf-8", errors="strict")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _lines(stream: Any) -> Any:
-    """(line number, text) of each line, each read with a bound."""
-    number = 0
-    while True:
-        try:
-            text = stream.readline(MAX_LINE + 1)
-        except UnicodeDecodeError as exc:
-            from store.errors import BadData
-            raise BadData(f"line {number + 1} is not UTF-8 text: {exc.reason}") from None
-        if not text:
-            return
-        number += 1
-        if len(text) > MAX_LINE:
-            from store.errors import BadData
-            raise BadData(f"line {number} is longer than {MAX_LINE:,} characters")
-        yield number, text.rstrip("\n")
 
 
 def _captured(s: Any, number: int, text: str, argv: list[str], run: Any) -> int:

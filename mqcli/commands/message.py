@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -68,22 +67,6 @@ def _seconds(text: Optional[str], what: str) -> Optional[float]:
 
 
 # ---- put --------------------------------------------------------------------------------
-
-def _body(body: Optional[str], file: Optional[Path], st: Store) -> bytes:
-    if body is not None and file is not None:
-        raise UsageError("give the body as an argument or with --file, not both")
-    if file is not None:
-        try:
-            with open(file, "rb") as stream:
-                return inputs.read_body(stream, st.info().max_message_size)
-        except OSError as exc:
-            raise UsageError(f"cannot read --file {file}: {exc.strerror}") from None
-    if body is None:
-        raise UsageError("give a BODY, --file FILE, or - to read the body from stdin (or use --jsonl/--lines)")
-    if body == "-":
-        return inputs.read_body(sys.stdin.buffer, st.info().max_message_size)
-    return os.fsencode(body)  # the argument's own bytes, even if they are not UTF-8
-
 
 def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message] | list[NewMessage]],
                 keep_ids: bool, confirm_id: Optional[int | str], lease: Optional[float],
@@ -212,23 +195,23 @@ def put(
     lease_s = _seconds(lease, "lease")
     with s.open() as st:
         if jsonl is not None:
-            stream = inputs.open_input(jsonl)
-            limit = inputs.record_line_limit(st.info().max_message_size)
-            records = (m for _, m in inputs.read_records(stream, limit))
-            batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
-            _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
+            with inputs.opened(jsonl) as stream:
+                limit = inputs.record_line_limit(st.info().max_message_size)
+                records = (m for _, m in inputs.read_records(stream, limit))
+                batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
+                _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
         elif lines is not None:
-            stream = inputs.open_input(lines)
-            bodies = inputs.body_lines(stream, st.info().max_message_size)
-            _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
-                                           for chunk in _chunks(bodies, BATCH)),
-                        False, confirm_id, lease_s, tx)
+            with inputs.opened(lines) as stream:
+                bodies = inputs.body_lines(stream, st.info().max_message_size)
+                _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
+                                               for chunk in _chunks(bodies, BATCH)),
+                            False, confirm_id, lease_s, tx)
         elif count == 1 and confirm_id is None:
-            message = NewMessage(_body(body, file, st), **fields)
+            message = NewMessage(inputs.message_body(body, file, lambda: st.info().max_message_size), **fields)
             with deferred():
                 s.out.msg_ids(st.put_many(queue, [message], lease=lease_s, tx=tx))
         else:
-            data = _body(body, file, st)
+            data = inputs.message_body(body, file, lambda: st.info().max_message_size)
             _put_stream(st, s.out, queue,
                         ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
                         False, confirm_id, lease_s, tx)

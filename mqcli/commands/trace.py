@@ -35,17 +35,6 @@ app = typer.Typer(
     no_args_is_help=True, rich_markup_mode=None)
 
 
-def _read_stdin(body: bool) -> str:
-    data = inputs.read_small(sys.stdin.buffer, inputs.TRACE_INPUT_BYTES,
-                             "trace report body" if body else "trace label (250 characters)")
-    # bytes that are not UTF-8 become lone surrogates, which no rule accepts: the decoder then
-    # names their column like any other bad character
-    text = data.decode("utf-8", "surrogateescape")
-    if not body and text.endswith("\n"):
-        text = text[:-1]  # a label holds no LF: this is the line end `echo` adds
-    return text
-
-
 @app.command("decode")
 @shared_options
 def decode(
@@ -79,7 +68,7 @@ def decode(
     if text is None and sys.stdin.isatty():
         raise UsageError("give the " + ("body" if body else "label") + ", or - to read it from stdin")
     if text is None or text == "-":
-        text = _read_stdin(body)
+        text = inputs.trace_text(body)
     decoded = trace.decode_body(text, strict=strict) if body else trace.decode_label(text, strict=strict)
     s.out.document(decoded.to_dict())
 

@@ -115,9 +115,8 @@ def import_(
       mqcli export orders | mqcli --store /tmp/qm2 import -
       mqcli import orders.jsonl --queue replay --new-ids
     """
-    stream = inputs.open_input(source)
     imported = skipped = 0
-    with s.open() as st:
+    with inputs.opened(source) as stream, s.open() as st:
         limit = inputs.record_line_limit(st.info().max_message_size)
         if stream.seekable():  # validation pass: nothing is stored if a line is bad
             for number, m in _records(stream, limit):
@@ -159,7 +158,6 @@ def import_(
             # the batches that committed stay imported: say how many, then exit 130
             s.out.document({"imported": imported, "skipped": skipped, "interrupted": True})
             raise
-    inputs.close_input(stream)
     s.out.document({"imported": imported, "skipped": skipped})
 
 
