@@ -175,6 +175,15 @@ def test_a_command_says_its_own_usage_error_before_a_bad_store_path(tmp_path):
     assert r.code == 2 and len(r.err_lines) == 1 and "MQCLI_STORE is empty" in r.stderr
 
 
+def test_health_says_an_unusable_store_path_as_unknown(tmp_path):
+    """The Nagios plugin API: whatever stops the check is UNKNOWN (3), an empty MQCLI_STORE as
+    much as a missing store or a bad threshold."""
+    r = invoke(["health"], env={"MQCLI_STORE": ""})
+    assert r.code == 3 and r.out.startswith("MQCLI UNKNOWN - MQCLI_STORE is empty"), r
+    r = invoke(["health", "--store", tmp_path / "none"])
+    assert r.code == 3 and r.out.startswith(f"MQCLI UNKNOWN - no store at {tmp_path / 'none'}"), r
+
+
 def test_batch_passes_its_store_and_quiet_to_every_line(tmp_path):
     store = tmp_path / "qm"
     assert invoke(["--store", store, "init", "-q"]).code == 0

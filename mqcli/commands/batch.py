@@ -16,6 +16,7 @@ from .. import inputs
 from ..exits import ExitCode, Failed
 from ..options import Session, shared_options, shared_stores
 
+
 @shared_options
 def batch(
     s: Session,
