@@ -15,8 +15,8 @@ from typing import Annotated, Optional, get_args, get_origin
 import click
 import pytest
 import typer
-
 from cli_helpers import ERROR_PREFIX, invoke
+
 from mqcli import inputs
 from mqcli.app import app
 from mqcli.exits import UsageError
