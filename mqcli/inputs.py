@@ -1,5 +1,9 @@
 """Every stream the command line reads, each read with a bound.
 
+Every command reads its inputs here: a message body (an argument, `--file`, or `-` for stdin),
+the records of `put --jsonl` and `import`, the lines of `put --lines`, a trace label or body,
+the command lines of `batch`.
+
 An input may be endless (`/dev/zero`, a pipe from `yes`) or huge (a 100 MB line, a 3 GB file
 given by mistake). Reading it whole, or a line of it whole, grows memory with it until the
 process dies, so nothing here calls `read()` or `readline()` without a limit: each reader
@@ -13,10 +17,13 @@ Key files are read by the library (store/links.py `load_key`), which bounds them
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, BinaryIO, Optional
 
 from store import Message, errors
@@ -32,6 +39,8 @@ _JSON_BYTES_PER_BODY_BYTE = 6
 # A trace label holds at most 250 characters (MSMQ's MQ_MAX_MSG_LABEL_LEN) and a report body
 # a few short elements; this is far more than either, and little enough to read at once.
 TRACE_INPUT_BYTES = 64 << 10
+# A batch command line longer than this is refused (exit 12), not read whole.
+COMMAND_LINE_CHARS = 1 << 20
 
 
 def open_input(name: str) -> BinaryIO:
@@ -49,7 +58,35 @@ def close_input(stream: BinaryIO) -> None:
         stream.close()
 
 
+@contextmanager
+def opened(name: str) -> Iterator[BinaryIO]:
+    """The stream a FILE|- argument names, closed at the end of the block (stdin is left open)."""
+    stream = open_input(name)
+    try:
+        yield stream
+    finally:
+        close_input(stream)
+
+
 # ---- message bodies: at most the store's max-message-size (exit 8) ----------------------
+
+def message_body(body: Optional[str], file: Optional[Path], limit: Callable[[], int]) -> bytes:
+    """The body of `put`: the BODY argument's own bytes, the --file, or stdin for `-`; a file
+    or stdin is read no further than the store's max-message-size `limit()` (asked only then)."""
+    if body is not None and file is not None:
+        raise UsageError("give the body as an argument or with --file, not both")
+    if file is not None:
+        try:
+            with open(file, "rb") as stream:
+                return read_body(stream, limit())
+        except OSError as exc:
+            raise UsageError(f"cannot read --file {file}: {exc.strerror}") from None
+    if body is None:
+        raise UsageError("give a BODY, --file FILE, or - to read the body from stdin (or use --jsonl/--lines)")
+    if body == "-":
+        return read_body(sys.stdin.buffer, limit())
+    return os.fsencode(body)  # the argument's own bytes, even if they are not UTF-8
+
 
 def read_body(stream: BinaryIO, limit: int) -> bytes:
     """The body in `stream`, read no further than one byte past the store's max-message-size
@@ -153,3 +190,44 @@ def read_small(stream: BinaryIO, limit: int, what: str) -> bytes:
             return data
         data += chunk
     raise errors.BadData(f"stdin holds more than {limit} bytes, more than any {what}")
+
+
+def trace_text(body: bool) -> str:
+    """A trace label (or with `body`, a report body) from stdin, as `trace decode -` reads it."""
+    data = read_small(sys.stdin.buffer, TRACE_INPUT_BYTES,
+                      "trace report body" if body else "trace label (250 characters)")
+    # bytes that are not UTF-8 become lone surrogates, which no rule accepts: the decoder then
+    # names their column like any other bad character
+    text = data.decode("utf-8", "surrogateescape")
+    if not body and text.endswith("\n"):
+        text = text[:-1]  # a label holds no LF: this is the line end `echo` adds
+    return text
+
+
+# ---- command lines: `mqcli batch`, UTF-8 text a line at most COMMAND_LINE_CHARS (exit 12) --
+
+def open_text(name: str) -> io.TextIOBase:
+    """The UTF-8 text a FILE|- argument names: stdin for `-`."""
+    if name == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+    try:
+        return open(name, encoding="utf-8", errors="strict")
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
+
+
+def command_lines(stream: Any, limit: int = COMMAND_LINE_CHARS) -> Iterator[tuple[int, str]]:
+    """(line number, text without its LF) of each line, each read no further than `limit` + 1
+    characters: a longer line, or one that is not UTF-8, is BadData naming it."""
+    number = 0
+    while True:
+        try:
+            text = stream.readline(limit + 1)
+        except UnicodeDecodeError as exc:
+            raise errors.BadData(f"line {number + 1} is not UTF-8 text: {exc.reason}") from None
+        if not text:
+            return
+        number += 1
+        if len(text) > limit:
+            raise errors.BadData(f"line {number} is longer than {limit:,} characters")
+        yield number, text.rstrip("\n")

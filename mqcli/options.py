@@ -1,21 +1,26 @@
-"""Options every command shares (SPEC §6 global options), and the per-invocation session.
+"""Options every command shares, declared once, and the per-invocation session they make.
 
 `--store`, `-o/--output` and `-q/--quiet` are accepted before the command (the root callback
-keeps them in the context) and on each command (a command's own value wins).
+keeps them in the context) and on each command (a command's own value wins). A command gets
+them, and the Session built from them, with `@shared_options`; it never declares them itself.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import click
 import typer
 
+from . import values
 from .render import MODES, Output
 
 if TYPE_CHECKING:
@@ -64,6 +69,16 @@ OutputOpt = Annotated[Optional[str], typer.Option(
     "--output", "-o", metavar="text|json|jsonl|body", callback=_check_mode, show_default=False,
     help="Output format.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No diagnostics on stderr.")]
+DelimiterOpt = Annotated[str, typer.Option(
+    "--delimiter", callback=values.delimiter,
+    help="Separator after each body with -o body (escapes like \\n, \\0 allowed).")]
+# what shared_options adds to a command, in this order: (parameter, annotated type, default)
+_SHARED: tuple[tuple[str, Any, Any], ...] = (
+    ("delimiter", DelimiterOpt, "\\n"),
+    ("store", StoreOpt, None),
+    ("output", OutputOpt, None),
+    ("quiet", QuietOpt, False),
+)
 AUTO = "auto"
 _MAX_ID = (1 << 63) - 1
 
@@ -103,15 +118,24 @@ class Settings:
     allow_foreign: bool = False
 
 
-@dataclass
 class Session:
-    """What one command needs: where the store is and how to render."""
+    """What one command needs: where the store is and how to render, from the command's shared
+    options and the root's (a command's own value wins). The store path is decided when first
+    needed, so that a command's own usage errors are said before a bad $MQCLI_STORE, and a
+    command that opens no store (`link keygen`) does not ask for one."""
 
-    store_path: Path
-    out: Output
-    allow_unsafe: bool = False
-    allow_foreign: bool = False
-    _warned_foreign: set[str] = field(default_factory=set)  # stores said_foreign named
+    def __init__(self, ctx: typer.Context, store: Optional[Path] = None, output: Optional[str] = None,
+                 quiet: bool = False, *, delimiter: bytes = b"\n") -> None:
+        base = settings(ctx)
+        self.given_store = store or base.store  # None: the default store (default_store_path)
+        self.out = Output(output or base.output, quiet=quiet or base.quiet, delimiter=delimiter)
+        self.allow_unsafe = base.allow_unsafe
+        self.allow_foreign = base.allow_foreign
+        self._warned_foreign: set[str] = set()  # stores said_foreign named
+
+    @cached_property
+    def store_path(self) -> Path:
+        return self.given_store or default_store_path()
 
     def open(self, *, create: bool = False, name: str | None = None) -> Store:
         """Open the store; only `init` passes `create` (SPEC §2: a typo makes no new store).
@@ -199,13 +223,50 @@ def settings(ctx: typer.Context) -> Settings:
     return obj.get(SETTINGS_KEY) or Settings()
 
 
-def session(ctx: typer.Context, store: Optional[Path] = None, output: Optional[str] = None,
-            quiet: bool = False, *, delimiter: bytes = b"\n", default_output: str = "text") -> Session:
-    base = settings(ctx)
-    mode = output or (base.output if base.output != "text" else default_output)
-    return Session(
-        store_path=store or base.store or default_store_path(),
-        out=Output(mode, quiet=quiet or base.quiet, delimiter=delimiter),
-        allow_unsafe=base.allow_unsafe,
-        allow_foreign=base.allow_foreign,
-    )
+def shared_options(command: Optional[Callable[..., None]] = None, *, store: bool = True,
+                   delimiter: bool = False) -> Any:
+    """Give a command the shared options and the session they make: the command names a
+    parameter `s: Session` and declares none of `--store`, `-o/--output`, `-q/--quiet`
+    (nor `--delimiter` with delimiter=True); this adds them after its own options, in that
+    order, and hands it the Session built from them and the root's (a decorator, as
+    sqlite-utils stacks its output options and rq its shared options on every command).
+    store=False leaves `--store` out, for a command that uses no store (`link keygen`)."""
+
+    def decorate(fn: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(fn, eval_str=True)
+        if "s" not in signature.parameters:
+            raise TypeError(f"{fn.__name__} takes no `s: Session` for its shared options")
+        own = [p for p in signature.parameters.values() if p.name != "s"]
+        clash = {p.name for p in own} & {name for name, _, _ in _SHARED}
+        if clash:
+            raise TypeError(f"{fn.__name__} declares a shared option by hand: {sorted(clash)}")
+        added = [(name, kind, default) for name, kind, default in _SHARED
+                 if (name != "store" or store) and (name != "delimiter" or delimiter)]
+        # the click context, under the command's own name for it if it takes one
+        own_context = next((p.name for p in own if p.annotation is typer.Context), None)
+        context = [] if own_context else [inspect.Parameter(
+            _CONTEXT, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+        params = context + own + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                                    annotation=kind, default=default)
+                                  for name, kind, default in added]
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            ctx = kwargs[own_context] if own_context else kwargs.pop(_CONTEXT)
+            chosen = {name: kwargs.pop(name) for name, _, _ in added}
+            kwargs["s"] = Session(ctx, chosen.get("store"), chosen["output"], chosen["quiet"],
+                                  delimiter=chosen.get("delimiter", b"\n"))
+            return fn(*args, **kwargs)
+
+        run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        # typer reads the types from here too; these are the evaluated ones
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        run.__annotations__["return"] = signature.return_annotation
+        run.shared_options = tuple(name for name, _, _ in added)  # type: ignore[attr-defined]
+        return run
+
+    return decorate if command is None else decorate(command)
+
+
+# the name under which the wrapper takes the click context: none a command uses itself
+_CONTEXT = "_shared_options_ctx"

@@ -14,7 +14,7 @@ import typer
 
 from ..durations import parse_duration
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
+from ..options import Session, shared_options
 from ..render import age, progress
 
 if TYPE_CHECKING:
@@ -87,8 +87,9 @@ def _written(s: Session, paths: list[str]) -> None:
 
 
 @app.command("health")
+@shared_options
 def health(
-    ctx: typer.Context,
+    s: Session,
     stores: StoresArg = None,
     parquet: ParquetOpt = None,
     queue: QueueOpt = None,
@@ -96,7 +97,6 @@ def health(
         "--stuck-after", metavar="DURATION",
         help="A message in flight (locked, unconfirmed, in a transaction) longer than this counts as stuck.")] = "5m",
     out: OutOpt = None, fmt: FormatOpt = "parquet", plot: PlotOpt = None, master: MasterOpt = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Per store and queue: depth by state and priority, bytes, oldest age, messages in flight
     and stuck, expired but not yet swept, backouts.
@@ -110,7 +110,6 @@ def health(
       mqcli analyze health /var/lib/mq/qm1 /var/lib/mq/qm2 --stuck-after 10m
       mqcli analyze health --parquet exports/ -o json
     """
-    s = session(ctx, store, output, quiet)
     stuck = parse_duration(stuck_after, allow_forever=False, what="--stuck-after") or 0.0
     source = _prepare(s, stores, parquet, queue, fmt, plot)
     from store.analytics.outputs import plot_health, to_records, write_datasets
@@ -141,8 +140,9 @@ def health(
 
 
 @app.command("routes")
+@shared_options
 def routes(
-    ctx: typer.Context,
+    s: Session,
     stores: StoresArg = None,
     parquet: ParquetOpt = None,
     queue: QueueOpt = None,
@@ -152,7 +152,6 @@ def routes(
              "Windows report queue, instead of stores.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Rows shown per table in text output.")] = 20,
     out: OutOpt = None, fmt: FormatOpt = "parquet", plot: PlotOpt = None, master: MasterOpt = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Rebuild every traced message's route from its trace reports: per-link latency, routes
     that never reached their target queue, loops.
@@ -177,7 +176,6 @@ def routes(
       mqcli analyze routes --queue reports -o json | jq '.[] | select(.complete | not)'
       mqcli analyze routes --parquet exports/ --out results/ --format csv
     """
-    s = session(ctx, store, output, quiet)
     source = _prepare(s, stores, parquet, queue, fmt, plot, reports)
     from pyspark.sql import functions as F
 

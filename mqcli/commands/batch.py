@@ -12,17 +12,16 @@ from typing import Annotated, Any
 
 import typer
 
-from ..exits import ExitCode, Failed, UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session, settings, shared_stores
+from .. import inputs
+from ..exits import ExitCode, Failed
+from ..options import Session, shared_options, shared_stores
 
-MAX_LINE = 1 << 20  # a command line longer than 1 MiB is refused (exit 12), not read whole
 
-
+@shared_options
 def batch(
-    ctx: typer.Context,
+    s: Session,
     file: Annotated[str, typer.Argument(help="The commands, one per line; - (the default) reads stdin.")] = "-",
     keep_going: Annotated[bool, typer.Option("--keep-going", "-k", help="Run every line even after one fails; exit with the first failure's code.")] = False,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Run mqcli commands from a file, one per line, in one process against one open store.
 
@@ -38,22 +37,20 @@ def batch(
       printf 'queue create orders\\nput orders "first order" --priority 5\\n' | mqcli batch
       mqcli batch setup.mqcli --keep-going -o jsonl
     """
-    s = session(ctx, store, output, quiet)
-    base = settings(ctx)
     prefix: list[str] = []
-    if store is not None or base.store is not None:
-        prefix += ["--store", str(store or base.store)]
-    if quiet or base.quiet:
+    if s.given_store is not None:
+        prefix += ["--store", str(s.given_store)]
+    if s.out.quiet:
         prefix.append("-q")
     as_json = s.out.mode in ("json", "jsonl")
     if as_json:
         prefix += ["-o", "json"]
-    stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8") if file == "-" else _open(file)
+    stream = inputs.open_text(file)
     first_failure: tuple[int, int, str] | None = None
     from ..app import run  # the app is loaded already: batch runs in it
 
     with shared_stores():
-        for number, text in _lines(stream):
+        for number, text in inputs.command_lines(stream):
             try:
                 argv = shlex.split(text, comments=True)
             except ValueError as exc:
@@ -78,31 +75,6 @@ def batch(
     if first_failure:
         code, number, text = first_failure
         raise Failed(code, "BATCH", f"batch: line {number} failed (exit {code}): {text}")
-
-
-def _open(path: str) -> io.TextIOBase:
-    try:
-        return open(path, encoding="utf-8", errors="strict")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _lines(stream: Any) -> Any:
-    """(line number, text) of each line, each read with a bound."""
-    number = 0
-    while True:
-        try:
-            text = stream.readline(MAX_LINE + 1)
-        except UnicodeDecodeError as exc:
-            from store.errors import BadData
-            raise BadData(f"line {number + 1} is not UTF-8 text: {exc.reason}") from None
-        if not text:
-            return
-        number += 1
-        if len(text) > MAX_LINE:
-            from store.errors import BadData
-            raise BadData(f"line {number} is longer than {MAX_LINE:,} characters")
-        yield number, text.rstrip("\n")
 
 
 def _captured(s: Any, number: int, text: str, argv: list[str], run: Any) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 
 
 def _producer(path: str, queue: str, count: int, size: int, batch: int, express: bool) -> None:
@@ -74,8 +74,9 @@ def _collect(results: "multiprocessing.Queue", procs: list, expected: int) -> li
     return outcomes
 
 
+@shared_options
 def bench(
-    ctx: typer.Context,
+    s: Session,
     messages: Annotated[int, typer.Option("--messages", "-m", min=1, help="Messages in all.")] = 10_000,
     size: Annotated[int, typer.Option("--size", min=0, help="Body size in bytes.")] = 128,
     producers: Annotated[int, typer.Option("--producers", "--pub", min=0, help="Producer processes.")] = 1,
@@ -84,7 +85,6 @@ def bench(
     two_phase: Annotated[bool, typer.Option("--two-phase", help="Consumers get with a confirm id, then confirm.")] = False,
     express: Annotated[bool, typer.Option("--express", help="Express messages (one flush fewer).")] = False,
     scratch: Annotated[bool, typer.Option("--scratch/--in-store", help="Run in a temporary store, or (default) on a temporary queue of --store.")] = False,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Measure throughput and latency with real producer and consumer processes.
 
@@ -101,7 +101,6 @@ def bench(
     if producers == 0 and consumers == 0:
         from ..exits import UsageError
         raise UsageError("need at least one producer or consumer")
-    s = session(ctx, store, output, quiet)
     tmp = tempfile.TemporaryDirectory(prefix="mqcli-bench-") if scratch else None
     path = str(Path(tmp.name) / "store") if tmp else str(s.store_path)
     queue = f"bench.{int(time.time() * 1000)}"

@@ -18,7 +18,7 @@ from store.errors import StoreError
 
 from ..durations import parse_duration, parse_size
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 
 RESULT_COLUMNS = [("link", "link"), ("address", "address"), ("peer", "next hop"), ("messages", "messages"),
                   ("duplicates", "duplicates"), ("batches", "batches"), ("seconds", "seconds"),
@@ -44,8 +44,9 @@ def _logger(prefix: str, quiet: bool):
     return log
 
 
+@shared_options
 def listen(
-    ctx: typer.Context,
+    s: Session,
     key_file: Annotated[Path, typer.Option(
         "--key-file", show_default=False,
         help="The pre-shared key peers must prove they hold (`mqcli link keygen`; mode 0600).")],
@@ -63,7 +64,6 @@ def listen(
     handshake_timeout: Annotated[str, typer.Option(
         "--handshake-timeout", metavar="DURATION",
         help="Close a connection that has not proved the key this long after it was accepted.")] = "5s",
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Receive messages from other queue managers into this store until stopped.
 
@@ -97,7 +97,6 @@ def listen(
         host, port, max_frame=frame, handshake_timeout=deadline,
         idle_timeout=parse_duration(idle_timeout, what="--idle-timeout"))  # type: ignore[arg-type]
     key = load_key(key_file)
-    s = session(ctx, store, output, quiet)
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
@@ -114,8 +113,9 @@ def listen(
         raise Interrupted()
 
 
+@shared_options
 def dispatch(
-    ctx: typer.Context,
+    s: Session,
     once: Annotated[bool, typer.Option("--once", help="Send everything sendable now, then exit.")] = False,
     follow: Annotated[bool, typer.Option(
         "--follow", help="Keep sending as messages arrive, retrying failed links, until stopped.")] = False,
@@ -129,7 +129,6 @@ def dispatch(
         "--retry-max", metavar="DURATION",
         help="--follow: longest wait before retrying a failed link (the wait doubles from 1s up to "
              "this, with jitter).")] = "60s",
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Send the outgoing queues to their links' listeners.
 
@@ -159,7 +158,6 @@ def dispatch(
         raise UsageError("--timeout must be positive")
     config = DispatchConfig(batch=batch, timeout=t, retry_min=min(1.0, rmax), retry_max=rmax,
                             links=tuple(link or ()))
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         if config.links:
             for name in config.links:

@@ -21,7 +21,7 @@ import typer
 from store import Message
 
 from ..durations import parse_duration
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 from ..render import iso
 from .message import QueueArg, WhereOpt
 
@@ -56,8 +56,9 @@ class Tally:
         return dict(self.__dict__)
 
 
+@shared_options
 def consume(
-    ctx: typer.Context,
+    s: Session,
     queue: QueueArg,
     command: Annotated[str, typer.Option("--exec", "-e", metavar="CMD", show_default=False,
                                          help="Shell command run for each message (sh -c): the body on stdin, the fields in MQ_* variables; exit 0 confirms the message, any other status undoes it.")],
@@ -66,7 +67,6 @@ def consume(
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="Stop after N messages.")] = None,
     idle: Annotated[Optional[str], typer.Option("--idle", help="Stop after this long with no message (default: wait for more, until Ctrl-C).")] = None,
     where: WhereOpt = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Run a command for each message of a queue; exit 0 confirms it, anything else undoes it.
 
@@ -87,7 +87,6 @@ def consume(
     """
     lease_s = parse_duration(lease, allow_forever=False, what="lease")
     idle_s = None if idle is None else parse_duration(idle, allow_forever=False, what="idle time")
-    s = session(ctx, store, output, quiet)
     tally = Tally()
     with s.open() as st, st.consumer(queue, lease=store_lease(lease_s), where=where) as consumer, \
             _Stopping() as stopping:

@@ -6,19 +6,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 from .message import WhereOpt
 
 
+@shared_options
 def redrive(
-    ctx: typer.Context,
+    s: Session,
     dlq: Annotated[str, typer.Argument(help="The dead-letter queue: dead-letter or dead-letter-tx.",
                                        show_default=True)] = "dead-letter",
     to: Annotated[Optional[str], typer.Option("--to", metavar="QUEUE",
                                               help="Move them all to QUEUE instead of each to its original queue.")] = None,
     where: WhereOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would move where, change nothing.")] = False,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Move dead letters back to their original queues (or --to QUEUE), fresh, atomically per batch of 1,000.
 
@@ -35,7 +35,6 @@ def redrive(
       mqcli redrive dead-letter-tx --to orders.retry --dry-run
       mqcli redrive --where "age < 1h" -o json
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         result = st.redrive(dlq, to=to, where=where, dry_run=dry_run)
     verb = "would move" if dry_run else "moved"

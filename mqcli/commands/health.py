@@ -14,7 +14,7 @@ import typer
 
 from ..durations import parse_duration
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 STATE_NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
@@ -52,15 +52,15 @@ class Check:
         return f"'{self.label}'={_num(self.value)}{self.unit};{warn};{crit};0{top}"
 
 
+@shared_options
 def health(
-    ctx: typer.Context,
+    s: Session,
     queues: Annotated[Optional[list[str]], typer.Argument(help="Queues to check (default: every queue but the system ones).", show_default=False)] = None,
     depth: Annotated[Optional[str], typer.Option("--depth", metavar="W:C", help="Messages in a queue: warn above W, critical above C.")] = None,
     age: Annotated[Optional[str], typer.Option("--age", metavar="W:C", help="Age of a queue's oldest message (durations, e.g. 10m:1h).")] = None,
     inflight_age: Annotated[Optional[str], typer.Option("--inflight-age", metavar="W:C", help="How long a queue's oldest in-flight message has been held (durations).")] = None,
     dead_letters: Annotated[Optional[str], typer.Option("--dead-letters", metavar="W:C", help="Messages in the dead-letter queues.")] = None,
     quota_pct: Annotated[Optional[str], typer.Option("--quota-pct", metavar="W:C", help="Bytes in a queue with a quota, in % of it.")] = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """A Nagios / Icinga check: one line in the plugin format with performance data; exit 0 OK,
     1 WARNING, 2 CRITICAL, 3 UNKNOWN.
@@ -74,7 +74,6 @@ def health(
       mqcli health orders payments --depth 1000:10000 --age 10m:1h --dead-letters 1:100
       mqcli health --inflight-age 5m:30m --quota-pct 80:95 -o json
     """
-    s = session(ctx, store, output, quiet)
     as_json = s.out.mode in ("json", "jsonl")
     try:
         limits = {

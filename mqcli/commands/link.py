@@ -9,7 +9,7 @@ import typer
 
 from store import links
 
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 from ..render import iso
 
 app = typer.Typer(
@@ -32,13 +32,13 @@ def link_doc(link: links.LinkInfo) -> dict:
 
 
 @app.command("add")
+@shared_options
 def add(
-    ctx: typer.Context, name: NameArg,
+    s: Session, name: NameArg,
     address: Annotated[str, typer.Argument(metavar="HOST:PORT", show_default=False,
                                            help="Where the next hop toward NAME listens (`mqcli listen`).")],
     key_file: Annotated[Path, typer.Option("--key-file", help="The pre-shared key both ends hold (`mqcli link keygen`).",
                                            show_default=False)],
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Register a link: messages put to DIRECT=OS:NAME\\queue go to HOST:PORT.
 
@@ -50,46 +50,44 @@ def add(
     Example:
       mqcli link add qm2 127.0.0.1:7000 --key-file qm2.key
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         link = st.add_link(name, address, str(key_file))
     s.out.document(link_doc(link))
 
 
 @app.command("list")
-def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def list_(s: Session) -> None:
     """List the links.
 
     \b
     Example:
       mqcli link list -o json
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         rows = [link_doc(link) for link in st.links()]
     s.out.table(rows, COLUMNS)
 
 
 @app.command("remove")
-def remove(ctx: typer.Context, name: NameArg,
-           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def remove(s: Session, name: NameArg) -> None:
     """Remove a link; its outgoing queues keep their messages until a link takes them again.
 
     \b
     Example:
       mqcli link remove qm2
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         link = st.remove_link(name)
     s.out.document(link_doc(link))
 
 
 @app.command("keygen")
+@shared_options(store=False)
 def keygen(
-    ctx: typer.Context,
+    s: Session,
     file: Annotated[Path, typer.Argument(metavar="FILE", show_default=False, help="The key file to create.")],
-    output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Write a new pre-shared key file (32 random bytes in hex, mode 0600; never overwrites).
 
@@ -99,6 +97,5 @@ def keygen(
     Example:
       mqcli link keygen qm2.key
     """
-    s = session(ctx, None, output, quiet)
     path = links.generate_key_file(file)
     s.out.document({"key_file": str(path), "mode": "0600"})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from store.selectors import SelectorError, compile_selector
 from .. import inputs, values
 from ..durations import parse_duration
 from ..exits import UsageError
-from ..options import AUTO, NewConfirmOpt, NewLockOpt, OutputOpt, QuietOpt, StoreOpt, session
+from ..options import AUTO, NewConfirmOpt, NewLockOpt, Session, shared_options
 from ..render import Output, age, iso, progress
 from ..signals import Terminated, WritingGate, deferred
 
@@ -52,7 +51,6 @@ LeaseOpt = Annotated[Optional[str], typer.Option("--lease", help="Undo automatic
 TxOpt = Annotated[Optional[int], typer.Option("--tx", metavar="TX", callback=values.positive_id, help="Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.")]
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Follow the queue: messages as they become available, until --count, --idle or Ctrl-C (exit 0).")]
 IdleOpt = Annotated[Optional[str], typer.Option("--idle", metavar="DURATION", help="With --follow: stop (exit 0) after this long without a message, e.g. 30s.")]
-DelimiterOpt = Annotated[str, typer.Option("--delimiter", callback=values.delimiter, help="Separator after each body with -o body (escapes like \\n, \\0 allowed).")]
 
 
 def _lookup(text: Optional[str]) -> Optional[int]:
@@ -69,22 +67,6 @@ def _seconds(text: Optional[str], what: str) -> Optional[float]:
 
 
 # ---- put --------------------------------------------------------------------------------
-
-def _body(body: Optional[str], file: Optional[Path], st: Store) -> bytes:
-    if body is not None and file is not None:
-        raise UsageError("give the body as an argument or with --file, not both")
-    if file is not None:
-        try:
-            with open(file, "rb") as stream:
-                return inputs.read_body(stream, st.info().max_message_size)
-        except OSError as exc:
-            raise UsageError(f"cannot read --file {file}: {exc.strerror}") from None
-    if body is None:
-        raise UsageError("give a BODY, --file FILE, or - to read the body from stdin (or use --jsonl/--lines)")
-    if body == "-":
-        return inputs.read_body(sys.stdin.buffer, st.info().max_message_size)
-    return os.fsencode(body)  # the argument's own bytes, even if they are not UTF-8
-
 
 def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message] | list[NewMessage]],
                 keep_ids: bool, confirm_id: Optional[int | str], lease: Optional[float],
@@ -149,8 +131,9 @@ def _printable_label(value: str) -> str:
     return value
 
 
+@shared_options
 def put(
-    ctx: typer.Context,
+    s: Session,
     queue: QueueArg,
     body: Annotated[Optional[str], typer.Argument(help="Message body; - reads it from stdin.", show_default=False)] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the body from this file.")] = None,
@@ -171,7 +154,6 @@ def put(
     jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids; a record whose msg_id is stored already is skipped.")] = None,
     new_ids: Annotated[bool, typer.Option("--new-ids", help="With --jsonl: store each record as a copy with a new msg_id and put time.")] = False,
     lines: Annotated[Optional[str], typer.Option("--lines", metavar="FILE|-", help="Put one message per line of a file (or -).")] = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Put a message (or many) on a queue; prints each new msg_id.
 
@@ -211,26 +193,25 @@ def put(
                   app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
                   dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
     lease_s = _seconds(lease, "lease")
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         if jsonl is not None:
-            stream = inputs.open_input(jsonl)
-            limit = inputs.record_line_limit(st.info().max_message_size)
-            records = (m for _, m in inputs.read_records(stream, limit))
-            batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
-            _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
+            with inputs.opened(jsonl) as stream:
+                limit = inputs.record_line_limit(st.info().max_message_size)
+                records = (m for _, m in inputs.read_records(stream, limit))
+                batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
+                _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
         elif lines is not None:
-            stream = inputs.open_input(lines)
-            bodies = inputs.body_lines(stream, st.info().max_message_size)
-            _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
-                                           for chunk in _chunks(bodies, BATCH)),
-                        False, confirm_id, lease_s, tx)
+            with inputs.opened(lines) as stream:
+                bodies = inputs.body_lines(stream, st.info().max_message_size)
+                _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
+                                               for chunk in _chunks(bodies, BATCH)),
+                            False, confirm_id, lease_s, tx)
         elif count == 1 and confirm_id is None:
-            message = NewMessage(_body(body, file, st), **fields)
+            message = NewMessage(inputs.message_body(body, file, lambda: st.info().max_message_size), **fields)
             with deferred():
                 s.out.msg_ids(st.put_many(queue, [message], lease=lease_s, tx=tx))
         else:
-            data = _body(body, file, st)
+            data = inputs.message_body(body, file, lambda: st.info().max_message_size)
             _put_stream(st, s.out, queue,
                         ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
                         False, confirm_id, lease_s, tx)
@@ -255,8 +236,9 @@ def _sizes(total: int, size: int) -> Iterator[int]:
 
 # ---- get and browse ---------------------------------------------------------------------
 
+@shared_options(delimiter=True)
 def get(
-    ctx: typer.Context,
+    s: Session,
     queue: QueueArg,
     wait: Annotated[str, typer.Option("--wait", "-w", help="How long to wait for a message: 0, 250ms, 30s, 5m, 2h, forever.")] = "0",
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
@@ -266,8 +248,6 @@ def get(
     confirm_id: NewConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
     tx: TxOpt = None,
     follow: FollowOpt = False, idle: IdleOpt = None,
-    delimiter: DelimiterOpt = "\\n",
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Get (destructively) the next message; with --confirm-id, a two-phase get.
 
@@ -289,9 +269,8 @@ def get(
       mqcli get orders --follow --count 100 --idle 30s -o body
     """
     if follow:
-        return _get_follow(ctx, queue, where=where, count=count, idle=idle, all_=all_, wait=wait,
-                           others=(msg_id, unique_id, correl_id, lookup_id, priority, confirm_id, lock_id, lease, tx),
-                           delimiter=delimiter, store=store, output=output, quiet=quiet)
+        return _get_follow(s, queue, where=where, count=count, idle=idle, all_=all_, wait=wait,
+                           others=(msg_id, unique_id, correl_id, lookup_id, priority, confirm_id, lock_id, lease, tx))
     if idle is not None:
         raise UsageError("--idle goes with --follow")
     if count is not None and all_:
@@ -299,7 +278,6 @@ def get(
     if lease is not None and confirm_id is None:
         raise UsageError("--lease goes with --confirm-id (how long the get may stay unconfirmed)")
     seconds = parse_duration(wait, what="wait")
-    s = session(ctx, store, output, quiet, delimiter=delimiter)  # type: ignore[arg-type]  # bytes, from its callback
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
                    priority=priority, where=where, confirm_id=confirm_id, lock_id=lock_id,
                    lease=_seconds(lease, "lease"), tx=tx)
@@ -350,15 +328,13 @@ def get(
             raise empty
 
 
-def _get_follow(ctx: typer.Context, queue: str, *, where: Optional[str], count: Optional[int],
-                idle: Optional[str], all_: bool, wait: str, others: tuple, delimiter: str,
-                store: Optional[Path], output: Optional[str], quiet: bool) -> None:
+def _get_follow(s: Session, queue: str, *, where: Optional[str], count: Optional[int],
+                idle: Optional[str], all_: bool, wait: str, others: tuple) -> None:
     """get --follow: take messages as they come, each batch written with no write transaction
     open (the held delivery of get_many), until --count, --idle or Ctrl-C (exit 0)."""
     if all_ or wait != "0" or any(v is not None for v in others):
         raise UsageError("--follow goes with --where, --count and --idle only")
     seconds = None if idle is None else parse_duration(idle, allow_forever=False, what="idle")
-    s = session(ctx, store, output, quiet, delimiter=delimiter)  # type: ignore[arg-type]  # bytes, from its callback
     left = count
     with s.open() as st, s.out.messages() as stream:
         try:
@@ -419,8 +395,9 @@ def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]
         gate.release()
 
 
+@shared_options(delimiter=True)
 def browse(
-    ctx: typer.Context,
+    s: Session,
     queue: QueueArg,
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
     lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
@@ -430,8 +407,6 @@ def browse(
     lock_id: NewLockOpt = None, lease: LeaseOpt = None,
     follow: FollowOpt = False, idle: IdleOpt = None,
     from_start: Annotated[bool, typer.Option("--from-start", help="With --follow: first the messages available now, then the new ones.")] = False,
-    delimiter: DelimiterOpt = "\\n",
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Show messages in queue order without taking them; --lock locks them (MQe browseWithLock).
 
@@ -448,7 +423,6 @@ def browse(
       mqcli browse orders --follow --where "priority > 4"
       mqcli browse orders --follow --from-start --idle 10s -o jsonl
     """
-    s = session(ctx, store, output, quiet, delimiter=delimiter)  # type: ignore[arg-type]  # bytes, from its callback
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
                    priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):
@@ -485,27 +459,26 @@ def browse(
 
 # ---- confirm, undo, unlock, delete ------------------------------------------------------
 
-def confirm(ctx: typer.Context, queue: QueueArg,
-            confirm_id: Annotated[int, typer.Option("--confirm-id", callback=values.positive_id, help="The confirm id of the put or get.", show_default=False)],
-            store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def confirm(s: Session, queue: QueueArg,
+            confirm_id: Annotated[int, typer.Option("--confirm-id", callback=values.positive_id, help="The confirm id of the put or get.", show_default=False)]) -> None:
     """Confirm the put or get pending under a confirm id (MQe confirm).
 
     \b
     Example:
       mqcli confirm orders --confirm-id 42
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         n = st.confirm(queue, confirm_id)
     s.out.document({"queue": queue, "confirm_id": confirm_id, "confirmed": n})
 
 
+@shared_options
 def undo(
-    ctx: typer.Context, queue: Annotated[Optional[str], typer.Argument(help="Queue (optional with --all/--older-than).", show_default=False)] = None,
+    s: Session, queue: Annotated[Optional[str], typer.Argument(help="Queue (optional with --all/--older-than).", show_default=False)] = None,
     confirm_id: ConfirmOpt = None, lock_id: LockOpt = None,
     older_than: Annotated[Optional[str], typer.Option("--older-than", help="Operators: undo every in-flight message older than this.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Operators: undo every in-flight message.")] = False,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Undo a pending put or get (--confirm-id) or a browse lock (--lock-id); operators can
     undo everything in flight (--all, --older-than).
@@ -520,7 +493,6 @@ def undo(
         raise UsageError("give exactly one of --confirm-id, --lock-id, --older-than and --all")
     if queue is None and (confirm_id is not None or lock_id is not None):
         raise UsageError("--confirm-id and --lock-id need the QUEUE")
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         if confirm_id is not None or lock_id is not None:
             n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]
@@ -529,32 +501,30 @@ def undo(
     s.out.document({"queue": queue, "undone": n})
 
 
-def unlock(ctx: typer.Context, queue: QueueArg,
-           lock_id: Annotated[int, typer.Option("--lock-id", callback=values.positive_id, help="Lock id printed by browse --lock.", show_default=False)],
-           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def unlock(s: Session, queue: QueueArg,
+           lock_id: Annotated[int, typer.Option("--lock-id", callback=values.positive_id, help="Lock id printed by browse --lock.", show_default=False)]) -> None:
     """Unlock the messages of a browse with lock (MQe unlockMessage).
 
     \b
     Example:
       mqcli unlock orders --lock-id 8123001
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         n = st.unlock(queue, lock_id)
     s.out.document({"queue": queue, "lock_id": lock_id, "unlocked": n})
 
 
-def delete(ctx: typer.Context, queue: QueueArg,
+@shared_options
+def delete(s: Session, queue: QueueArg,
            msg_id: Annotated[str, typer.Option("--msg-id", help="msg_id of the message to delete.", show_default=False)],
-           lock_id: LockOpt = None,
-           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+           lock_id: LockOpt = None) -> None:
     """Delete one message by msg_id (MQe deleteMessage); a locked one needs its --lock-id.
 
     \b
     Example:
       mqcli delete orders --msg-id '6f1c2d3e-...-9a0b\\17'
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         m = st.delete(queue, msg_id, lock_id=lock_id)
     s.out.document({"queue": queue, "msg_id": m.msg_id, "deleted": True})
@@ -562,8 +532,9 @@ def delete(ctx: typer.Context, queue: QueueArg,
 
 # ---- move and inflight ------------------------------------------------------------------
 
+@shared_options
 def move(
-    ctx: typer.Context, source: QueueArg,
+    s: Session, source: QueueArg,
     target: Annotated[str, typer.Argument(help="Target queue.", show_default=False)],
     copy: Annotated[bool, typer.Option("--copy", help="Copy instead of moving (ids are kept).")] = False,
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
@@ -571,7 +542,6 @@ def move(
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="At most N messages.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would move, change nothing.")] = False,
     tx: TxOpt = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Move (or copy) available messages to another queue, atomically per batch of 1,000.
 
@@ -584,7 +554,6 @@ def move(
       mqcli move dead-letter orders --where "original_queue = 'orders' AND dead_letter_reason = 'expired'"
       mqcli move inbox work --count 10 --tx "$T"
     """
-    s = session(ctx, store, output, quiet)
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
                    priority=priority, where=where)
     with s.open() as st:
@@ -613,16 +582,15 @@ def move(
     s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved})
 
 
-def inflight(ctx: typer.Context,
-             queue: Annotated[Optional[str], typer.Argument(help="Only this queue.", show_default=False)] = None,
-             store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def inflight(s: Session,
+             queue: Annotated[Optional[str], typer.Argument(help="Only this queue.", show_default=False)] = None) -> None:
     """Every locked, unconfirmed or transactional message: ids, state, age, lease left.
 
     \b
     Example:
       mqcli inflight orders
     """
-    s = session(ctx, store, output, quiet)
     now = int(time.time() * 1_000_000)
     with s.open() as st:
         rows = [{

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 from ..render import age, iso
 
 if TYPE_CHECKING:
@@ -41,7 +41,8 @@ def _now() -> int:
 
 
 @app.command("list")
-def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def list_(s: Session) -> None:
     """List the outgoing queues: state, messages, bytes, oldest age, last error, next retry.
 
     States (seed 003): active, connecting, waiting (for a retry, or for a link), on-hold
@@ -52,7 +53,6 @@ def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
     Example:
       mqcli outgoing list -o json
     """
-    s = session(ctx, store, output, quiet)
     now = _now()
     with s.open() as st:
         rows = [outgoing_doc(o, now) for o in st.outgoing_list()]
@@ -63,15 +63,14 @@ def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
 
 
 @app.command("show")
-def show(ctx: typer.Context, queue: QueueArg,
-         store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def show(s: Session, queue: QueueArg) -> None:
     """Show one outgoing queue with its connection history (newest 20 events).
 
     \b
     Example:
       mqcli outgoing show 'DIRECT=OS:qm2\\orders'
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         doc = outgoing_doc(st.outgoing_show(queue), _now())
     if s.out.mode == "text":
@@ -83,8 +82,7 @@ def show(ctx: typer.Context, queue: QueueArg,
         s.out.document(doc)
 
 
-def _hold(ctx: typer.Context, queue: str, held: bool, store, output, quiet) -> None:
-    s = session(ctx, store, output, quiet)
+def _hold(s: Session, queue: str, held: bool) -> None:
     with s.open() as st:
         doc = outgoing_doc(st.outgoing_hold(queue, held), _now())
     doc.pop("history")
@@ -92,24 +90,24 @@ def _hold(ctx: typer.Context, queue: str, held: bool, store, output, quiet) -> N
 
 
 @app.command("hold")
-def hold(ctx: typer.Context, queue: QueueArg,
-         store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def hold(s: Session, queue: QueueArg) -> None:
     """Pause delivery from an outgoing queue (seed 003 OnHold); messages stay and still expire.
 
     \b
     Example:
       mqcli outgoing hold 'DIRECT=OS:qm2\\orders'
     """
-    _hold(ctx, queue, True, store, output, quiet)
+    _hold(s, queue, True)
 
 
 @app.command("resume")
-def resume(ctx: typer.Context, queue: QueueArg,
-           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def resume(s: Session, queue: QueueArg) -> None:
     """Resume delivery: clears on-hold, a lock and the retry timer (the next dispatch sends).
 
     \b
     Example:
       mqcli outgoing resume 'DIRECT=OS:qm2\\orders'
     """
-    _hold(ctx, queue, False, store, output, quiet)
+    _hold(s, queue, False)

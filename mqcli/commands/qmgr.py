@@ -13,7 +13,7 @@ from store import Store, StoreInfo
 
 from ..durations import parse_duration, parse_size
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 from ..render import age, iso
 
 qmgr_app = typer.Typer(
@@ -31,10 +31,10 @@ def _info_doc(info: StoreInfo) -> dict:
     }
 
 
+@shared_options
 def init(
-    ctx: typer.Context,
+    s: Session,
     name: Annotated[Optional[str], typer.Option("--name", help="Queue manager name (default: the host name).")] = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Create a store (one queue manager), with its dead-letter queues.
 
@@ -42,7 +42,6 @@ def init(
     Example:
       mqcli --store /var/lib/mq/qm1 init --name qm1
     """
-    s = session(ctx, store, output, quiet)
     from store.environment import read_marker, store_exists
     from store.ownership import check_store
 
@@ -59,21 +58,22 @@ def init(
     s.out.document(_info_doc(info))
 
 
-def info(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def info(s: Session) -> None:
     """Show the queue manager: identity, usage, quota, throttle.
 
     \b
     Example:
       mqcli info -o json
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         s.out.document(_info_doc(st.info()))
 
 
 @qmgr_app.command("set")
+@shared_options
 def qmgr_set(
-    ctx: typer.Context,
+    s: Session,
     quota: Annotated[Optional[str], typer.Option("--quota", help="Store quota in bytes (0: none), e.g. 10GiB.")] = None,
     throttle: Annotated[Optional[bool], typer.Option("--throttle/--no-throttle", help="Refuse every put (enqueue status 2).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Queue manager name.")] = None,
@@ -81,7 +81,6 @@ def qmgr_set(
     report_queue: Annotated[Optional[str], typer.Option(
         "--report-queue", metavar="QUEUE",
         help="This queue manager's own report queue (a queue of this store; '' removes it).")] = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Change the queue manager's quota, throttle, name, max message size or report queue.
 
@@ -97,7 +96,6 @@ def qmgr_set(
     if quota is None and throttle is None and name is None and max_message_size is None and report_queue is None:
         raise UsageError("nothing to set: give --quota, --throttle/--no-throttle, --name, --max-message-size "
                          "or --report-queue")
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         info = st.set_qmgr(name=name, quota=None if quota is None else parse_size(quota, "quota"),
                            throttled=throttle,
@@ -107,7 +105,8 @@ def qmgr_set(
     s.out.document(_info_doc(info))
 
 
-def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def check(s: Session) -> None:
     """Verify that every record and index entry of the store agree (exit 11 if not).
 
     \b
@@ -118,7 +117,6 @@ def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
     from store.errors import StoreCorrupt
     from store.ownership import check_store
 
-    s = session(ctx, store, output, quiet)
     checked = check_store(s.store_path, allow_foreign=s.allow_foreign)  # refused here, said once here
     if checked is not None:
         s.said_foreign(checked.foreign_owner)
@@ -136,10 +134,10 @@ def check(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
         raise StoreCorrupt(f"the store at {s.store_path} is inconsistent: {len(problems)} problem(s) found")
 
 
+@shared_options
 def backup(
-    ctx: typer.Context,
+    s: Session,
     target: Annotated[Path, typer.Argument(help="New directory for the copy.")],
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Copy the store, compacted and consistent, while other processes keep using it.
 
@@ -147,17 +145,16 @@ def backup(
     Example:
       mqcli backup /backups/qm1-$(date +%F)
     """
-    s = session(ctx, store, output, quiet)
     with s.open(create=False) as st:
         st.backup(target)
     with Store.open(target) as copy:
         s.out.document({"backup": str(target), **_info_doc(copy.info())})
 
 
+@shared_options
 def sweep(
-    ctx: typer.Context,
+    s: Session,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what is due, change nothing.")] = False,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Expire messages past their ttl, undo lapsed leases, abort timed-out transactions (also
     done on every write).
@@ -166,7 +163,6 @@ def sweep(
     Example:
       mqcli sweep --dry-run
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         result = st.sweep(dry_run=dry_run)
     s.out.document({"expired": result.expired, "leases_undone": result.leases_undone,
@@ -195,13 +191,13 @@ def _stats_rows(st: Store) -> list[dict]:
     return rows
 
 
+@shared_options
 def stats(
-    ctx: typer.Context,
+    s: Session,
     watch: Annotated[bool, typer.Option("--watch", help="Refresh a live table until Ctrl-C.")] = False,
     interval: Annotated[str, typer.Option("--interval", help="Refresh interval with --watch.")] = "1s",
     prometheus: Annotated[bool, typer.Option("--prometheus", help="Print Prometheus metrics (text exposition format 0.0.4).")] = False,
     textfile: Annotated[Optional[Path], typer.Option("--textfile", metavar="PATH", help="With --prometheus: write the metrics to PATH atomically (node_exporter's textfile collector) instead of stdout.")] = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Per queue: depth by state and priority, bytes, oldest message, last put and get.
 
@@ -218,7 +214,6 @@ def stats(
         raise UsageError("--textfile goes with --prometheus")
     if prometheus and watch:
         raise UsageError("--prometheus does not go with --watch (a scraper or cron runs it)")
-    s = session(ctx, store, output, quiet)
     if prometheus:
         from ..prometheus import store_metrics, write_textfile
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -15,7 +14,7 @@ if TYPE_CHECKING:
 from .. import values
 from ..durations import parse_size
 from ..exits import Declined, UsageError
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 from ..render import iso
 
 app = typer.Typer(
@@ -44,12 +43,12 @@ def queue_doc(q: QueueInfo) -> dict:
 
 
 @app.command("create")
+@shared_options
 def create(
-    ctx: typer.Context, name: NameArg,
+    s: Session, name: NameArg,
     label: LabelOpt = None, quota: QuotaOpt = None,
     transactional: Annotated[bool, typer.Option("--transactional", help="Accept puts only inside a transaction.")] = False,
     journal: JournalOpt = None, max_backouts: BackoutsOpt = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Create a queue.
 
@@ -57,7 +56,6 @@ def create(
     Example:
       mqcli queue create orders --quota 64MiB --max-backouts 5
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         q = st.create_queue(name, label=label or "", quota=parse_size(quota, "quota") if quota else 0,
                             transactional=transactional, journal=bool(journal),
@@ -66,29 +64,28 @@ def create(
 
 
 @app.command("list")
-def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def list_(s: Session) -> None:
     """List the queues with their depth and attributes (outgoing queues: `mqcli outgoing list`).
 
     \b
     Example:
       mqcli queue list -o json
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         rows = [queue_doc(q) for q in st.list_queues(outgoing=False)]  # those are `outgoing list`
     s.out.table(rows, COLUMNS)
 
 
 @app.command("show")
-def show(ctx: typer.Context, name: NameArg, store: StoreOpt = None, output: OutputOpt = None,
-         quiet: QuietOpt = False) -> None:
+@shared_options
+def show(s: Session, name: NameArg) -> None:
     """Show one queue's attributes and depth.
 
     \b
     Example:
       mqcli queue show orders
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         q = st.queue_info(name)
         qm_guid = st.info().guid
@@ -98,11 +95,11 @@ def show(ctx: typer.Context, name: NameArg, store: StoreOpt = None, output: Outp
 
 
 @app.command("set")
+@shared_options
 def set_(
-    ctx: typer.Context, name: NameArg,
+    s: Session, name: NameArg,
     label: LabelOpt = None, quota: QuotaOpt = None, journal: JournalOpt = None,
     max_backouts: BackoutsOpt = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Change a queue's label, quota, journal or max-backouts.
 
@@ -112,7 +109,6 @@ def set_(
     """
     if label is None and quota is None and journal is None and max_backouts is None:
         raise UsageError("nothing to set: give --label, --quota, --journal/--no-journal or --max-backouts")
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         q = st.set_queue(name, label=label, quota=None if quota is None else parse_size(quota, "quota"),
                          journal=journal, max_backouts=max_backouts)
@@ -128,11 +124,9 @@ def _confirm(action: str, name: str, depth: int, yes: bool) -> None:
         raise Declined(f"queue {name!r} not {action}d (answered no)")
 
 
-def _remove_all(ctx: typer.Context, name: str, action: str, yes: bool, dry_run: bool,
-                store: Optional[Path], output: Optional[str], quiet: bool,
+def _remove_all(s: Session, name: str, action: str, yes: bool, dry_run: bool,
                 remove: Callable[[Store], dict]) -> None:
     """purge and delete: say what would go (--dry-run), ask (or need --yes), then do it."""
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         depth = st.queue_info(name).depth
         if dry_run:
@@ -143,26 +137,26 @@ def _remove_all(ctx: typer.Context, name: str, action: str, yes: bool, dry_run: 
 
 
 @app.command("purge")
-def purge(ctx: typer.Context, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False,
-          store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False) -> None:
     """Remove every message of a queue, in any state.
 
     \b
     Example:
       mqcli queue purge orders --yes
     """
-    _remove_all(ctx, name, "purge", yes, dry_run, store, output, quiet,
+    _remove_all(s, name, "purge", yes, dry_run,
                 lambda st: {"removed": st.purge_queue(name)})
 
 
 @app.command("delete")
-def delete(ctx: typer.Context, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False,
-           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def delete(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False) -> None:
     """Delete a queue and its messages.
 
     \b
     Example:
       mqcli queue delete scratch --yes
     """
-    _remove_all(ctx, name, "delete", yes, dry_run, store, output, quiet,
+    _remove_all(s, name, "delete", yes, dry_run,
                 lambda st: {"deleted": True, "removed": st.delete_queue(name)})

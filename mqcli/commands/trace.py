@@ -21,7 +21,7 @@ from store.records import guid_text, parse_msg_id
 
 from .. import inputs
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
+from ..options import Session, shared_options
 from ..render import iso
 
 EXAMPLE_LABEL = "1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26"
@@ -35,27 +35,16 @@ app = typer.Typer(
     no_args_is_help=True, rich_markup_mode=None)
 
 
-def _read_stdin(body: bool) -> str:
-    data = inputs.read_small(sys.stdin.buffer, inputs.TRACE_INPUT_BYTES,
-                             "trace report body" if body else "trace label (250 characters)")
-    # bytes that are not UTF-8 become lone surrogates, which no rule accepts: the decoder then
-    # names their column like any other bad character
-    text = data.decode("utf-8", "surrogateescape")
-    if not body and text.endswith("\n"):
-        text = text[:-1]  # a label holds no LF: this is the line end `echo` adds
-    return text
-
-
 @app.command("decode")
+@shared_options
 def decode(
-    ctx: typer.Context,
+    s: Session,
     text: Annotated[Optional[str], typer.Argument(
         metavar="[LABEL|-]", show_default=False,
         help="The label (with --body, the body); - or nothing reads it from stdin.")] = None,
     body: Annotated[bool, typer.Option("--body", help="Decode a report body instead of a label.")] = False,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Accept only [MS-MQQB]'s ABNF (received by a GUID; no next hop or hop count).")] = False,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Decode a trace report's label (or body), in any form Windows documents, and print its fields.
 
@@ -76,11 +65,10 @@ def decode(
       mqcli get reports -o json | jq -r .label | mqcli trace decode -
       mqcli get reports -o body --delimiter '' | mqcli trace decode --body -
     """
-    s = session(ctx, store, output, quiet)
     if text is None and sys.stdin.isatty():
         raise UsageError("give the " + ("body" if body else "label") + ", or - to read it from stdin")
     if text is None or text == "-":
-        text = _read_stdin(body)
+        text = inputs.trace_text(body)
     decoded = trace.decode_body(text, strict=strict) if body else trace.decode_label(text, strict=strict)
     s.out.document(decoded.to_dict())
 
@@ -100,11 +88,11 @@ def _shown(rows: list[dict], *, text: bool) -> list[dict]:
 
 
 @app.command("show")
+@shared_options
 def show(
-    ctx: typer.Context,
+    s: Session,
     report_queue: Annotated[str, typer.Argument(metavar="REPORT_QUEUE", help="The report queue.")],
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="At most this many reports.")] = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """List the trace reports in a queue, decoded, oldest first, without consuming them.
 
@@ -118,7 +106,6 @@ def show(
       mqcli trace show reports
       mqcli trace show reports -o json | jq '.[] | select(.hops > 0)'
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         messages = st.browse(report_queue, limit=limit)
     rows = [reports.describe(m) for m in messages if m.report]
@@ -126,15 +113,15 @@ def show(
 
 
 @app.command("route")
+@shared_options
 def route(
-    ctx: typer.Context,
+    s: Session,
     msg_id: Annotated[str, typer.Argument(metavar="MSG_ID", help="The traced message's id.")],
     report_queue: Annotated[Optional[str], typer.Option(
         "--report-queue", "-r", show_default=False, help="The queue its reports went to.")] = None,
     reports_file: Annotated[Optional[Path], typer.Option(
         "--reports", metavar="FILE", show_default=False,
         help="Read the reports from FILE (JSONL or CSV rows of label, body, arrived) instead.")] = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Print one traced message's route hop by hop, with the time each step took.
 
@@ -153,7 +140,6 @@ def route(
     """
     if (report_queue is None) == (reports_file is None):
         raise UsageError("give --report-queue QUEUE or --reports FILE (one of them)")
-    s = session(ctx, store, output, quiet)
     if reports_file is not None:
         _print_route(s, _file_route_rows(reports_file, msg_id), msg_id, str(reports_file))
         return

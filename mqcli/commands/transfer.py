@@ -13,22 +13,22 @@ from store import Message, errors
 
 from .. import inputs
 from ..exits import UsageError
-from ..options import OutputOpt, QuietOpt, Session, StoreOpt, session
+from ..options import Session, shared_options
 from ..outfile import written_whole
 from ..render import OutputClosed, json_line, progress, write_all, writing_to
 from ..signals import deferred
 from .message import BATCH
 
 
+@shared_options
 def export(
-    ctx: typer.Context,
+    s: Session,
     queues: Annotated[Optional[list[str]], typer.Argument(help="Queues to export (default: all).", show_default=False)] = None,
     to: Annotated[Optional[Path], typer.Option("--to", help="Write to this file instead of stdout.")] = None,
     fmt: Annotated[str, typer.Option(
         "--format", metavar="jsonl|parquet",
         help="jsonl (default), or parquet: the analyze pipeline's message table (needs --to and "
              "`pip install 'mqcli[spark]'`).")] = "jsonl",
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Dump queues as JSONL, one message a line with every field (any state), in queue order.
 
@@ -41,7 +41,6 @@ def export(
       mqcli export | gzip > qm1.jsonl.gz
       mqcli export --format parquet --to qm1.parquet
     """
-    s = session(ctx, store, output, quiet)
     if fmt not in ("jsonl", "parquet"):
         raise UsageError(f"--format must be jsonl or parquet, got {fmt!r}")
     if fmt == "parquet":
@@ -95,13 +94,13 @@ def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path])
     s.out.note(f"exported {count} messages to {to}")
 
 
+@shared_options
 def import_(
-    ctx: typer.Context,
+    s: Session,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="JSONL file, or - for stdin.", show_default=False)],
     queue: Annotated[Optional[str], typer.Option("--queue", help="Put every record on this queue instead of its own.")] = None,
     new_ids: Annotated[bool, typer.Option("--new-ids", help="Store each record as a copy with a new msg_id and put time, "
                                                           "instead of skipping those already stored.")] = False,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Load a JSONL dump: every record back on its queue (created if missing), ids kept.
 
@@ -116,10 +115,8 @@ def import_(
       mqcli export orders | mqcli --store /tmp/qm2 import -
       mqcli import orders.jsonl --queue replay --new-ids
     """
-    s = session(ctx, store, output, quiet)
-    stream = inputs.open_input(source)
     imported = skipped = 0
-    with s.open() as st:
+    with inputs.opened(source) as stream, s.open() as st:
         limit = inputs.record_line_limit(st.info().max_message_size)
         if stream.seekable():  # validation pass: nothing is stored if a line is bad
             for number, m in _records(stream, limit):
@@ -161,7 +158,6 @@ def import_(
             # the batches that committed stay imported: say how many, then exit 130
             s.out.document({"imported": imported, "skipped": skipped, "interrupted": True})
             raise
-    inputs.close_input(stream)
     s.out.document({"imported": imported, "skipped": skipped})
 
 

@@ -14,7 +14,7 @@ import typer
 
 from .. import values
 from ..durations import parse_duration
-from ..options import OutputOpt, QuietOpt, StoreOpt, session
+from ..options import Session, shared_options
 from ..render import age, iso
 from ..signals import deferred
 
@@ -57,12 +57,12 @@ def _operation(m: Message) -> str:
 
 
 @app.command("begin")
+@shared_options
 def begin(
-    ctx: typer.Context,
+    s: Session,
     timeout: Annotated[Optional[str], typer.Option(
         "--timeout", help="Abort the transaction if not committed within this time, e.g. 5m, or forever "
                           "(default: 10m; a lapsed one is aborted on the next access to the store).")] = None,
-    store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Start a transaction and print its id, for --tx on later put and get commands.
 
@@ -77,7 +77,6 @@ def begin(
     from store.msmq_transactions import DEFAULT_TIMEOUT
 
     seconds = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, what="timeout")
-    s = session(ctx, store, output, quiet)
     with s.open() as st, deferred():  # a transaction begun is printed: Ctrl-C waits for its id
         tx = st.tx_begin(timeout=seconds)
         if s.out.mode in ("json", "jsonl"):
@@ -87,8 +86,8 @@ def begin(
 
 
 @app.command("commit")
-def commit(ctx: typer.Context, tx: TxArg,
-           store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def commit(s: Session, tx: TxArg) -> None:
     """Commit a transaction: every put appears and every get is removed, all at once.
 
     Exit 10 if the transaction is unknown, already finished or timed out.
@@ -97,36 +96,34 @@ def commit(ctx: typer.Context, tx: TxArg,
     Example:
       mqcli tx commit 17
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         n = st.tx_commit(tx)
     s.out.document({"tx": tx, "committed": n})
 
 
 @app.command("abort")
-def abort(ctx: typer.Context, tx: TxArg,
-          store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def abort(s: Session, tx: TxArg) -> None:
     """Abort a transaction: its puts vanish and its gets return (each counts a backout).
 
     \b
     Example:
       mqcli tx abort 17
     """
-    s = session(ctx, store, output, quiet)
     with s.open() as st:
         n = st.tx_abort(tx)
     s.out.document({"tx": tx, "aborted": n})
 
 
 @app.command("list")
-def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def list_(s: Session) -> None:
     """List the open transactions: age, timeout left, operations and queues.
 
     \b
     Example:
       mqcli tx list -o json
     """
-    s = session(ctx, store, output, quiet)
     now = _now()
     with s.open() as st:
         rows = [tx_doc(info, now) for info in st.tx_list()]
@@ -137,8 +134,8 @@ def list_(ctx: typer.Context, store: StoreOpt = None, output: OutputOpt = None, 
 
 
 @app.command("show")
-def show(ctx: typer.Context, tx: TxArg,
-         store: StoreOpt = None, output: OutputOpt = None, quiet: QuietOpt = False) -> None:
+@shared_options
+def show(s: Session, tx: TxArg) -> None:
     """Show a transaction, then its messages in queue order as browse does.
 
     Each message's operation is `put` (it appears on commit) or `get` (it is removed on commit).
@@ -147,7 +144,6 @@ def show(ctx: typer.Context, tx: TxArg,
     Example:
       mqcli tx show 17 -o json
     """
-    s = session(ctx, store, output, quiet)
     now = _now()
     with s.open() as st:
         info, messages = st.tx_show(tx)
