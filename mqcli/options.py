@@ -1,4 +1,4 @@
-"""Options every command shares (SPEC §6 global options), and the per-invocation session.
+"""Options every command shares (the global options of README.md#command-reference), and the per-invocation session.
 
 `--store`, `-o/--output` and `-q/--quiet` are accepted before the command (the root callback
 keeps them in the context) and on each command (a command's own value wins).
@@ -46,7 +46,7 @@ def _check_mode(value: Optional[str]) -> Optional[str]:
 class _StorePath(click.Path):
     """A store directory: any path but the empty one (which would be the current directory).
     readable=False: click checks a path's readability by default, which made an unreadable
-    store a usage error (exit 2); opening it says so, exit 11 (SPEC §6)."""
+    store a usage error (exit 2); opening it says so, exit 11 (README.md#exit-codes)."""
 
     def __init__(self) -> None:
         super().__init__(readable=False, path_type=Path)
@@ -114,7 +114,7 @@ class Session:
     _warned_foreign: set[str] = field(default_factory=set)  # stores said_foreign named
 
     def open(self, *, create: bool = False, name: str | None = None) -> Store:
-        """Open the store; only `init` passes `create` (SPEC §2: a typo makes no new store).
+        """Open the store; only `init` passes `create` (docs/design.md#store: a typo makes no new store).
         Inside `mqcli batch` the store is opened once and lent to each command (shared_stores)."""
         if _shared is not None:
             key = os.path.abspath(self.store_path)
