@@ -759,7 +759,7 @@ class Store(Forwarding):
 
         Each goes through the enqueue checks ([MS-MQDMPR] 3.1.7.1.9), so one that expired on the way is refused with
         status 3; the batch is one commit, all or none. Each gets a new SequentialID and so a
-        new lookup id, as the seed's enqueue does. The messages are updated in place (state
+        new lookup id, as [MS-MQDMPR]'s enqueue does. The messages are updated in place (state
         available; those stored get their new queue and lookup id, and with `new_ids` their
         new ids); pass copies to keep the originals. With `create`, a missing queue is made (a
         journal NAME;journal, or an outgoing queue for a format name, as export writes them).

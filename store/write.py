@@ -592,7 +592,7 @@ class Write:
         now = self.now
         for m in messages:
             size = len(m.body)
-            if size > max_size:  # first: MSMQ refuses it at send, before the seed's checks
+            if size > max_size:  # first: MSMQ refuses it at send, before [MS-MQDMPR]'s checks
                 raise MessageTooLarge(
                     f"the message body is {size} bytes, more than the store's max-message-size of "
                     f"{max_size} bytes (`mqcli qmgr set --max-message-size`)")
