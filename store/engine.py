@@ -968,7 +968,7 @@ class Store(Forwarding):
                         size = (size + 1) // 2
                         continue
                     # not even one fits: this get writes its output inside the write that
-                    # removes the message, as before holders existed (a reader that stalls now
+                    # removes the message (a reader that stalls now
                     # holds up the others; a failed write removes nothing)
                     held, inline, token, held_at = False, True, None, None
                     continue
