@@ -302,7 +302,7 @@ def fsync_floor_single(workdir: str, n: int, body: bytes, batch: int) -> float:
 
 def fsync_floor_pair(workdir: str, n: int, body: bytes, batch: int) -> float:
     """Context for workload 4: one durable commit per get+confirm pair (the confirm must be
-    durable, SPEC §2; the get before it could in principle need no sync at all)."""
+    durable, docs/design.md#store; the get before it could in principle need no sync at all)."""
     return _fsync_floor(workdir, n, body)
 
 

@@ -206,8 +206,8 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'dispatch' -d 'Send the outgoing queue
 complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and latency with real producer and consumer processes.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'qmgr' -d 'Queue manager settings.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'queue' -d 'Queue administration.'
-complete -c mqcli -n '__mqcli_at \'\'' -a 'tx' -d 'Transactions that span several invocations (seed 000, seed 002).'
-complete -c mqcli -n '__mqcli_at \'\'' -a 'trace' -d 'Trace reports (seed 001): decode labels and bodies, list a report queue, follow a route.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'tx' -d 'Transactions that span several invocations (MSMQ transactions).'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'trace' -d 'Trace reports (MSMQ\'s PROPID_M_TRACE): decode labels and bodies, list a report queue, follow a route.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'link' -d 'Links to other queue managers, for store-and-forward.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'outgoing' -d 'Outgoing queues: what waits to be sent to other queue managers, and why.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'analyze' -d 'The data pipeline on PySpark (needs `pip install \'mqcli[spark]\'`): store health and trace-report routes, over stores or Parquet exports.'
@@ -658,7 +658,7 @@ complete -c mqcli -n '__mqcli_at \'link keygen\'' -F
 # mqcli outgoing
 complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'list' -d 'List the outgoing queues: state, messages, bytes, oldest age, last error, next retry.'
 complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'show' -d 'Show one outgoing queue with its connection history (newest 20 events).'
-complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'hold' -d 'Pause delivery from an outgoing queue (seed 003 OnHold); messages stay and still expire.'
+complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'hold' -d 'Pause delivery from an outgoing queue (MSMQ\'s OnHold); messages stay and still expire.'
 complete -c mqcli -n '__mqcli_at \'outgoing\'' -a 'resume' -d 'Resume delivery: clears on-hold, a lock and the retry timer (the next dispatch sends).'
 complete -c mqcli -n '__mqcli_at \'outgoing\'' -s h -l help -d 'Show this message and exit.'
 

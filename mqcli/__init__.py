@@ -1,3 +1,3 @@
-"""The mqcli command line (Typer); see SPEC §6."""
+"""The mqcli command line (Typer); see README.md#command-reference."""
 
 __version__ = "0.1.0"

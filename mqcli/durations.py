@@ -1,4 +1,4 @@
-"""Durations (SPEC §6): `250ms`, `30s`, `5m`, `2h`, `forever`; a bare number is seconds."""
+"""Durations: `250ms`, `30s`, `5m`, `2h`, `forever`; a bare number is seconds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exit codes (SPEC §6) and the one place where an exception becomes one.
+"""Exit codes (README.md#exit-codes) and the one place where an exception becomes one.
 
 Every expected error prints one line on stderr, `mqcli: error: <what, and what to do> [STATUS]`,
 or with `-o json|jsonl` instead only a JSON object with the same status, message and exit code.

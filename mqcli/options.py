@@ -51,7 +51,7 @@ def _check_mode(value: Optional[str]) -> Optional[str]:
 class _StorePath(click.Path):
     """A store directory: any path but the empty one (which would be the current directory).
     readable=False: click checks a path's readability by default, which made an unreadable
-    store a usage error (exit 2); opening it says so, exit 11 (SPEC §6)."""
+    store a usage error (exit 2); opening it says so, exit 11 (README.md#exit-codes)."""
 
     def __init__(self) -> None:
         super().__init__(readable=False, path_type=Path)
@@ -138,7 +138,7 @@ class Session:
         return self.given_store or default_store_path()
 
     def open(self, *, create: bool = False, name: str | None = None) -> Store:
-        """Open the store; only `init` passes `create` (SPEC §2: a typo makes no new store).
+        """Open the store; only `init` passes `create` (docs/design.md#store: a typo makes no new store).
         Inside `mqcli batch` the store is opened once and lent to each command (shared_stores)."""
         if _shared is not None:
             key = os.path.abspath(self.store_path)

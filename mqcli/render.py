@@ -1,4 +1,4 @@
-"""Rendering for every command: `text`, `json`, `jsonl`, `body` (SPEC §6 output modes).
+"""Rendering for every command: `text`, `json`, `jsonl`, `body` (the output modes of README.md#output).
 
 Data goes to stdout, diagnostics to stderr. `json` prints one document (an object for a
 single-message command, an array for listings and multi-message commands), `jsonl` one object

@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM: exit 130 and 143, with nothing half-done left behind (SPEC §6).
+"""Ctrl-C and SIGTERM: exit 130 and 143, with nothing half-done left behind (README.md#exit-codes).
 
 SIGTERM is treated as Ctrl-C: it raises `Terminated`, a KeyboardInterrupt, so the clean-up
 that runs for Ctrl-C (a `.part` file removed, a JSON array closed, a transaction aborted) runs

@@ -380,7 +380,7 @@ def command_page(cmd: Cmd, root: Cmd) -> str:
     return page.render()
 
 
-# SPEC §6 "Exit codes", by ExitCode name; the status names come from store.errors.
+# The README's "Exit codes" (README.md#exit-codes), by ExitCode name; the status names come from store.errors.
 EXIT_MEANINGS = {
     "OK": "Success.",
     "INTERNAL": "Unexpected internal error (a bug): a one-line message; --traceback shows more. "
@@ -430,7 +430,7 @@ def exit_status(page: Page) -> None:
     if names != set(EXIT_MEANINGS):
         raise SystemExit(f"gen_docs: EXIT_MEANINGS does not match mqcli.exits.ExitCode "
                          f"(missing {sorted(names - set(EXIT_MEANINGS))}, "
-                         f"unknown {sorted(set(EXIT_MEANINGS) - names)}); update it from SPEC §6")
+                         f"unknown {sorted(set(EXIT_MEANINGS) - names)}); update it with README.md's exit codes")
     statuses = _statuses()
     page.section("EXIT STATUS")
     page.paragraph(f"Errors print one line on standard error, "

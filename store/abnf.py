@@ -1,10 +1,10 @@
 """Column-precise recursive descent by ABNF (RFC 5234), for the grammars that say where text goes
 wrong: MS-MQMQ 2.1 format names (`formatnames.check_syntax`) and trace report labels and bodies
-(seed 001, `trace.decode_label` and `decode_body`).
+([MS-MQQB] 3.1.5.8.9, `trace.decode_label` and `decode_body`).
 
 A grammar subclasses `Scanner`, writes one method per rule out of the primitives here, and says
 in `error` which exception a failure raises. Each primitive takes the `rule` to name when it
-fails, for grammars whose errors name one (the trace codec's do: seed 001's rule names).
+fails, for grammars whose errors name one (the trace codec's do: [MS-MQQB]'s rule names).
 """
 
 from __future__ import annotations

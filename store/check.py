@@ -1,5 +1,6 @@
-"""The consistency check behind `mqcli check`: records and indexes must agree (SPEC §2), and
-the store-and-forward tables (links, outq, seen) must hold what their modules read (SPEC §8)."""
+"""The consistency check behind `mqcli check`: records and indexes must agree (docs/design.md#store), and
+the store-and-forward tables (links, outq, seen) must hold what their modules read
+(docs/design.md#store-and-forward)."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def _check(t: Write, report: Callable[[str], None]) -> None:
         queues_by_key[bytes(key)] = q
         if t.lt.get(keys.U32.pack(q.qid), db=dbs["qids"]) != bytes(key):
             report(f"queue {q.name!r}: its number {q.qid} is not registered")
-    for name in SYSTEM_QUEUES:  # SPEC §3: created with the store; expiry and backouts need them
+    for name in SYSTEM_QUEUES:  # docs/design.md#queues: created with the store; expiry and backouts need them
         if queue_key(name) not in queues_by_key:
             report(f"the system queue {name!r} is missing")
 
@@ -295,7 +296,7 @@ def _check_outq(t: Write, queues_by_key: dict[bytes, QueueInfo], report: Callabl
         q = queues_by_key.get(key)
         if q is None:
             report(f"outq entry {key!r}: its queue does not exist")
-        elif q.outgoing is None:  # what makes a queue outgoing (store/queues.py, SPEC §8)
+        elif q.outgoing is None:  # what makes a queue outgoing (store/queues.py)
             report(f"outq entry {key!r}: queue {q.name!r} is not an outgoing queue")
 
 

@@ -1,4 +1,4 @@
-"""`Store`: one queue manager in one directory (SPEC §2), its queues and its messages.
+"""`Store`: one queue manager in one directory (docs/design.md#store), its queues and its messages.
 
 Each public method is one LMDB transaction (see `write.Write`); waiting getters sleep on a FIFO
 (see `notify`) instead of polling.
@@ -63,7 +63,7 @@ _DEAD_LETTER_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
 
 @dataclass(slots=True)
 class NewMessage:
-    """A message to put: the fields a producer chooses (SPEC §4)."""
+    """A message to put: the fields a producer chooses (docs/design.md#messages)."""
 
     body: bytes
     priority: int = DEFAULT_PRIORITY
@@ -459,7 +459,7 @@ class Store(Forwarding):
     # ---- transactions ------------------------------------------------------------------
 
     def _maintain(self, t: Write) -> SweepResult:
-        """What is due on the next access (SPEC §5), at the start of every write: dead holders'
+        """What is due on the next access (docs/design.md#leases), at the start of every write: dead holders'
         messages go back first (a lapse or expiry that came while they were held is due now,
         and the steps after skip the messages of live holders), then lapsed leases are undone,
         expired messages dead-lettered and timed-out transactions aborted. `sweep` runs the
@@ -513,7 +513,7 @@ class Store(Forwarding):
 
     def _write_failed(self, exc: lmdb.Error, what: str = "", disk: Path | None = None) -> StoreError:
         """The error for a failed write (to the store, or to `disk`): a full disk is exit 8
-        like a full map (SPEC §6). LMDB reports a short write as EIO, so a full disk can also
+        like a full map (README.md#exit-codes). LMDB reports a short write as EIO, so a full disk can also
         come as "Input/output error"."""
         text = str(exc)
         disk = disk or self.path
@@ -698,7 +698,7 @@ class Store(Forwarding):
 
     def put_many(self, queue: str, messages: Iterable[NewMessage], *, confirm_id: NewId | None = None,
                  lease: float | None = None, tx: int | None = None, extend: bool = False) -> list[Message]:
-        """Put messages in one commit, all or none (seed 000 checks for each in turn).
+        """Put messages in one commit, all or none ([MS-MQDMPR] 3.1.7.1.9 checks for each in turn).
 
         With `confirm_id` the messages are put-unconfirmed under it. The id must not be pending
         in the queue (IdInUse) unless `extend`: the caller's own earlier batches of one bulk put
@@ -752,7 +752,7 @@ class Store(Forwarding):
                 if wrong is None:
                     raise  # not the caller's types: a bug, shown as one
                 raise InvalidArgument(wrong) from None
-            if traced:  # SPEC §7: a report when first enqueued at its origin, in this commit
+            if traced:  # docs/design.md#trace-reports: a report when first enqueued at its origin, in this commit
                 reports.emit(t, traced, reports.ENQUEUED, delivered="=" not in q.name)
             return out
         return self._write(put)
@@ -768,9 +768,9 @@ class Store(Forwarding):
         and put time from this queue manager, as a put would give it (the put time is part of
         the unique id, which must not repeat the original's either).
 
-        Each goes through the seed 000 checks, so one that expired on the way is refused with
+        Each goes through the enqueue checks ([MS-MQDMPR] 3.1.7.1.9), so one that expired on the way is refused with
         status 3; the batch is one commit, all or none. Each gets a new SequentialID and so a
-        new lookup id, as the seed's enqueue does. The messages are updated in place (state
+        new lookup id, as [MS-MQDMPR]'s enqueue does. The messages are updated in place (state
         available; those stored get their new queue and lookup id, and with `new_ids` their
         new ids); pass copies to keep the originals. With `create`, a missing queue is made (a
         journal NAME;journal, or an outgoing queue for a format name, as export writes them).
@@ -810,7 +810,7 @@ class Store(Forwarding):
             priority: int | None = None, where: str | None = None,
             confirm_id: NewId | None = None, lock_id: int | None = None, lease: float | None = None,
             deliver: Callable[[list[Message]], None] | None = None, tx: int | None = None) -> Message:
-        """Get the next message (seed 002). `wait=None` waits forever, `0` not at all."""
+        """Get the next message ([MS-MQDMPR] 3.1.7.1.10 Dequeue Message). `wait=None` waits forever, `0` not at all."""
         return self.get_many(queue, 1, wait=wait, msg_id=msg_id, unique_id=unique_id, correl_id=correl_id,
                              lookup_id=lookup_id, priority=priority, where=where, confirm_id=confirm_id,
                              lock_id=lock_id, lease=lease, deliver=deliver, tx=tx)[0]
@@ -830,7 +830,7 @@ class Store(Forwarding):
         the messages carry it.
 
         With `tx` the messages are dequeued inside that transaction (tx-locked until commit,
-        back in place with a backout on abort); seed 002 makes it exclusive with two-phase.
+        back in place with a backout on abort); [MS-MQDMPR] 3.1.7.1.10 makes it exclusive with two-phase.
 
         `deliver(messages)` is called with the messages taken, in order, with no write
         transaction open (store/holders.py): a destructive get holds them under this process
@@ -883,7 +883,7 @@ class Store(Forwarding):
         batch (if any) in the write that holds its own batch, and leaves its own end in the
         chain instead of committing it (get_batches)."""
         if tx is not None and confirm_id is not None:
-            raise InvalidArgument("a get is either in a transaction or two-phase, not both (seed 002)")
+            raise InvalidArgument("a get is either in a transaction or two-phase, not both")
         _check_count(count, "count")
         if wait is not None and not is_seconds(wait):
             raise InvalidArgument(_not_seconds(wait, "wait") + " (None waits forever)")
@@ -897,7 +897,7 @@ class Store(Forwarding):
         waits = wait is None or wait > 0
         plain = f.plain and lock_id is None
         if f.exact or lock_id is not None:
-            waits = False  # an exact id either names a message now or does not (seed 002)
+            waits = False  # an exact id either names a message now or does not ([MS-MQDMPR] 3.1.7.1.10)
         held = deliver is not None and tx is None and confirm_id is None
         inline = False  # deliver inside the removal's write: only when a hold has no room
         token: int | None = None
@@ -949,7 +949,7 @@ class Store(Forwarding):
                     t.remove_many(found)
                     t.got(q, found)
                 else:
-                    for m in found:  # two-phase read (seed 002 iTwoPhaseRead)
+                    for m in found:  # two-phase read ([MS-MQDMPR] 3.1.7.1.10 iTwoPhaseRead)
                         t.transition(
                             m, durable=False, confirm_id=cid, since=t.now,
                             state=BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED,
@@ -978,7 +978,7 @@ class Store(Forwarding):
                         size = (size + 1) // 2
                         continue
                     # not even one fits: this get writes its output inside the write that
-                    # removes the message, as before holders existed (a reader that stalls now
+                    # removes the message (a reader that stalls now
                     # holds up the others; a failed write removes nothing)
                     held, inline, token, held_at = False, True, None, None
                     continue
@@ -1221,7 +1221,7 @@ class Store(Forwarding):
         return found[0], failed
 
     def undo(self, queue: str, *, confirm_id: int | None = None, lock_id: int | None = None) -> int:
-        """Undo the put or get under a confirm id, or the browse lock under a lock id (SPEC §5)."""
+        """Undo the put or get under a confirm id, or the browse lock under a lock id (docs/design.md#states)."""
         if (confirm_id is None) == (lock_id is None):
             raise InvalidArgument("undo needs exactly one of a confirm id and a lock id")
         _check_id(confirm_id, "confirm id")
@@ -1259,7 +1259,7 @@ class Store(Forwarding):
             if lock_id is not None:
                 t.with_lock_id(q, lock_id)  # raises UnknownLockId when nobody holds that lock
             for m in found:
-                # SPEC §5: an available message, or a locked-browse one with its lock id; a wrong
+                # docs/design.md#states: an available message, or a locked-browse one with its lock id; a wrong
                 # lock id changes nothing, even on a message that could be deleted without one
                 if (m.state == LOCKED_BROWSE and m.lock_id == lock_id) if lock_id is not None \
                         else m.state == AVAILABLE:
@@ -1280,7 +1280,7 @@ class Store(Forwarding):
 
         Yields each batch after its commit, so a caller can show progress; a batch is atomic.
         Moved messages keep msg_id, put time, hops and backouts and are enqueued in the target
-        with the seed 000 checks (a quota there stops the move with that batch undone). With
+        with the enqueue checks (a quota there stops the move with that batch undone). With
         `tx` each move is a dequeue and an enqueue inside that transaction (both queues must be
         transactional, or the source `dead-letter-tx`): nothing moves until it commits.
 
@@ -1405,7 +1405,7 @@ class Store(Forwarding):
             after = last
 
     def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> int:
-        """Operators' undo (SPEC §6 `undo --older-than/--all`): every in-flight message of the
+        """Operators' undo (`undo --older-than/--all`): every in-flight message of the
         queue (or store) that entered its state more than `older_than` seconds ago."""
         if older_than is not None and (not is_seconds(older_than) or older_than < 0):
             raise InvalidArgument(f"older_than must be a number of seconds ≥ 0, got {older_than!r:.40}")
@@ -1426,7 +1426,7 @@ class Store(Forwarding):
         return self._write(undo)
 
     def stats(self) -> list[QueueStats]:
-        """Per queue: depth by state and priority, bytes, oldest message (SPEC §6 `stats`)."""
+        """Per queue: depth by state and priority, bytes, oldest message (`mqcli stats`)."""
         def read(t: Write) -> list[QueueStats]:
             return [self._queue_stats(t, t.queue(name)) for name in t.queue_names()]
         return self._read(read)
@@ -1454,7 +1454,7 @@ class Store(Forwarding):
                         hidden: bool = False) -> Iterator[Message]:
         """Every message of the queues (default: all), in queue order, in any state; without
         `hidden`, not the hidden ones: a put awaiting its confirm or inside an open transaction
-        is not a message yet (SPEC §5), and an import would make it one (the JSONL export
+        is not a message yet (docs/design.md#states), and an import would make it one (the JSONL export
         leaves them out; the Parquet one, for analysis, keeps them like a direct scan). Read
         in snapshots of `batch` messages, each starting where the last ended, so a large
         export holds no long read transaction."""
@@ -1550,7 +1550,7 @@ class Store(Forwarding):
 
     def sweep(self, *, dry_run: bool = False) -> SweepResult:
         """Expire messages, undo lapsed leases and abort timed-out transactions until none is
-        due (SPEC §5, §6)."""
+        due (docs/design.md#leases)."""
         if dry_run:
             with self._env.begin() as lt:
                 t = Write(lt, self._dbs, self._now(), self._queue_cache)

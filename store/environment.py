@@ -5,7 +5,7 @@
   corrupts it. The size chosen at creation is kept in the store's marker file.
 - The environment runs with `metasync=False`: each commit still fsyncs its data pages, but the
   meta page is flushed by the next sync. A commit that must be durable (recoverable messages,
-  SPEC §2) calls `env.sync(True)` after it; a light commit (express messages, entering an
+  docs/design.md#store) calls `env.sync(True)` after it; a light commit (express messages, entering an
   in-flight state) does not, so an OS crash may undo it, never corrupt the store. We do not use
   MDB_NOSYNC for express messages: with it an OS crash can corrupt the whole environment.
 - Stale reader slots of killed processes are cleared on open (`reader_check`).
@@ -181,7 +181,7 @@ def read_marker(path: Path) -> dict:
 
 
 def check_permissions(path: Path) -> None:
-    """Refuse a store whose directory others may write to (SPEC §2: 0700)."""
+    """Refuse a store whose directory others may write to (docs/design.md#store: 0700)."""
     mode = path.stat().st_mode
     if stat.S_IMODE(mode) & (stat.S_IWGRP | stat.S_IWOTH):
         raise StorePermission(

@@ -1,7 +1,7 @@
 """The one exception hierarchy of the store.
 
 Every error carries the MQ status it stands for (MSMQ names and codes where MSMQ has one,
-seed 002 and SPEC §6), and the process exit code that `mqcli` maps it to. The CLI turns these
+[MS-MQDMPR] 3.1.7.1.10 and README.md#exit-codes), and the process exit code that `mqcli` maps it to. The CLI turns these
 into exit codes in one place; the store never prints.
 """
 
@@ -35,7 +35,7 @@ class QueueExists(StoreError):
 
 
 class Timeout(StoreError):
-    """No message arrived within the wait (seed 002 Wait For New Message)."""
+    """No message arrived within the wait ([MS-MQDMPR] 3.1.7.1.10, Wait For New Message)."""
 
     status = "MQ_ERROR_IO_TIMEOUT"
     code = "0xC00E001B"
@@ -91,7 +91,7 @@ class QueueNotAvailable(StoreError):
 
 
 class QueueQuotaExceeded(StoreError):
-    """Enqueue status 1 (seed 000)."""
+    """Enqueue status 1 ([MS-MQDMPR] 3.1.7.1.9)."""
 
     status = "MQ_ERROR_QUEUE_QUOTA_EXCEEDED"
     code = "0xC00E0080"
@@ -99,7 +99,7 @@ class QueueQuotaExceeded(StoreError):
 
 
 class StoreQuotaExceeded(StoreError):
-    """Enqueue status 2 (seed 000): the queue manager quota would be exceeded."""
+    """Enqueue status 2 ([MS-MQDMPR] 3.1.7.1.9): the queue manager quota would be exceeded."""
 
     status = "MQ_ERROR_QUOTA_EXCEEDED"
     code = "0xC00E0079"
@@ -107,7 +107,7 @@ class StoreQuotaExceeded(StoreError):
 
 
 class Throttled(StoreQuotaExceeded):
-    """Enqueue status 2 (seed 000): the queue manager is throttled."""
+    """Enqueue status 2 ([MS-MQDMPR] 3.1.7.1.9): the queue manager is throttled."""
 
 
 class MessageTooLarge(StoreQuotaExceeded):
@@ -135,7 +135,7 @@ class DiskFull(StoreQuotaExceeded):
 
 
 class MessageExpired(StoreError):
-    """Enqueue status 3 (seed 000): the message timed out before it could be enqueued."""
+    """Enqueue status 3 ([MS-MQDMPR] 3.1.7.1.9): the message timed out before it could be enqueued."""
 
     status = "MQ_ERROR_MESSAGE_TIMED_OUT"
     code = None

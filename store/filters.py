@@ -54,7 +54,7 @@ class Filter:
 
     @property
     def exact(self) -> bool:
-        """Whether it names one message (seed 002: such a get does not wait for one to come)."""
+        """Whether it names one message ([MS-MQDMPR] 3.1.7.1.10: such a get does not wait for one to come)."""
         return self.msg_id is not None or self.unique_id is not None or self.lookup_id is not None
 
     def matches(self, m: Message, now: int) -> bool:

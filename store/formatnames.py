@@ -1,8 +1,8 @@
-"""MSMQ format names (SPEC §3, MS-MQMQ 2.1): parse them, print them back.
+"""MSMQ format names ([MS-MQMQ] 2.1, docs/design.md#queues): parse them, print them back.
 
 Wherever a queue is named, the name may be a plain queue name or a format name:
 
-    q                                        a local queue (SPEC §3 name rules)
+    q                                        a local queue (store/queues.py name rules)
     q;journal                                its journal (the store's NAME;journal)
     PUBLIC=<queue-guid>[;JOURNAL]            MS-MQMQ 2.1.3
     PRIVATE=<qm-guid>\\<hex number>[;JOURNAL] MS-MQMQ 2.1.4
@@ -24,17 +24,17 @@ canonical text. Canonical means:
 - the private queue number as 8 lower-case hex digits, zero-padded (MS-MQMQ allows 1 to 8);
 - a local journal as `NAME;journal`, the name the store gives it (`queues.journal_name`);
 - queue names, machine names and hosts as written: names are case-insensitive but shown as
-  created (SPEC §3), so printing never changes their case.
+  created (docs/design.md#queues), so printing never changes their case.
 
 Keywords are matched case-insensitively, ASCII only: `str.upper` maps some non-ASCII letters
 to ASCII ones (dotless i → I), and 'PUBLıC=' must not pass for 'PUBLIC='.
 
 Recognised and refused: DIRECT=IPX (no SPX/IPX transport here), DL= and CONNECTOR= (no
-directory service). MULTICAST= parses but is never dispatched (seed 003), nor are HTTP(S)
+directory service). MULTICAST= parses but is never dispatched ([MS-MQQB] 3.1.7.12), nor are HTTP(S)
 direct names; see `FormatName.dispatchable`.
 
 `check_syntax` is the other door, for text that only has to *be* a format name: the `queue` of
-a trace report body (seed 001, whose `queue-format` is MS-MQMQ 2.1's ABNF) names a destination
+a trace report body ([MS-MQQB] 3.1.5.8.9, whose `queue-format` is MS-MQMQ 2.1's ABNF) names a destination
 that may be on any MSMQ queue manager, so it is held to MS-MQMQ's syntax, not to what this store
 can resolve. It says where a name goes wrong: the 1-based column of the first character at which
 no format name can continue. The two doors differ only where the store is narrower (or, for
@@ -59,7 +59,7 @@ Suffix = Literal["journal", "deadletter", "deadxact"]
 
 #: Longest machine name in a direct format name (MSMQ: 256 Unicode characters).
 MAX_MACHINE = 256
-#: What MACHINE=<this qm>;DEADLETTER and ;DEADXACT name in this store (SPEC §3). A machine
+#: What MACHINE=<this qm>;DEADLETTER and ;DEADXACT name in this store (docs/design.md#queues). A machine
 #: journal (;JOURNAL) has no queue in the store.
 SYSTEM_QUEUES_BY_SUFFIX: dict[str, str] = {"deadletter": DEAD_LETTER, "deadxact": DEAD_LETTER_TX}
 
@@ -110,7 +110,7 @@ class FormatName:
         return self._text("/")
 
     def mqmq_text(self) -> str:
-        """The name as MS-MQMQ 2.1.2's ABNF spells it, for trace report bodies (seed 001,
+        """The name as MS-MQMQ 2.1.2's ABNF spells it, for trace report bodies ([MS-MQQB] 3.1.5.8.9,
         TraceMessage.Body: "queue = queue-format"): as str() except that an HTTP(S) name has
         "\\" after /msmq (`DIRECT=HTTP://h/msmq\\q`), where str() prints MSMQ 3.0's URL form
         (`…/msmq/q`); MSMQ accepts both."""
@@ -149,8 +149,8 @@ class FormatName:
         - direct OS: when the machine is "." or qm_name (case-insensitive).
         - direct TCP: no, even for a loopback address: two queue managers on one host are
           told apart by port, which a TCP direct name lacks; the caller matches it to a
-          link (SPEC §8).
-        - direct HTTP(S), multicast: no (never dispatched either, seed 003).
+          link (docs/design.md#store-and-forward).
+        - direct HTTP(S), multicast: no (never dispatched either, [MS-MQQB] 3.1.7.12).
         """
         if self.kind in ("local", "public"):
             return True
@@ -162,7 +162,7 @@ class FormatName:
 
     @property
     def dispatchable(self) -> bool:
-        """False for the destinations seed 003 never sends to: a multicast name, or a direct
+        """False for the destinations [MS-MQQB] 3.1.7.12 never sends to: a multicast name, or a direct
         name over HTTP or HTTPS. Whether a dispatchable name is local is `is_local`'s call."""
         return not (self.kind == "multicast" or self.protocol in ("http", "https"))
 
@@ -379,13 +379,13 @@ class _Parser:
 # "//" host [":" Port] "/MSMQ", IPX 8HEXDIG ":" 12HEXDIG. QueueName is MS-MQMQ 2.1.1's
 # (1*124 of %x21 / %x23-2A / %x2D-3A / %x3C-5B / %x5D-7F), without MSMQ 4.0's subqueues
 # (";JOURNAL" would be ambiguous) and with letters beyond ASCII too, because store queue
-# names may hold them (SPEC §3 "letters", store/queues.py). Keywords are ABNF strings:
+# names may hold them ("letters", store/queues.py). Keywords are ABNF strings:
 # case-insensitive, ASCII letters only (RFC 5234 §2.3).
 #
-# Where `parse` decides otherwise, a report body keeps to this grammar, because seed 001
-# (shared/seeds/msmq-trace-report-message.txt, TraceMessage.Body: "queue = queue-format",
+# Where `parse` decides otherwise, a report body keeps to this grammar, because [MS-MQQB]
+# (3.1.5.8.9 Sending a Trace Message, TraceMessage.Body: "queue = queue-format",
 # "The ABNF rule queue-format is as specified in [MS-MQMQ] section 2.1") says so; `parse`'s
-# narrower rules are SPEC §3's, for names this store must resolve. Accepted here, refused by
+# narrower rules are the store's (docs/design.md#queues), for names it must resolve. Accepted here, refused by
 # `parse`:
 #   - DIRECT=IPX:<network>:<host>\...            (parse: IPX recognised, not supported)
 #   - queue names with MS-MQMQ punctuation beyond . _ - /, e.g. DIRECT=OS:qm2\a</b>c

@@ -1,4 +1,4 @@
-"""The Store's store-and-forward operations (SPEC §8): links, outgoing queues, arrivals.
+"""The Store's store-and-forward operations (docs/design.md#store-and-forward): links, outgoing queues, arrivals.
 
 A mixin of `Store` (store/engine.py): every method is one read or write transaction over the
 modules that hold the rules, store/links.py and store/outgoing.py. The channel

@@ -1,7 +1,7 @@
-"""The msg_id and unique-id indexes (SPEC §4; issue 2's secondary indexes), with *runs*.
+"""The msg_id and unique-id indexes (docs/design.md#tables), with *runs*.
 
 A batch of messages put together gets msg_id numbers, put times and seqs that all step by one
-(`Write.allocate_ids`, seed 000's SequentialID), so one index entry can stand for many of them:
+(`Write.allocate_ids`, the SequentialID of [MS-MQDMPR] 3.1.7.1.9), so one index entry can stand for many of them:
 
 - ``N origin(16) n(4) seq(8)`` → ``qid(4) 7-priority(1) count(2)``: the messages seq … seq+count-1
   have the msg_ids ``origin\\n`` … ``origin\\n+count-1``;

@@ -8,7 +8,7 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
   *available* messages, holding their records. Priority high→low then arrival is plain key
   order, so "the next available message" is one ``set_range`` on the queue prefix that yields
   the record too, never a walk past in-flight messages. ``seq`` is the SequentialID given at
-  enqueue (seed 000), also the seven low bytes of the lookup id. A table of its own: new
+  enqueue ([MS-MQDMPR] 3.1.7.1.9), also the seven low bytes of the lookup id. A table of its own: new
   positions mostly go at the end of a queue's range, and LMDB keeps pages full only for
   sequential inserts that no other key range interleaves with (measured: 20,000 positions
   interleaved with their msg_id entries in one table took 1.6x the pages).

@@ -1,4 +1,4 @@
-"""Links to other queue managers (SPEC §8) and their pre-shared key files.
+"""Links to other queue managers (docs/design.md#store-and-forward) and their pre-shared key files.
 
 A link NAME is the queue manager that `DIRECT=OS:NAME\\queue` names; its HOST:PORT is the next
 hop that accepts messages for it: the queue manager itself, or one that forwards (A can reach C

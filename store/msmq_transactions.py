@@ -1,9 +1,10 @@
-"""MSMQ transactions: the ones that span invocations (`tx begin`, `--tx`; seed 000 and seed 002
-TransactionalOperation). Each of their steps runs in one LMDB write (store/write.py).
+"""MSMQ transactions: the ones that span invocations (`tx begin`, `--tx`; the
+TransactionalOperation of [MS-MQDMPR] 3.1.7.1.9 and 3.1.7.1.10; docs/design.md#transactions).
+Each of their steps runs in one LMDB write (store/write.py).
 
 A transaction is a record in the `txs` table; its operations are its tx-locked messages, found
 per queue under the `T` index. An enqueue in T stores the message tx-locked with `tx_put`
-(invisible); a dequeue in T locks an available message (reason AckReceive, seed 002). Commit
+(invisible); a dequeue in T locks an available message (reason AckReceive, [MS-MQDMPR] 3.1.7.1.10). Commit
 applies every operation in one LMDB write transaction; abort restores each message to its
 state before T and counts a backout for dequeued ones. A timed-out transaction is aborted on
 the next write to the store.
@@ -88,9 +89,9 @@ def finish(t: Write, tx_id: int, *, commit: bool) -> int:
             t.leave(m, AVAILABLE if commit else GONE)
         elif commit:
             t.leave(m, GONE)
-            t.got(t.queue(m.queue), [m])  # SPEC §3: committed transactional gets too
+            t.got(t.queue(m.queue), [m])  # journaled: committed transactional gets too
         else:
-            t.leave(m, AVAILABLE, backout=True)  # seed 002: the dequeue is undone, one more backout
+            t.leave(m, AVAILABLE, backout=True)  # the dequeue is undone, one more backout
     _forget(t, tx_id, record)
     t.durable = True
     return len(ops)
@@ -103,7 +104,7 @@ def _forget(t: Write, tx_id: int, record: dict) -> None:
 
 
 def lock_for_dequeue(t: Write, tx_id: int, record: dict, m: Message) -> None:
-    """Dequeue inside T (seed 002): the message is locked with reason AckReceive."""
+    """Dequeue inside T ([MS-MQDMPR] 3.1.7.1.10): the message is locked with reason AckReceive."""
     touch(t, tx_id, record, m.qid)
     # a message got in T under a browse lock leaves the lock (and its lease); abort makes it
     # available, not locked again
@@ -112,7 +113,7 @@ def lock_for_dequeue(t: Write, tx_id: int, record: dict, m: Message) -> None:
 
 
 def prepare_enqueue(t: Write, tx_id: int, record: dict, qid: int, messages: list[Message]) -> None:
-    """Enqueue inside T (seed 000): the new positions are locked until commit."""
+    """Enqueue inside T ([MS-MQDMPR] 3.1.7.1.9): the new positions are locked until commit."""
     touch(t, tx_id, record, qid)
     for m in messages:
         m.state, m.tx, m.tx_put, m.since = TX_LOCKED, tx_id, True, t.now

@@ -1,6 +1,6 @@
-"""Outgoing queues, their dispatch state, and arrivals from other queue managers (SPEC §8).
+"""Outgoing queues, their dispatch state, and arrivals from other queue managers (docs/design.md#store-and-forward).
 
-Seed 003 (Message Position Available) decides what is sent: a message made available in an
+[MS-MQQB] 3.1.7.12 (Message Position Available Event) decides what is sent: a message made available in an
 outgoing queue is dispatched unless the queue is multicast, Locked or OnHold, or its
 destination is a direct format name over HTTP or HTTPS. Here:
 
@@ -11,7 +11,7 @@ destination is a direct format name over HTTP or HTTPS. Here:
 - Its dispatch state (table `outq`): held (operator), locked (the peer refused us for a
   reason a retry cannot fix, e.g. the key), the phase of the last attempt (connecting,
   active, waiting for a retry), the last error, the next retry time and the connection
-  history (the seed's ConnectionHistory), the newest 20 events.
+  history ([MS-MQQB]'s ConnectionHistory), the newest 20 events.
 - In flight: the dispatcher holds a batch under a token (store/holders.py: the messages go
   get-unconfirmed, held by the dispatcher's process, so nobody else takes them), and on the
   peer's ack removes them in one light commit (a lost removal only makes the batch go again,
@@ -93,12 +93,12 @@ def save_state(t: Write, q: QueueInfo, state: OutState) -> None:
 # ---- routing --------------------------------------------------------------------------------------
 
 def why_not_dispatched(q: QueueInfo, state: OutState, link: LinkInfo | None, now: int) -> str | None:
-    """Why seed 003 (or our retry timer) keeps this queue from being sent now, or None."""
+    """Why [MS-MQQB] 3.1.7.12 (or our retry timer) keeps this queue from being sent now, or None."""
     fn = formatnames.parse(q.name)
     if fn.kind == "multicast":
-        return "multicast destinations are not dispatched (seed 003)"
+        return "multicast destinations are not dispatched ([MS-MQQB] 3.1.7.12)"
     if fn.protocol in ("http", "https"):
-        return "HTTP(S) direct format names are not dispatched (seed 003)"
+        return "HTTP(S) direct format names are not dispatched ([MS-MQQB] 3.1.7.12)"
     if state.held:
         return "on hold (`mqcli outgoing resume` to send)"
     if state.locked:
@@ -115,7 +115,7 @@ def state_name(q: QueueInfo, state: OutState, link: LinkInfo | None) -> str:
     fn = formatnames.parse(q.name)
     if state.held:
         return ON_HOLD
-    if state.locked or not fn.dispatchable:  # seed 003: multicast and HTTP(S) are never sent
+    if state.locked or not fn.dispatchable:  # [MS-MQQB] 3.1.7.12: multicast and HTTP(S) are never sent
         return LOCKED
     if link is None:
         return WAITING

@@ -1,4 +1,4 @@
-"""Queue records and queue names (SPEC §3)."""
+"""Queue records and queue names (docs/design.md#queues)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class QueueInfo:
     max_backouts: int = 0
     created: int = 0
     system: bool = False
-    # an outgoing queue (SPEC §8): its name is the destination's format name, and this the
+    # an outgoing queue (docs/design.md#store-and-forward): its name is the destination's format name, and this the
     # name of the queue manager it is bound for (the link that takes it), "" if unknown
     outgoing: str | None = None
     # filled in from the queue's counters when read; not stored in the record

@@ -77,7 +77,7 @@ def unique_id_text(origin: bytes, put_time: int) -> str:
 
 
 def lookup_id_of(lookup_hi: int, seq: int) -> int:
-    """Seed 000: the high byte set at enqueue, the seven low bytes from SequentialID."""
+    """[MS-MQDMPR] 3.1.7.1.9: the high byte set at enqueue, the seven low bytes from SequentialID."""
     return (lookup_hi << 56) | (seq & LOOKUP_SEQ_MASK)
 
 
@@ -156,7 +156,7 @@ def dead_letter_status(reason: str | None) -> str | None:
 
 @dataclass(slots=True, eq=True)
 class Message:
-    """One message as the store holds it (SPEC §4). Times are µs since the epoch, UTC."""
+    """One message as the store holds it (docs/design.md#messages). Times are µs since the epoch, UTC."""
 
     body: bytes
     queue: str = ""
@@ -224,7 +224,7 @@ class Message:
         return self.state != AVAILABLE
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: SPEC §4 field names, ISO-8601 times, `body` or `body_b64`."""
+        """The JSON form: the field names of docs/design.md#messages, ISO-8601 times, `body` or `body_b64`."""
         origin = guid_text(self.origin)
         d: dict[str, Any] = {
             "msg_id": f"{origin}\\{self.msg_n}",
@@ -710,7 +710,7 @@ def _required(d: dict[str, Any], key: str) -> str:
 
 
 def validate_fields(m: Message) -> None:
-    """Raise InvalidArgument unless every field fits the record format and SPEC §4."""
+    """Raise InvalidArgument unless every field fits the record format and docs/design.md#messages."""
     if not isinstance(m.body, (bytes, bytearray)):
         raise InvalidArgument("body must be bytes")
     if not 0 <= m.priority <= MAX_PRIORITY or type(m.priority) is not int:  # a bool is no priority

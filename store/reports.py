@@ -1,14 +1,14 @@
-"""Trace report messages (seed 001, SPEC §7): made in the same commit as the event they report.
+"""Trace report messages ([MS-MQQB] 3.1.5.8.9): made in the same commit as the event they report.
 
 A message put with `trace` and a `report_queue` makes the queue manager that handles it send a
-report message each time it is enqueued: at its origin (our addition: MSMQ skips local sends,
-SPEC §7), when it leaves a queue manager, and when it arrives at one. The seed's report:
+report message each time it is enqueued: at its origin (our addition: MSMQ skips local sends),
+when it leaves a queue manager, and when it arrives at one. [MS-MQQB]'s report:
 
 - class report, delivery express, destination the report queue's public format name;
 - label `qm-id:message-id:hops received by computer at time-date` and a NUL, body
   `<MESSAGE ID>id</MESSAGE ID>CRLF<TARGET QUEUE>queue</TARGET QUEUE>CRLF` (store/trace.py).
 
-How the seed's fields are filled here (each a reading of the seed, noted where it is applied):
+How [MS-MQQB]'s fields are filled here (each a reading of it, noted where it is applied):
 
 - qm-id, "the first four hexadecimal digits of the source queue identifier": the first four of
   the origin queue manager's GUID, upper-case. With message-id (the low 32 bits of the msg_id
@@ -19,7 +19,7 @@ How the seed's fields are filled here (each a reading of the seed, noted where i
 - hops: the message's hop count at the event (0 at the origin, +1 per arrival).
 - time: the event's time, UTC, whole seconds; the report's own put_time holds it to the µs.
 
-Beyond the seed, each report carries the traced message's msg_id as its correlation id (so
+Beyond [MS-MQQB], each report carries the traced message's msg_id as its correlation id (so
 `trace route` is one index lookup) and two properties: `mqcli.event` (enqueued, sent or
 received) and `mqcli.delivered` (true when this enqueue put the message into its target queue
 rather than into an outgoing queue). A report made away from the report queue's queue manager
@@ -34,9 +34,9 @@ correlation id the traced message's msg_id and its put time the report's, so it 
 the message and the event; it carries `mqcli.event` = conflict. It is made in the same commit,
 and, like any report, is dropped when its queue refuses it.
 
-Seed 001: "If the rStatus returned by the Open Queue event is not MQ_OK, the protocol MUST
-discard TraceMessage": a report queue that does not exist, or that refuses the report (quota,
-throttled), drops the report and the traced operation goes on.
+[MS-MQQB] 3.1.5.8.9 discards a trace message whose queue cannot be opened: a report queue that
+does not exist, or that refuses the report (quota, throttled), drops the report and the traced
+operation goes on (docs/design.md#trace-reports).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ EVENT_PROP, DELIVERED_PROP = "mqcli.event", "mqcli.delivered"
 
 def keep_report_queue(t: Write, m: Message) -> None:
     """Set what a traced message keeps as its report queue: the public format name of the queue
-    its `report_queue` names when that is a queue here (seed 001: the destination is the report
+    its `report_queue` names when that is a queue here ([MS-MQQB] 3.1.5.8.9: the destination is the report
     queue's public format name), and this queue manager's name in the property
     mqcli.report_qm, so that reports made at later hops find their way back (no directory
     service). A report queue that does not exist is not an error: its reports are discarded."""
@@ -72,7 +72,7 @@ def keep_report_queue(t: Write, m: Message) -> None:
 
 
 def target_format_name(t: Write, m: Message) -> str:
-    """The format name of the queue a message is bound for (the seed's UserHeader
+    """The format name of the queue a message is bound for ([MS-MQQB]'s UserHeader
     .DestinationQueue) in MS-MQMQ's spelling: an outgoing queue is named by it; a local queue is
     DIRECT=OS:qm\\name."""
     if "=" in m.queue:
@@ -114,7 +114,7 @@ def _emit_one(t: Write, m: Message, event: str, delivered: bool, at: int | None 
     try:
         q = addressing.for_put(t, m.report_queue or "", m)  # here, or the way back to its queue manager
     except StoreError:
-        return 0  # seed 001: the open failed, discard the report
+        return 0  # [MS-MQQB] 3.1.5.8.9: the open failed, discard the report
     computer = guid_text(t.origin)
     n, put_time = t.allocate_ids(1)
     if at is not None:

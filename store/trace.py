@@ -47,7 +47,7 @@ has `next_hop` and `hop_count` (None when absent). The documentation writes the 
 IP or IPX address; a host name, and a port after the host, are mqcli's readings (its links are
 HOST:PORT, and every listener of a test may share one address).
 
-How the seed is read where it leaves room (each reading is also noted where it is applied):
+How [MS-MQQB] is read where it leaves room (each reading is also noted where it is applied):
 
 - ABNF quoted strings are case-insensitive (RFC 5234 §2.3), and HEXDIG is `DIGIT / "A" / ...
   / "F"` made of such strings, so `received BY`, `pm`, `NOV` and lowercase hex all match.
@@ -57,9 +57,9 @@ How the seed is read where it leaves room (each reading is also noted where it i
 - `hour` is a 12-hour clock (it is followed by AM/PM): hours 01-12, `12:xx AM` is just after
   midnight and `12:xx PM` just after noon; minutes and seconds 00-59 (no leap second).
 - The 2DIGIT between month and year is the day of the month, 01 to the month's length; the year
-  is 20YY (the seed's CURRENT_TIME; Spark's `yy` reads the same century); the day name must be
+  is 20YY (our reading, UTC like every time here; Spark's `yy` reads the same century); the day name must be
   that date's weekday. Times are UTC.
-- Errors name the innermost rule *of the seed* that failed (`qm-id`, not the core rule
+- Errors name the innermost rule *of [MS-MQQB]* that failed (`qm-id`, not the core rule
   HEXDIG). `computer` and `queue` are bare aliases, so their failures are named by the rule
   they alias: `GUID` and `queue-format`.
 - `queue-format` is MS-MQMQ 2.1's syntax, which store/formatnames.py holds for the whole
@@ -104,7 +104,7 @@ MIN_YEAR, MAX_YEAR = 2000, 2099
 
 
 class TraceFormatError(BadData):
-    """A trace label or body that breaks the seed's ABNF: where (1-based column) and which rule."""
+    """A trace label or body that breaks [MS-MQQB]'s ABNF: where (1-based column) and which rule."""
 
     def __init__(self, kind: str, column: int, rule: str, detail: str) -> None:
         super().__init__(f"bad trace {kind}: column {column}, rule {rule}: {detail}")
@@ -358,8 +358,8 @@ def _starts(text: str, pos: int, literal: str) -> bool:
 
 
 class _Parser(Scanner):
-    """The seed's `label` and `Report` (`strict`), or the documented forms' `any-label` and
-    `any-report`, one method per rule; errors name the rule (the seed's where it has one)."""
+    """[MS-MQQB]'s `label` and `Report` (`strict`), or the documented forms' `any-label` and
+    `any-report`, one method per rule; errors name the rule ([MS-MQQB]'s where it has one)."""
 
     def __init__(self, text: str, kind: str, strict: bool = True) -> None:
         super().__init__(text)
@@ -367,7 +367,7 @@ class _Parser(Scanner):
         self.strict = strict
 
     def error(self, column: int, detail: str, rule: str | None) -> TraceFormatError:
-        assert rule is not None, "every trace error names the seed's rule that failed"
+        assert rule is not None, "every trace error names [MS-MQQB]'s rule that failed"
         return TraceFormatError(self.kind, column, rule, detail)
 
     def hexdig(self, count: int, rule: str) -> str:
@@ -455,7 +455,7 @@ class _Parser(Scanner):
         pm = self.choice(("AM", "PM"), "AM or PM", rule="time-date") == 1
         self.literal(" ", "SP", rule="time-date")
         year, month, day = self.date()
-        # seed: hour is a 12-hour clock (followed by AM/PM): 12 AM is 00h, 12 PM is 12h
+        # [MS-MQQB]: hour is a 12-hour clock (followed by AM/PM): 12 AM is 00h, 12 PM is 12h
         hour24 = hour % 12 + (12 if pm else 0)
         return datetime(year, month, day, hour24, minute, second or 0, tzinfo=UTC), second is not None
 
@@ -495,7 +495,7 @@ class _Parser(Scanner):
             self.fail(f"{MONTHS[month - 1]} has no day {self.text[dd_at:dd_at + 2]}", dd_at,
                       rule="date")
         self.literal(" ", "SP", rule="date")
-        # year = 2DIGIT: the seed's CURRENT_TIME, so 20YY
+        # year = 2DIGIT: our reading is 20YY
         year = 2000 + int(self.digits(2, "year"))
         try:
             weekday_of = datetime(year, month, day).weekday()

@@ -1,7 +1,7 @@
 """One LMDB write of a store (`Write`): the message-state machine and its indexes.
 
 Every public operation of `Store` runs as one `Write`: one LMDB write transaction, committed
-whole or not at all (SPEC §2). (Not to be confused with an MSMQ transaction, which spans
+whole or not at all (docs/design.md#store). (Not to be confused with an MSMQ transaction, which spans
 invocations and lives in store/msmq_transactions.py.) All index maintenance lives here, in `_place` / `_unplace`
 and `insert_many` / `remove_many` (the msg_id and unique-id runs through store/identity.py), so
 that records and indexes cannot disagree.
@@ -49,7 +49,7 @@ GONE = None  # where `Write.leave` sends a message that leaves the store
 
 class Counters:
     """The queue manager's hot counters: one meta record, read once per transaction, written
-    at flush. SequentialID (seed 000), the last msg_id number and put time, messages, bytes."""
+    at flush. SequentialID ([MS-MQDMPR] 3.1.7.1.9), the last msg_id number and put time, messages, bytes."""
 
     __slots__ = ("seq", "msg_n", "put_time", "count", "bytes")
     RECORD = struct.Struct(">QQqqq")
@@ -70,7 +70,7 @@ class Write:
         self.lt = lt
         self.dbs = dbs
         self.now = now
-        self.durable = False          # True once a change must survive an OS crash (SPEC §2)
+        self.durable = False          # True once a change must survive an OS crash (docs/design.md#store)
         self.woke: set[int] = set()   # queues where a message became available
         self._queues: dict[bytes, QueueInfo] = {}
         # decoded queue records of earlier transactions, reused while their bytes are unchanged;
@@ -194,7 +194,7 @@ class Write:
     def got(self, q: QueueInfo, removed: list[Message]) -> None:
         """Messages a get removed (a plain get, a confirmed one, a committed transactional one):
         the queue's last get time, and a copy of each in NAME;journal if the queue is journaled
-        (SPEC §3; made on first use, with the removal time in the property mqcli.journal_time)."""
+        (docs/design.md#queues; made on first use, with the removal time in the property mqcli.journal_time)."""
         if not removed:
             return
         self._qtimes.setdefault(q.qid, [0, 0])[1] = self.now
@@ -522,7 +522,7 @@ class Write:
             self.durable = True
         return m
 
-    # ---- enqueue (seed 000) ------------------------------------------------------------
+    # ---- enqueue ([MS-MQDMPR] 3.1.7.1.9) ------------------------------------------------
 
     def allocate_ids(self, n: int) -> tuple[int, int]:
         """The first of `n` new msg_id numbers and put times (both strictly increasing)."""
@@ -535,7 +535,7 @@ class Write:
 
     def check_enqueue(self, q: QueueInfo, messages: list[Message], *,
                       arrivals: bool = False) -> tuple[list[Message], list[Message]]:
-        """The checks of seed 000 §3.1.7.1.9 for each message in turn, in the seed's order;
+        """The checks of [MS-MQDMPR] 3.1.7.1.9 Enqueue Message for each message in turn, in its order;
         each message counts the ones before it in the same batch. Returns (the messages that
         pass, those over the queue's quota).
 
@@ -553,7 +553,7 @@ class Write:
         now = self.now
         for m in messages:
             size = len(m.body)
-            if size > max_size:  # first: MSMQ refuses it at send, before the seed's checks
+            if size > max_size:  # first: MSMQ refuses it at send, before [MS-MQDMPR]'s checks
                 raise MessageTooLarge(
                     f"the message body is {size} bytes, more than the store's max-message-size of "
                     f"{max_size} bytes (`mqcli qmgr set --max-message-size`)")
@@ -582,7 +582,7 @@ class Write:
 
     def enqueue(self, q: QueueInfo, messages: list[Message], *, check: bool = True,
                 transactional: bool = False) -> list[Message]:
-        """Enqueue Message (seed 000 §3.1.7.1.9) for each message, in one transaction."""
+        """Enqueue Message ([MS-MQDMPR] 3.1.7.1.9) for each message, in one transaction."""
         if check:
             self.check_enqueue(q, messages)
         c = self.counters
@@ -605,8 +605,8 @@ class Write:
         """Move a message to the dead-letter queue, or drop it if sent without dead-lettering.
 
         A `poison` message (max-backouts) is always moved: the sender's choice covers expiry
-        (SPEC §5), and dropping a message that no application could process would lose it
-        without a trace (SPEC §3: at max-backouts it "moves to the dead-letter queue").
+        (docs/design.md#leases), and dropping a message that no application could process would lose it
+        without a trace: at max-backouts it moves to the dead-letter queue (docs/design.md#leases).
         """
         self.remove(m)
         if not (m.dead_letter or poison):
@@ -651,7 +651,7 @@ class Write:
         return self.transition(m, durable=durable, state=AVAILABLE)
 
     def undo_one(self, m: Message) -> Message | None:
-        """SPEC §5 `undo` of one in-flight message; returns it, or None if it is gone."""
+        """`undo` of one in-flight message (docs/design.md#states); returns it, or None if it is gone."""
         if m.state == PUT_UNCONFIRMED:
             return self.leave(m, GONE)
         if m.state == GET_UNCONFIRMED:
@@ -875,7 +875,7 @@ class Write:
                 yield m
 
     def by_lookup_id(self, q: QueueInfo, lookup_id: int) -> Iterator[Message]:
-        """The lookup id's low seven bytes are the seq (seed 000); the message is either held
+        """The lookup id's low seven bytes are the seq ([MS-MQDMPR] 3.1.7.1.9); the message is either held
         or at one of the queue's eight priorities."""
         seq = lookup_id & keys.LOOKUP_SEQ_MASK
         for priority in range(7, -1, -1):
@@ -911,7 +911,7 @@ class Write:
         """Messages a get or browse may take, in queue order, using the most selective index.
 
         With an exact id (msg_id, unique_id, lookup_id) a message that exists but is held raises
-        AlreadyReceived, and one that does not exist raises MessageNotFound (seed 002).
+        AlreadyReceived, and one that does not exist raises MessageNotFound ([MS-MQDMPR] 3.1.7.1.10).
         """
         if lock_id is not None:
             held = [m for m in self.with_lock_id(q, lock_id) if f.matches(m, self.now)]

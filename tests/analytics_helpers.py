@@ -1,5 +1,5 @@
 """Helpers for the pipeline tests (tests/test_analytics_*.py): trace reports made as the store
-makes them (SPEC §7; store/trace.py's encoders), put with `Store.import_messages` so that
+makes them (docs/design.md#trace-reports; store/trace.py's encoders), put with `Store.import_messages` so that
 each keeps its event time as its put time."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The library refuses arguments of the wrong type with InvalidArgument (exit 2 in the CLI)
-naming the argument, not a TypeError from deep inside, and stores nothing (SPEC §6: bad input
+naming the argument, not a TypeError from deep inside, and stores nothing (README.md#exit-codes: bad input
 gets a clear error and loses nothing)."""
 
 import pytest

@@ -1,6 +1,6 @@
 """`mqcli dispatch` against a real `mqcli listen`, both subprocesses on loopback: what is sent
 (in queue order, each message once, removed only when acked), what is not (held, locked,
-HTTP(S) and multicast outgoing queues: seed 003), failures (exit 13, recorded on the queue,
+HTTP(S) and multicast outgoing queues: [MS-MQQB] 3.1.7.12), failures (exit 13, recorded on the queue,
 locked when a retry cannot help), one dispatcher per store, --follow with retries and signals."""
 
 import json
@@ -90,7 +90,7 @@ def test_a_held_queue_is_not_sent_until_resumed(net):
 
 
 def test_http_and_multicast_destinations_are_never_dispatched(net):
-    # links exist for both addresses, so only seed 003's rule keeps them home
+    # links exist for both addresses, so only [MS-MQQB] 3.1.7.12's rule keeps them home
     assert mqcli(net.a, "link", "add", "234.1.1.1", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
     http, https, multicast = "DIRECT=HTTP://qmB/msmq/q", "DIRECT=HTTPS://qmB/msmq/q", "MULTICAST=234.1.1.1:8001"
     for dest in (http, https, multicast):
@@ -101,7 +101,7 @@ def test_http_and_multicast_destinations_are_never_dispatched(net):
     for dest in (http, https, multicast):
         o = outgoing(net.a, dest)
         assert (o.messages, o.in_flight, o.state) == (1, 0, "locked"), o
-        assert "not dispatched (seed 003)" in o.why
+        assert "not dispatched ([MS-MQQB] 3.1.7.12)" in o.why
         assert not any(h["event"] == "connecting" for h in o.history)
 
 

@@ -213,7 +213,7 @@ def test_a_store_writable_by_others_is_refused_with_exit_11(cli):
     assert cli("--allow-unsafe-permissions", "info").code == 0
 
 
-# the store-and-forward tables (SPEC §8): links, outq (dispatch state), seen (arrivals)
+# the store-and-forward tables (docs/design.md#store-and-forward): links, outq (dispatch state), seen (arrivals)
 
 TO_QM2 = "DIRECT=OS:qm2\\orders"
 DAY_US = 86400 * 1_000_000

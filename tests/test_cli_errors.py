@@ -1,4 +1,4 @@
-"""CLI: exit codes (SPEC §6 table), the one-line error text, and the JSON error object."""
+"""CLI: exit codes (README.md#exit-codes), the one-line error text, and the JSON error object."""
 
 import json
 import os
@@ -89,7 +89,7 @@ def test_no_command_shows_help_not_an_error(cli, args):
     assert "mqcli: error: Usage:" not in r.stderr
 
 
-# ---- every exit code of the SPEC table the store can produce ------------------------------
+# ---- every exit code of the README table the store can produce ----------------------------
 
 
 def _held(cli):
@@ -217,7 +217,7 @@ def test_only_init_creates_a_store(tmp_path):
     for args in (("check",), ("queue", "list"), ("put", "q", "x")):
         cli.fails(11, *args)
         assert not (tmp_path / "auto").exists()
-    cli.ok("init", "-q")  # SPEC §2: only init makes one
+    cli.ok("init", "-q")  # docs/design.md#store: only init makes one
     assert (tmp_path / "auto").is_dir()
     cli.ok("queue", "list", "-q")
 

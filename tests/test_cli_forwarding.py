@@ -1,4 +1,4 @@
-"""CLI: link add/list/remove/keygen and outgoing list/show/hold/resume (SPEC §8)."""
+"""CLI: link add/list/remove/keygen and outgoing list/show/hold/resume (docs/design.md#store-and-forward)."""
 
 import stat
 
@@ -64,7 +64,7 @@ def test_http_and_multicast_destinations_say_why_they_are_not_sent(cli):
     cli.put("MULTICAST=224.1.2.3:8080", "x")
     rows = {r["name"]: r for r in cli.json("outgoing", "list")}
     assert rows["DIRECT=HTTP://web/msmq/q"]["state"] == "locked"
-    assert "seed 003" in rows["MULTICAST=224.1.2.3:8080"]["why"]
+    assert "[MS-MQQB] 3.1.7.12" in rows["MULTICAST=224.1.2.3:8080"]["why"]
 
 
 def test_outgoing_show_of_a_queue_that_is_not_outgoing_exits_6(cli):

@@ -1,4 +1,4 @@
-"""Bad input against real `mqcli` processes: a store path that cannot be used (SPEC §6 exit
+"""Bad input against real `mqcli` processes: a store path that cannot be used (exit
 11), and bodies larger than the store's max-message-size (exit 8), refused without reading
 more of them than the limit."""
 

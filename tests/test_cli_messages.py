@@ -1,4 +1,4 @@
-"""CLI: put, get, browse (with lock), unlock, confirm, undo, delete, move, inflight (SPEC §5, §6)."""
+"""CLI: put, get, browse (with lock), unlock, confirm, undo, delete, move, inflight (docs/design.md#states)."""
 
 import time
 from datetime import datetime, timezone
@@ -7,7 +7,7 @@ import pytest
 
 from store import Store
 
-# SPEC §4: every field a message shows in JSON, and the ones present only while in flight.
+# docs/design.md#messages: every field a message shows in JSON, and the ones present only while in flight.
 FIELDS = {"msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "size", "props",
           "app_specific", "class", "delivery", "queue", "state", "put_time", "expires", "trace",
           "report_queue", "hops", "backouts"}
@@ -59,7 +59,7 @@ def test_get_json_shows_every_spec_field(cli):
     # a traced message keeps its report queue's queue manager, for reports made at later hops
     assert m["props"] == {"k": "v", "a": "b=c", "mqcli.report_qm": cli.json("info")["name"]}
     assert m["app_specific"] == 42 and m["class"] == "normal" and m["delivery"] == "express"
-    # seed 001: the report queue as its public format name
+    # [MS-MQQB] 3.1.5.8.9: the report queue as its public format name
     reports_guid = cli.json("queue", "show", "reports")["guid"]
     assert m["queue"] == "q" and m["trace"] is True and m["report_queue"] == f"PUBLIC={reports_guid}"
     assert m["hops"] == 0 and m["backouts"] == 0

@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM against real `mqcli` processes (SPEC §6: exit 130, "nothing half-done is
+"""Ctrl-C and SIGTERM against real `mqcli` processes (README.md#exit-codes: exit 130, "nothing half-done is
 left behind"; SIGTERM is treated the same, exit 143): what a command committed is what it
 printed, files are whole or untouched, and the error is one line with no traceback."""
 

@@ -1,4 +1,4 @@
-"""CLI: trace decode (SPEC §7): fields of a label or body in text and JSON, from an argument or
+"""CLI: trace decode (docs/design.md#trace-reports): fields of a label or body in text and JSON, from an argument or
 stdin, and exit 12 naming the column and ABNF rule of bad input."""
 
 import json
@@ -122,7 +122,7 @@ def test_a_label_with_its_nul_decodes_from_a_real_pipe(cli):
 @pytest.mark.parametrize("strict", [False, True])
 def test_trace_decode_agrees_with_every_documented_vector(cli, strict):
     """tests/vectors/trace_documented.jsonl through the command: the fields of an accepted form,
-    exit 12 naming the column and rule of any other; --strict refuses every form beyond the seed."""
+    exit 12 naming the column and rule of any other; --strict refuses every form beyond [MS-MQQB]."""
     wrong = []
     for v in DOCUMENTED:
         args = ["trace", "decode", "-", "-o", "json", *(["--body"] if v["kind"] == "body" else []),

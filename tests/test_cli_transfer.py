@@ -1,5 +1,5 @@
 """CLI: moving messages between queues and stores as JSONL — `get -o jsonl | put --jsonl`,
-`export` / `import` (SPEC §6: round-trips exactly, ids kept; only lookup_id is new, seed 000)."""
+`export` / `import` (round-trips exactly, ids kept; only lookup_id is new, [MS-MQDMPR] 3.1.7.1.9)."""
 
 import json
 import stat
@@ -46,7 +46,7 @@ def test_get_jsonl_piped_to_put_jsonl_reproduces_every_field_but_queue_and_looku
     assert len(copied) == len(got) == 5
     for old, new in zip(got, copied):
         assert new["queue"] == "copy" and old["queue"] == "q"
-        assert new["lookup_id"] != old["lookup_id"]  # a new SequentialID at enqueue (seed 000)
+        assert new["lookup_id"] != old["lookup_id"]  # a new SequentialID at enqueue ([MS-MQDMPR] 3.1.7.1.9)
         assert _without(new, "queue", "lookup_id") == _without(old, "queue", "lookup_id")
         assert new["state"] == "available"
     assert cli.ok("get", "copy", "--all", "-o", "body", "--delimiter", "").stdout == b"".join(

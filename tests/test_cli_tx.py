@@ -1,5 +1,5 @@
 """CLI: transactions that span invocations — tx begin/commit/abort/list/show, put/get/move
---tx (SPEC §5 tx-locked rows, §6; exit 10)."""
+--tx (docs/design.md#transactions; exit 10)."""
 
 import json
 import os
@@ -173,7 +173,7 @@ def test_tx_with_confirm_id_is_a_usage_error(txcli):
     t = begin(txcli)
     r = txcli.fails(2, "get", "a", "--tx", t, "--confirm-id", "7")
     assert txcli.error_line(r) == ("mqcli: error: a get is either in a transaction or two-phase, not both "
-                                   "(seed 002) [MQ_ERROR_INVALID_PARAMETER]")
+                                   "[MQ_ERROR_INVALID_PARAMETER]")
     r = txcli.fails(2, "put", "a", "y", "--tx", t, "--confirm-id", "7")
     assert txcli.error_line(r) == ("mqcli: error: a put is either in a transaction or two-phase, not both "
                                    "[MQ_ERROR_INVALID_PARAMETER]")

@@ -1,4 +1,4 @@
-"""Crash safety with real SIGKILLs (SPEC §2: a message is wholly there or wholly absent).
+"""Crash safety with real SIGKILLs (docs/design.md#store: a message is wholly there or wholly absent).
 
 A child process does batched puts and two-phase gets and is killed with SIGKILL at a random
 moment, CRASH_ROUNDS times (default 25; CRASH_SEED fixes the randomness). The child reports

@@ -1,4 +1,4 @@
-"""Seed 000 (Enqueue Message): SequentialID, lookup ids, position order, status checks."""
+"""[MS-MQDMPR] 3.1.7.1.9 Enqueue Message: SequentialID, lookup ids, position order, status checks."""
 
 import pytest
 
@@ -14,7 +14,7 @@ def test_sequential_id_increments_once_per_enqueue(st):
 
 def test_lookup_id_high_byte_is_zero_and_low_bytes_are_the_sequential_id(st):
     m = st.put("q", b"a", priority=6)
-    assert m.lookup_id >> 56 == 0  # not transactional: high byte 0x00 (seed 000)
+    assert m.lookup_id >> 56 == 0  # not transactional: high byte 0x00 ([MS-MQDMPR] 3.1.7.1.9)
     assert m.lookup_id & ((1 << 56) - 1) == st.info().sequential_id
 
 
@@ -57,7 +57,7 @@ def test_store_quota_is_checked_before_queue_quota(st):
     st.set_qmgr(quota=10)
     st.create_queue("small", quota=5)
     with pytest.raises(errors.StoreQuotaExceeded) as info:
-        st.put("small", b"x" * 11)  # exceeds both: status 2 wins (seed 000 order)
+        st.put("small", b"x" * 11)  # exceeds both: status 2 wins ([MS-MQDMPR] 3.1.7.1.9 order)
     assert info.value.exit_code == 8
     with pytest.raises(errors.QueueQuotaExceeded) as info:
         st.put("small", b"x" * 6)
@@ -302,7 +302,7 @@ def test_export_resumes_each_snapshot_where_the_last_ended(st, batch):
 
 
 def test_export_leaves_out_puts_that_are_not_messages_yet(st):
-    # SPEC §5: a put awaiting its confirm, or inside an open transaction, is hidden from every
+    # docs/design.md#states: a put awaiting its confirm, or inside an open transaction, is hidden from every
     # query; an import would make it a deliverable message
     st.create_queue("t", transactional=True)
     st.put("q", b"kept")
@@ -354,5 +354,5 @@ def test_format_names_of_missing_queues_are_refused(st, name, error):
 
 @pytest.mark.parametrize("name", ["DIRECT=OS:elsewhere\\orders", "DIRECT=TCP:10.0.0.1\\orders"])
 def test_a_queue_of_another_queue_manager_is_put_to_its_outgoing_queue(st, name):
-    st.put(name, b"x")  # SPEC §8; tests/test_outgoing.py has the rest
+    st.put(name, b"x")  # docs/design.md#store-and-forward; tests/test_outgoing.py has the rest
     assert [o.name for o in st.outgoing_list()] == [name]

@@ -1,4 +1,4 @@
-"""Format names (SPEC §3, MS-MQMQ 2.1): parse, print, refuse with the part named."""
+"""Format names ([MS-MQMQ] 2.1, docs/design.md#queues): parse, print, refuse with the part named."""
 
 import pytest
 from hypothesis import example, given, settings
@@ -306,8 +306,8 @@ def test_check_syntax_counts_columns_in_the_whole_text():
     assert (raised.value.column, raised.value.detail) == (19, "expected a queue name, found 'a'")
 
 
-# Where the syntax (what a trace report body holds, seed 001) and `parse` (what the store
-# resolves, SPEC §3) decide differently; store/formatnames.py's check_syntax comment says why.
+# Where the syntax (what a trace report body holds, [MS-MQQB] 3.1.5.8.9) and `parse` (what the store
+# resolves, docs/design.md#queues) decide differently; store/formatnames.py's check_syntax comment says why.
 @pytest.mark.parametrize(("text", "syntax", "store"), [
     ("q", False, True),
     ("q;journal", False, True),

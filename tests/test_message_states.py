@@ -1,4 +1,4 @@
-"""Every row of the SPEC §5 table (transactions excepted) on the real store."""
+"""Every row of the docs/design.md#states table (transactions excepted) on the real store."""
 
 import pytest
 
@@ -202,8 +202,8 @@ def test_max_backouts_moves_a_poison_message_to_the_dead_letter_queue(st):
 
 
 def test_a_poison_message_sent_without_dead_lettering_is_still_dead_lettered(st):
-    # --no-dead-letter is the sender's choice for expiry (SPEC §5); at max-backouts the
-    # message "moves to the dead-letter queue" (SPEC §3) rather than vanishing
+    # --no-dead-letter is the sender's choice for expiry; at max-backouts the
+    # message moves to the dead-letter queue rather than vanishing (docs/design.md#leases)
     st.create_queue("p", max_backouts=2)
     m = st.put("p", b"poison", dead_letter=False)
     for attempt in range(2):

@@ -1,4 +1,4 @@
-"""Store-and-forward in the store (SPEC §8, seed 003): links, outgoing queues, what is dispatched
+"""Store-and-forward in the store (docs/design.md#store-and-forward): links, outgoing queues, what is dispatched
 and why not, the dispatcher's take / done / return, and arrivals (dedup, hops, forwarding,
 dead-lettering, trace reports). The wire is tested in tests/test_channel_*.py."""
 
@@ -119,8 +119,8 @@ def test_the_seed_003_rules_and_our_own_say_what_is_not_dispatched(qms, clock):
     assert why["DIRECT=TCP:127.0.0.1\\q"] == ("active", None)  # the link whose host it is
     assert why["DIRECT=OS:qmC\\q"][0] == "waiting" and "no link to qmC" in why["DIRECT=OS:qmC\\q"][1]
     assert why["DIRECT=TCP:10.0.0.9\\q"][0] == "waiting"
-    assert why["DIRECT=HTTPS://web/msmq/q"] == ("locked", "HTTP(S) direct format names are not dispatched (seed 003)")
-    assert why["MULTICAST=224.1.2.3:80"] == ("locked", "multicast destinations are not dispatched (seed 003)")
+    assert why["DIRECT=HTTPS://web/msmq/q"] == ("locked", "HTTP(S) direct format names are not dispatched ([MS-MQQB] 3.1.7.12)")
+    assert why["MULTICAST=224.1.2.3:80"] == ("locked", "multicast destinations are not dispatched ([MS-MQQB] 3.1.7.12)")
     (route,) = a.dispatch_plan()
     assert route.link.name == "qmB" and sorted(route.queues) == ["DIRECT=OS:qmB\\orders", "DIRECT=TCP:127.0.0.1\\q"]
 
@@ -208,7 +208,7 @@ def test_arrivals_over_the_queue_quota_are_dead_lettered_in_turn_over_the_store_
     b.set_queue("orders", quota=10)
     a.put_many(TO_B, [NewMessage(b"123456"), NewMessage(b"789012"), NewMessage(b"3456"),
                       NewMessage(b"no-dlq", dead_letter=False)])
-    assert send(a, b)[:2] == (2, 0)  # seed 000 checks each message in turn: the 4-byte one still fits
+    assert send(a, b)[:2] == (2, 0)  # [MS-MQDMPR] 3.1.7.1.9 checks each message in turn: the 4-byte one still fits
     assert [m.body for m in b.browse("orders")] == [b"123456", b"3456"]
     (dead,) = b.browse("dead-letter")
     assert (dead.body, dead.original_queue, dead.dead_letter_reason) == (

@@ -1,4 +1,4 @@
-"""The message-state machine (SPEC §5, seed mqe-message-store-states) against a small model.
+"""The message-state machine (docs/design.md#states; the WebSphere MQ Everyplace message states) against a small model.
 
 A Hypothesis ``RuleBasedStateMachine`` drives a real store (fresh per example, fake clock) with
 puts, two-phase puts and gets, browse locks, unlocks, undos, deletes, wrong ids and lapsing
@@ -282,7 +282,7 @@ class StoreMachine(RuleBasedStateMachine):
             raise AssertionError(m)
 
     def lapse(self, m: Msg) -> None:
-        """A lapsed lease acts as undo (SPEC §5), the browse lock included (txn.lapse_leases);
+        """A lapsed lease acts as undo (docs/design.md#leases), the browse lock included (Write.lapse_leases);
         its ids are remembered, and reserved, for a day."""
         for kind, ident in ((CONFIRM, m.confirm_id), (LOCK, m.lock_id)):
             if ident is not None:
@@ -355,7 +355,7 @@ class StoreMachine(RuleBasedStateMachine):
         for g, (p, cid) in zip(got, batch, strict=True):
             assert g.msg_id not in self.msgs and g.msg_id not in self.gone
             assert (g.state, g.tx, g.tx_put, g.queue, g.priority) == ("tx-locked", t, True, q, p)
-            assert g.lookup_id >> 56 == 7 - p  # seed 000: a transactional message's high byte
+            assert g.lookup_id >> 56 == 7 - p  # [MS-MQDMPR] 3.1.7.1.9: a transactional message's high byte
             self.msgs[g.msg_id] = Msg(g.msg_id, q, p, cid, self.arrive(), state="tx-locked",
                                       tx=t, tx_put=True)
 
@@ -472,7 +472,7 @@ class StoreMachine(RuleBasedStateMachine):
     def refusal(self, q: str, flt: dict) -> type[errors.StoreError]:
         """What a get or browse-with-lock that finds nothing raises (txn.Write.candidates).
 
-        An exact msg_id names a message now or not at all (seed 002): absent from the queue
+        An exact msg_id names a message now or not at all ([MS-MQDMPR] 3.1.7.1.10): absent from the queue
         (or not yet put: put-unconfirmed, or put inside an open transaction) is MessageNotFound,
         held in flight is AlreadyReceived.
         """
@@ -725,7 +725,7 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.txs)
     @rule(q=tx_queues, count=hs.integers(1, 3), data=hs.data())
     def tx_get(self, q: str, count: int, data: hs.DataObject) -> None:
-        """Get inside T (seed 002): the next available matches become tx-locked by T."""
+        """Get inside T ([MS-MQDMPR] 3.1.7.1.10): the next available matches become tx-locked by T."""
         t = self.draw_tx(data)
         # mostly the head of the queue (so one message is got and aborted again and again,
         # up to max-backouts), sometimes with a filter

@@ -1,7 +1,7 @@
 """Making a store: nothing is changed where a store is refused, and a creation stopped at any
 point (killed, a full disk) leaves nothing that a later `init` cannot finish or that `check`
-calls sound while it is not (SPEC §2: "created on first use"; §3: system queues are created
-with the store)."""
+calls sound while it is not (docs/design.md#store; system queues are created with the store,
+docs/design.md#queues)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trace report labels and bodies (seed 001, SPEC §7): the hand-written vectors, encode→decode
+"""Trace report labels and bodies ([MS-MQQB] 3.1.5.8.9, docs/design.md#trace-reports): the hand-written vectors, encode→decode
 round trips over Hypothesis-generated fields, and fuzzing that lets only BadData escape."""
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def labels(draw) -> ReportLabel:
     time = draw(s.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31, 23, 59, 59),
                             timezones=s.just(timezone.utc))).replace(microsecond=0)
     has_seconds = draw(s.booleans())
-    documented = draw(s.booleans())  # beyond the seed: machine names, and departures' `sent from`
+    documented = draw(s.booleans())  # beyond [MS-MQQB]: machine names, and departures' `sent from`
     next_hop = draw(s.one_of(s.none(), DOCUMENTED_ADDRESS)) if documented else None
     return ReportLabel(
         qm_id=draw(s.text(s.sampled_from(HEX), min_size=4, max_size=4)),

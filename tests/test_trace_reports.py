@@ -1,4 +1,4 @@
-"""Trace report generation at the origin (SPEC §7, seed 001), and trace show / route."""
+"""Trace report generation at the origin (docs/design.md#trace-reports), and trace show / route."""
 
 import io
 import json
@@ -42,7 +42,7 @@ def test_a_traced_put_leaves_exactly_one_report_describing_it(traced, clock):
     assert r.correl_id == m.msg_id
     assert r.props == {"mqcli.event": "enqueued", "mqcli.delivered": "true", "mqcli.report_qm": "qm1"}
     assert m.props == {"mqcli.report_qm": "qm1"}  # where reports made at later hops go back to
-    # seed 001: the destination is the report queue's public format name
+    # [MS-MQQB] 3.1.5.8.9: the destination is the report queue's public format name
     assert m.report_queue == f"PUBLIC={traced.queue_info('reports').guid}"
     assert traced.get("q", wait=0).report_queue == m.report_queue
 
@@ -53,7 +53,7 @@ def test_a_traced_put_leaves_exactly_one_report_describing_it(traced, clock):
     ("DIRECT=TCP:10.0.0.7\\q", "DIRECT=TCP:10.0.0.7\\q"),
 ])
 def test_a_report_body_names_the_destination_in_ms_mqmq_spelling(traced, destination, in_body):
-    """Seed 001: the body's queue is a queue-format of MS-MQMQ 2.1, whose ABNF puts "\\" after
+    """[MS-MQQB] 3.1.5.8.9: the body's queue is a queue-format of MS-MQMQ 2.1, whose ABNF puts "\\" after
     /msmq in HTTP names; the store prints MSMQ 3.0's URL form, which MSMQ also accepts."""
     traced.put(destination, b"x", trace=True, report_queue="reports")
     (report,) = traced.browse("reports")

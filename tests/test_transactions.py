@@ -1,4 +1,4 @@
-"""Transactions that span invocations (seed 000, seed 002, SPEC §5 tx-locked rows)."""
+"""Transactions that span invocations ([MS-MQDMPR] 3.1.7.1.9 and 3.1.7.1.10, docs/design.md#transactions)."""
 
 import pytest
 
@@ -30,7 +30,7 @@ def test_a_put_inside_a_transaction_is_invisible_until_commit(txq):
 def test_lookup_id_high_byte_of_a_transactional_message_is_7_minus_priority(txq):
     t = txq.tx_begin()
     m = txq.put("a", b"x", tx=t, priority=5)
-    assert m.lookup_id >> 56 == 2  # seed 000: 0x07 - priority
+    assert m.lookup_id >> 56 == 2  # [MS-MQDMPR] 3.1.7.1.9: 0x07 - priority
 
 
 def test_commit_and_abort_of_mixed_puts_and_gets_across_three_queues(txq):

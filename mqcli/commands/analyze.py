@@ -1,4 +1,4 @@
-"""analyze health / routes: the PySpark pipeline over stores or Parquet exports (SPEC §9).
+"""analyze health / routes: the PySpark pipeline over stores or Parquet exports (docs/design.md#pipeline).
 
 PySpark is the optional extra `spark`; this module imports it (through store.analytics) only
 when a command runs, so `mqcli --help` and every other command never pay for it.

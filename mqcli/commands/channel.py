@@ -1,4 +1,4 @@
-"""The channel: listen and dispatch (SPEC §8, docs/protocol.md).
+"""The channel: listen and dispatch (docs/design.md#store-and-forward, docs/protocol.md).
 
 `listen` receives batches from other queue managers' dispatchers into this store; `dispatch`
 sends this store's outgoing queues over their links. Both stop cleanly on SIGTERM (exit 0) and
@@ -26,7 +26,7 @@ RESULT_COLUMNS = [("link", "link"), ("address", "address"), ("peer", "next hop")
 
 
 class Interrupted(StoreError):
-    """Ctrl-C (SPEC §6 exit 130), raised as a store error: Typer turns a KeyboardInterrupt
+    """Ctrl-C (exit 130, README.md#exit-codes), raised as a store error: Typer turns a KeyboardInterrupt
     into a plain exit that `mqcli.app.run` does not report."""
 
     status = "INTERRUPTED"
@@ -132,7 +132,7 @@ def dispatch(
 ) -> None:
     """Send the outgoing queues to their links' listeners.
 
-    Held, locked, HTTP(S) and multicast outgoing queues are not sent (seed 003). A message
+    Held, locked, HTTP(S) and multicast outgoing queues are not sent, as in MSMQ. A message
     leaves the outgoing queue only when the receiver has committed it. --once exits 13 if a
     link failed (its queues record the error; `mqcli outgoing show`); --follow retries with
     backoff. A peer that does not hold the key, refuses our records, or cannot take a message

@@ -1,4 +1,4 @@
-"""Links to other queue managers: link add/list/remove/keygen (SPEC §8)."""
+"""Links to other queue managers: link add/list/remove/keygen (docs/design.md#store-and-forward)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Messages: put, get, browse, unlock, confirm, undo, delete, move, inflight (SPEC §5, §6)."""
+"""Messages: put, get, browse, unlock, confirm, undo, delete, move, inflight (docs/design.md#states)."""
 
 from __future__ import annotations
 

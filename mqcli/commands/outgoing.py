@@ -1,4 +1,4 @@
-"""Outgoing queues: outgoing list/show/hold/resume (SPEC §8, seed 003)."""
+"""Outgoing queues: outgoing list/show/hold/resume (docs/design.md#store-and-forward)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _now() -> int:
 def list_(s: Session) -> None:
     """List the outgoing queues: state, messages, bytes, oldest age, last error, next retry.
 
-    States (seed 003): active, connecting, waiting (for a retry, or for a link), on-hold
+    States (as MSMQ's outgoing queues): active, connecting, waiting (for a retry, or for a link), on-hold
     (`outgoing hold`), locked (the peer refused us, or an HTTP(S) or multicast destination,
     which is never dispatched). The last column says why a queue is not being sent.
 
@@ -92,7 +92,7 @@ def _hold(s: Session, queue: str, held: bool) -> None:
 @app.command("hold")
 @shared_options
 def hold(s: Session, queue: QueueArg) -> None:
-    """Pause delivery from an outgoing queue (seed 003 OnHold); messages stay and still expire.
+    """Pause delivery from an outgoing queue (MSMQ's OnHold); messages stay and still expire.
 
     \b
     Example:

@@ -1,4 +1,4 @@
-"""Queue administration: queue create/list/show/set/purge/delete (SPEC §3)."""
+"""Queue administration: queue create/list/show/set/purge/delete (docs/design.md#queues)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def show(s: Session, name: NameArg) -> None:
     with s.open() as st:
         q = st.queue_info(name)
         qm_guid = st.info().guid
-        # every queue has a public (GUID) and a private (number) format name (SPEC §3)
+        # every queue has a public (GUID) and a private (number) format name ([MS-MQMQ] 2.1)
         s.out.document({**queue_doc(q), "format_name": f"PUBLIC={q.guid}",
                         "private_format_name": f"PRIVATE={qm_guid}\\{q.qid:08x}"})
 

@@ -1,4 +1,4 @@
-"""Trace reports: trace decode, show and route (SPEC §7, seed 001).
+"""Trace reports: trace decode, show and route (docs/design.md#trace-reports).
 
 A message put with `--trace --report-queue Q` leaves report messages in Q (store/reports.py);
 their labels and bodies are the forms Windows writes, and `trace decode` reads every documented
@@ -27,7 +27,7 @@ from ..render import iso
 EXAMPLE_LABEL = "1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26"
 
 app = typer.Typer(
-    help="Trace reports (seed 001): decode labels and bodies, list a report queue, follow a route.\n\n"
+    help="Trace reports (MSMQ's PROPID_M_TRACE): decode labels and bodies, list a report queue, follow a route.\n\n"
          "\b\nExamples:\n"
          "  mqcli put orders hello --trace --report-queue reports\n"
          "  mqcli trace show reports\n"

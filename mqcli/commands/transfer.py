@@ -1,4 +1,4 @@
-"""export and import: JSONL dumps of queues with every field, ids kept (SPEC §6)."""
+"""export and import: JSONL dumps of queues with every field, ids kept (README.md#command-reference)."""
 
 from __future__ import annotations
 

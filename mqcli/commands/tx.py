@@ -1,4 +1,4 @@
-"""Transactions that span invocations: tx begin/commit/abort/list/show (SPEC §5 tx-locked rows, §6).
+"""Transactions that span invocations: tx begin/commit/abort/list/show (docs/design.md#transactions).
 
 `tx begin` prints an id; later invocations put and get under it (`put --tx`, `get --tx`), and
 their messages stay tx-locked, invisible to everyone else, until `tx commit` applies them all
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from store.msmq_transactions import TxInfo
 
 app = typer.Typer(
-    help="Transactions that span several invocations (seed 000, seed 002).\n\n\b\nExample:\n"
+    help="Transactions that span several invocations (MSMQ transactions).\n\n\b\nExample:\n"
          "  T=$(mqcli tx begin --timeout 5m)\n"
          "  mqcli get orders --tx \"$T\" -o body --delimiter '' | mqcli put shipping - --tx \"$T\"\n"
          "  mqcli tx commit \"$T\"",

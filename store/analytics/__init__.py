@@ -1,4 +1,4 @@
-"""The data pipeline on PySpark (SPEC §9): stores and trace reports analysed at scale.
+"""The data pipeline on PySpark (docs/design.md#pipeline): stores and trace reports analysed at scale.
 
 - `columns`  the message table's schema (Arrow and Spark) and its Arrow batch builders
 - `scan`     plans key ranges of stores and reads them read-only, as Arrow record batches

@@ -2,7 +2,8 @@
 
 One schema serves the `mqstore` Spark data source and `mqcli export --format parquet`, so a
 Parquet export reads back in Spark as the same DataFrame a live store gives. The columns are
-SPEC §4's fields under their JSON names, in the record's own types, plus where the message is:
+the message fields under their JSON names (docs/design.md#messages), in the record's own types,
+plus where the message is:
 
 - `store`, `store_name`, `store_guid`: the store directory as given, the queue manager's name
   and GUID.

@@ -1,5 +1,5 @@
 """`analyze health`: per store and queue, what `mqcli stats` shows and what an operator looks
-for next (SPEC §9).
+for next (docs/design.md#pipeline).
 
 From the message table (the `mqstore` source or a Parquet export), one row per store and queue:
 

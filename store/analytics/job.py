@@ -12,7 +12,7 @@ routes themselves go to --out). Under spark-submit the session spark-submit made
 readable where the tasks run (a cluster's executors need the store directories and the mqcli
 package installed); stores that are not, export them with `mqcli export --format parquet`.
 
-Exit codes are mqcli's (SPEC §6): 2 usage, 6 no such queue, 11 store unavailable, 12 bad data,
+Exit codes are mqcli's (README.md#exit-codes): 2 usage, 6 no such queue, 11 store unavailable, 12 bad data,
 1 when Spark fails.
 """
 

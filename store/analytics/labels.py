@@ -1,4 +1,4 @@
-"""Trace report labels and bodies decoded by Spark SQL expressions (SPEC §7, §9; seed 001).
+"""Trace report labels and bodies decoded by Spark SQL expressions (docs/design.md#trace-reports).
 
 The same rules as store/trace.py's decoder, which the vectors in tests/vectors/ hold both to,
 written as column expressions so that Spark decodes millions of reports in the JVM, with no
@@ -18,7 +18,7 @@ Python decoder's business):
 written), message_id, hops, computer (the GUID, lowercase), time (TIMESTAMP, whole seconds,
 UTC), has_seconds. `with_body_fields` adds valid, message_id and queue, the target queue's
 format name as written; the format name is checked by a regular expression of the MS-MQMQ 2.1
-forms that SPEC §3 lists, with the Python decoder's ranges (octets, ports, class D multicast)
+forms that docs/design.md#queues lists, with the Python decoder's ranges (octets, ports, class D multicast)
 and its reading of letters beyond ASCII (Java's \\p{L} and \\p{N} for Python's isalnum).
 
 How, for speed (the pipeline decodes millions of reports): the regular expression runs once
@@ -49,11 +49,11 @@ LABEL_PATTERN = (
     rf"((?i:{'|'.join(_DAYS)})),((?i:{'|'.join(_MONTHS)})) ([0-9]{{2}}) ([0-9]{{2}})\x00?\z"
 )
 
-# The documented forms beyond the seed (store/trace.py's docstring has their ABNF): `received
+# The documented forms beyond [MS-MQQB] (store/trace.py's docstring has their ABNF): `received
 # by` or `sent from … to <address>`, the computer a GUID or a machine name; `Report Message
 # Conflict`; bodies with <NEXT HOP> and <HOP COUNT>. Their fields are not at fixed columns, so
 # a matched label is split at its spaces (names and addresses hold none) and its time-date,
-# always its last five words, is read as the seed's form would be.
+# always its last five words, is read as [MS-MQQB]'s form would be.
 _NAME = "[0-9A-Za-z._-]"
 _PORT_ANY = r"(?:[0-5]?[0-9]{1,4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
 ADDRESS_PATTERN = rf"(?:{_HEX}{{8}}:{_HEX}{{12}}|{_NAME}{{1,255}}(?::{_PORT_ANY})?)"
@@ -67,7 +67,7 @@ CONFLICT_PATTERN = r"^(?i:Report Message Conflict)\x00?\z"
 _GUID_ONLY = rf"^{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}\z"
 _CANONICAL_COMPUTER = "00000000-0000-0000-0000-000000000000"
 
-# queue-format (MS-MQMQ 2.1) in the forms SPEC §3 lists, as store/trace.py reads it
+# queue-format (MS-MQMQ 2.1) in the forms docs/design.md#queues lists, as store/trace.py reads it
 _GUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 _JOURNAL = r"(?:(?i:;JOURNAL))?"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])"  # 1*3DIGIT, at most 255
@@ -129,7 +129,7 @@ def _month_length(year: Column, month: Column) -> Column:
 def with_label_fields(df: DataFrame, label: str = "label", name: str = "label_fields", *,
                       strict: bool = False) -> DataFrame:
     """`df` with the struct column `name`: the fields of the label in column `label`, any
-    documented form (with `strict`, the seed's form only)."""
+    documented form (with `strict`, [MS-MQQB]'s form only)."""
     from pyspark.sql import functions as F
 
     t = f"__{name}"
@@ -141,8 +141,8 @@ def with_label_fields(df: DataFrame, label: str = "label", name: str = "label_fi
         df = df.withColumn(f"{t}_matched", F.coalesce(original.rlike(ANY_LABEL_PATTERN), F.lit(False)))
         df = df.withColumn(f"{t}_words", F.when(F.col(f"{t}_matched"), F.split(original, " ")))
         words = F.col(f"{t}_words")
-        # the seed's form of the same label: its time-date (the last five words) after a
-        # placeholder GUID, so that every field below is at the seed's fixed columns
+        # [MS-MQQB]'s form of the same label: its time-date (the last five words) after a
+        # placeholder GUID, so that every field below is at [MS-MQQB]'s fixed columns
         df = df.withColumn(f"{t}_text", F.when(F.col(f"{t}_matched"), F.concat(
             F.substring(original, 1, 16), F.lit(f" received by {_CANONICAL_COMPUTER} at "),
             F.array_join(F.slice(words, -5, 5), " "))))
@@ -211,8 +211,8 @@ def with_label_fields(df: DataFrame, label: str = "label", name: str = "label_fi
 def with_body_fields(df: DataFrame, body: str = "body", name: str = "body_fields", *,
                      strict: bool = False) -> DataFrame:
     """`df` with the struct column `name`: the fields of the report body in column `body`
-    (BINARY, as the message table has it, or STRING), any documented form (with `strict`, the
-    seed's form only)."""
+    (BINARY, as the message table has it, or STRING), any documented form (with `strict`,
+    [MS-MQQB]'s form only)."""
     from pyspark.sql import functions as F
 
     t = f"__{name}"

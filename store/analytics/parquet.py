@@ -1,5 +1,5 @@
 """`mqcli export --format parquet`: a store's messages as one Parquet file of the pipeline's
-message table (columns.MESSAGE_COLUMNS), for stores that Spark cannot reach directly (SPEC §9).
+message table (columns.MESSAGE_COLUMNS), for stores that Spark cannot reach directly (docs/design.md#pipeline).
 
 The file reads back as `spark.read.parquet(...)` with the same columns the `mqstore` source
 gives, so `mqcli analyze health|routes --parquet DIR` runs on copies. Written by pyarrow alone:

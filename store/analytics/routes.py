@@ -1,4 +1,4 @@
-"""`analyze routes`: traced messages' routes rebuilt from their trace reports (SPEC §7, §9).
+"""`analyze routes`: traced messages' routes rebuilt from their trace reports (docs/design.md#trace-reports).
 
 Every report message (class `report`) is decoded by Spark SQL expressions (labels.py; no
 Python UDF), in any form Windows documents: its label gives the event (`received by`, `sent

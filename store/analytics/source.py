@@ -1,4 +1,4 @@
-"""The `mqstore` Spark data source (SPEC §9): stores as DataFrames.
+"""The `mqstore` Spark data source (docs/design.md#pipeline): stores as DataFrames.
 
     spark.dataSource.register(MqStoreDataSource)
     df = spark.read.format("mqstore").load("/var/lib/mq/qm1")              # one store

@@ -1,4 +1,4 @@
-"""The channel: moving messages between queue managers over TCP (SPEC §8, seed 003).
+"""The channel: moving messages between queue managers over TCP (docs/design.md#store-and-forward, docs/protocol.md).
 
 - `frames`    — length-prefixed frames and their strict incremental decoder
 - `handshake` — version negotiation and mutual HMAC-SHA256 challenge-response with the link's

@@ -1,6 +1,6 @@
 """The dispatcher (`mqcli dispatch`): send what the outgoing queues hold over their links.
 
-For each link with sendable outgoing queues (`Store.dispatch_plan`: seed 003 leaves out held,
+For each link with sendable outgoing queues (`Store.dispatch_plan`: [MS-MQQB] 3.1.7.12 leaves out held,
 locked, multicast and HTTP(S) queues, and queues waiting for a retry): connect, authenticate
 (handshake.py), then per queue take a batch in flight (`outgoing_take`: hidden under a token),
 send it, and on its ACK — which the listener sends only after its commit — remove it

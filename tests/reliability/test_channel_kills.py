@@ -1,4 +1,4 @@
-"""Exactly once across real SIGKILLs (SPEC §8): 20,000 messages cross from qmA to qmB while the
+"""Exactly once across real SIGKILLs (docs/design.md#store-and-forward): 20,000 messages cross from qmA to qmB while the
 dispatcher, and separately the listener, is killed with SIGKILL at random moments, ten times
 each (RELIABILITY_ROUNDS kills each when set), and restarted after each kill. At the end every message is in qmB exactly once (bodies
 carry unique ids), nothing is left in qmA's outgoing queue, and both stores pass `mqcli check`.

@@ -1,7 +1,7 @@
 """A full disk, for real: stores on a small tmpfs mounted for the test (needs root; skipped
 where mounting is not allowed).
 
-A full disk is exit 8 like a full map (SPEC §6: "the store is full"), never "corrupt": a put
+A full disk is exit 8 like a full map (README.md#exit-codes: "the store is ... full"), never "corrupt": a put
 that does not fit stores nothing, gets keep working, and puts work again once there is room.
 `init` and `backup` on a full disk leave nothing half-made behind.
 """

@@ -1,4 +1,4 @@
-"""SIGKILL at random points of real `mqcli` processes (SPEC §2: after a crash a message is
+"""SIGKILL at random points of real `mqcli` processes (docs/design.md#store: after a crash a message is
 wholly there or wholly absent, never duplicated, and `mqcli check` passes).
 
 Each scenario is one row of SCENARIOS: it prepares a round (through the store library, not
@@ -50,7 +50,7 @@ def boundaries(total: int, batch: int = BATCH) -> list[int]:
 @dataclass
 class StepPlan:
     """What one step commits: `stages` ledgers (one per commit) and how its output relates
-    to its commits: printed "before" each commit (destructive gets, as SPEC §5 says), "after"
+    to its commits: printed "before" each commit (destructive gets, as docs/design.md#dequeue says), "after"
     each commit (put), or a document at the "end"."""
 
     step: Step

@@ -7,7 +7,7 @@
 - A message body larger than the store's max-message-size (MSMQ's MaxMessageSize: 4 MiB unless
   `qmgr set --max-message-size` says otherwise) is refused with exit 8
   (MQ_ERROR_INSUFFICIENT_RESOURCES, MSMQ's status for it, the same family as an exceeded
-  machine quota: SPEC §6 gives exit 8 to a put the store has no room for, while exit 12 is for
+  machine quota: README.md#exit-codes gives exit 8 to a put the store has no room for, while exit 12 is for
   data that is malformed, which a large body is not), by every way of putting.
 """
 
