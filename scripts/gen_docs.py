@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate the shell completions (completions/) and man pages (man/) from the mqcli app.
+"""Generate the shell completions (completions/), the man pages (man/) and README.md's
+exit-code table from the mqcli app and store/exit_codes.py.
 
     python scripts/gen_docs.py            write every generated file (and remove stale ones)
     python scripts/gen_docs.py --check    change nothing; exit 1 naming each file that would change
@@ -22,8 +23,12 @@ its metavar names a FILE.
 Man pages are plain man(7) troff that must render with `groff -man -ww -z` silently
 (scripts/gendocs/man.py says how help text is escaped).
 
-Each job is a module of scripts/gendocs/: tree.py reads the app, man.py, bash.py, zsh.py and
-fish.py each make their files; this script writes them, or with --check compares them.
+The exit codes (man/mqcli.1's EXIT STATUS and README.md's exit-code table, between its marker
+lines) come from the table of store/exit_codes.py.
+
+Each job is a module of scripts/gendocs/: tree.py reads the app; man.py, bash.py, zsh.py,
+fish.py and readme.py each make their files; this script writes them, or with --check compares
+them.
 
 Output is deterministic: no dates, no absolute paths, the version only from mqcli.__version__.
 """
@@ -45,6 +50,7 @@ from gendocs import PROG, REGENERATE  # noqa: E402
 from gendocs.bash import bash  # noqa: E402
 from gendocs.fish import fish  # noqa: E402
 from gendocs.man import command_page, main_page  # noqa: E402
+from gendocs.readme import readme  # noqa: E402
 from gendocs.tree import command_tree  # noqa: E402
 from gendocs.zsh import zsh  # noqa: E402
 
@@ -62,6 +68,9 @@ def generate() -> dict[str, str]:
     }
     for cmd in root.walk()[1:]:
         files[f"man/{cmd.page}.1"] = command_page(cmd, root)
+    current = ROOT / "README.md"
+    if current.exists():  # its exit-code table; the rest of it is written by hand
+        files["README.md"] = readme(current.read_text(encoding="utf-8"))
     return files
 
 
@@ -106,7 +115,7 @@ def write(files: dict[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Generate completions/ and man/ from the mqcli app.")
+    parser = argparse.ArgumentParser(description="Generate completions/, man/ and README.md's exit codes from the mqcli app.")
     parser.add_argument("--check", action="store_true",
                         help="change nothing; exit 1 if a generated file is missing or stale")
     args = parser.parse_args(argv)

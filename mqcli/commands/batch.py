@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..exits import ExitCode, Failed, UsageError
+from ..exits import ExitCode, Failed, Status, UsageError
 from ..options import OutputOpt, QuietOpt, StoreOpt, session, settings, shared_stores
 
 MAX_LINE = 1 << 20  # a command line longer than 1 MiB is refused (exit 12), not read whole
@@ -77,7 +77,7 @@ def batch(
                 break
     if first_failure:
         code, number, text = first_failure
-        raise Failed(code, "BATCH", f"batch: line {number} failed (exit {code}): {text}")
+        raise Failed(code, Status.BATCH, f"batch: line {number} failed (exit {code}): {text}")
 
 
 def _open(path: str) -> io.TextIOBase:

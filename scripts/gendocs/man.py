@@ -11,6 +11,9 @@ instead of being repeated in DESCRIPTION.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+
+from store.exit_codes import ExitCode, Status, statuses
 
 from . import GENERATED_BY, PROG
 from .tree import Block, Cmd, Opt, help_blocks
@@ -164,69 +167,27 @@ def command_page(cmd: Cmd, root: Cmd) -> str:
     return page.render()
 
 
-# SPEC §6 "Exit codes", by ExitCode name; the status names come from store.errors.
-EXIT_MEANINGS = {
-    "OK": "Success.",
-    "INTERNAL": "Unexpected internal error (a bug): a one-line message; --traceback shows more. "
-                "Also a question answered no (queue purge, queue delete): nothing was done.",
-    "USAGE": "Usage error: a bad option, argument or duration, or an option value that cannot be "
-             "valid (a malformed --delimiter escape, an id beyond its 64 bits, a number out of range).",
-    "TIMEOUT": "No message within --wait (an empty queue with no wait too).",
-    "NOT_FOUND": "No message with that id, confirm id or lock id, or the id's lease lapsed.",
-    "ALREADY_RECEIVED": "The message is held by another lock, confirm or transaction, or the "
-                        "confirm id or lock id named is pending in the queue or lapsed less "
-                        "than 24 hours ago.",
-    "QUEUE_NOT_AVAILABLE": "The queue does not exist or was deleted.",
-    "QUEUE_QUOTA": "Enqueue status 1: the queue quota would be exceeded.",
-    "STORE_QUOTA": "Enqueue status 2: the store quota would be exceeded, the store is throttled, "
-                   "or the store is full; or the disk or device written to (stdout, export --to) "
-                   "is full.",
-    "EXPIRED": "Enqueue status 3: the message timed out (expired before it could be enqueued).",
-    "TRANSACTION": "Transaction error: an unknown, finished or timed-out transaction, or the "
-                   "transaction rules of the queue broken.",
-    "STORE": "Store error: the store cannot be opened, is locked out, corrupt, or not permitted.",
-    "BAD_DATA": "Bad data: a malformed label, body, format name, JSONL record, import file or "
-                "key file.",
-    "CHANNEL": "Channel error: a link cannot be reached, authenticated, or broke.",
-    "INTERRUPTED": "Interrupted (Ctrl-C); nothing half-done is left behind.",
-    "TERMINATED": "Terminated (SIGTERM), handled as Ctrl-C is; nothing half-done is left behind.",
-}
+def plain(text: str) -> str:
+    """A meaning of the exit-code table (markdown) as man text: `code` spans lose their marks."""
+    return text.replace("`", "")
 
 
-def _statuses() -> dict[int, list[str]]:
-    """exit code -> the [STATUS] names an error line may show, from store.errors."""
-    from store import errors
-
-    found: dict[int, list[str]] = {}
-    for obj in vars(errors).values():
-        if isinstance(obj, type) and issubclass(obj, errors.StoreError) and obj is not errors.StoreError:
-            status = f"{obj.status} ({obj.code})" if obj.code else obj.status
-            names = found.setdefault(obj.exit_code, [])
-            if status not in names:
-                names.append(status)
-    return found
-
-
-def exit_status(page: Page) -> None:
-    from mqcli.exits import ExitCode
-
-    names = {code.name for code in ExitCode}
-    if names != set(EXIT_MEANINGS):
-        raise SystemExit(f"gen_docs: EXIT_MEANINGS does not match mqcli.exits.ExitCode "
-                         f"(missing {sorted(names - set(EXIT_MEANINGS))}, "
-                         f"unknown {sorted(set(EXIT_MEANINGS) - names)}); update it from SPEC §6")
-    statuses = _statuses()
+def exit_status(page: Page, table: Iterable[ExitCode] = ExitCode) -> None:
+    """EXIT STATUS: each exit code of the table (store/exit_codes.py) with its name, meaning and
+    the statuses its error lines show, then the statuses that have no code of their own."""
     page.section("EXIT STATUS")
     page.paragraph(f"Errors print one line on standard error, "
                    f"\"{PROG}: error: <what, and what to do> [STATUS]\"; with -o json or -o jsonl "
                    "instead only a JSON object carrying the status, code, exit code and message.")
-    for code in ExitCode:
-        status = {"USAGE": "USAGE", "INTERNAL": "INTERNAL, DECLINED", "INTERRUPTED": "INTERRUPTED"}.get(code.name)
-        shown = ([status] if status else []) + statuses.get(int(code), [])
-        body = EXIT_MEANINGS[code.name]
+    for code in table:
+        body = plain(code.meaning)
+        shown = [status.shown for status in statuses(code)]
         if shown:
             body += " Status: " + ", ".join(shown) + "."
         page.item(f"\\fB{int(code)}\\fR  {code.name}", body)
+    for status in Status:
+        if status.exit is None:  # BATCH
+            page.paragraph(f"Status {status.name}: a batch line failed; the exit code is that line's.")
 
 
 def main_page(root: Cmd) -> str:

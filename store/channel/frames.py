@@ -20,7 +20,8 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..errors import ChannelError
+from ..errors import FrameTooLarge, PeerError, TruncatedFrame, UnknownFrameType
+from ..errors import ProtocolError  # noqa: F401 (importable from here too)
 
 HEADER = struct.Struct(">IB")
 HEADER_SIZE = HEADER.size  # 5
@@ -48,22 +49,6 @@ class FrameType(IntEnum):
 
 
 _TYPES = frozenset(int(t) for t in FrameType)
-
-
-class ProtocolError(ChannelError):
-    """The peer sent something that is not the protocol: the connection is closed."""
-
-
-class UnknownFrameType(ProtocolError):
-    pass
-
-
-class FrameTooLarge(ProtocolError):
-    pass
-
-
-class TruncatedFrame(ProtocolError):
-    """The stream ended inside a frame."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +157,10 @@ def decode_error(payload: bytes) -> tuple[int, str]:
     return code, payload[_ERROR.size:_ERROR.size + MAX_ERROR_TEXT].decode("utf-8", "replace")
 
 
-class PeerError(ChannelError):
-    """The peer sent an ERROR frame."""
-
-    def __init__(self, code: int, text: str) -> None:
-        try:
-            name = ErrorCode(code).name.lower().replace("_", " ")
-        except ValueError:
-            name = f"error {code}"
-        super().__init__(f"the peer refused: {name}: {text}")
-        self.peer_code = code
-        self.text = text
+def peer_error(code: int, text: str) -> PeerError:
+    """The error for an ERROR frame the peer sent, its code named as this protocol names it."""
+    try:
+        name = ErrorCode(code).name.lower().replace("_", " ")
+    except ValueError:
+        name = None
+    return PeerError(code, text, name)

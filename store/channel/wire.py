@@ -13,24 +13,16 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from ..errors import ChannelError
-from .frames import (
-    DEFAULT_MAX_FRAME, ErrorCode, Frame, FrameDecoder, FrameType, PeerError, ProtocolError, decode_error,
-    encode_error,
+from ..errors import (
+    AuthenticationFailed, BadData, ChannelError, ChannelTimeout, ConnectionLost, FrameTooLarge, ProtocolError,
+    StoreError, VersionMismatch,
 )
+from .frames import DEFAULT_MAX_FRAME, ErrorCode, Frame, FrameDecoder, FrameType, decode_error, encode_error, peer_error
 
 CHUNK = 256 * 1024
 #: StreamReader buffer limit: the transport pauses reading above twice this, so a listener
 #: busy committing one batch still takes in the next one.
 STREAM_LIMIT = 4 * 1024 * 1024
-
-
-class ChannelTimeout(ChannelError):
-    pass
-
-
-class ConnectionLost(ChannelError):
-    pass
 
 
 class Connection:
@@ -81,7 +73,7 @@ class Connection:
         if frame is None:
             raise ConnectionLost(f"{self.peer} closed the connection while {what}")
         if frame.type == FrameType.ERROR and FrameType.ERROR not in types:
-            raise PeerError(*decode_error(frame.payload))
+            raise peer_error(*decode_error(frame.payload))
         if frame.type not in types:
             raise ProtocolError(f"{self.peer} sent {frame.type.name} while {what}")
         return frame
@@ -121,10 +113,6 @@ class Connection:
 
 def error_code_for(exc: BaseException) -> ErrorCode:
     """What ERROR code tells a peer why we refuse it."""
-    from ..errors import BadData, StoreError
-    from .frames import FrameTooLarge
-    from .handshake import AuthenticationFailed, VersionMismatch
-
     if isinstance(exc, AuthenticationFailed):
         return ErrorCode.AUTHENTICATION
     if isinstance(exc, VersionMismatch):
