@@ -115,7 +115,8 @@ def write(files: dict[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Generate completions/, man/ and README.md's exit codes from the mqcli app.")
+    parser = argparse.ArgumentParser(
+        description="Generate completions/, man/ and README.md's exit codes from the mqcli app.")
     parser.add_argument("--check", action="store_true",
                         help="change nothing; exit 1 if a generated file is missing or stale")
     args = parser.parse_args(argv)

@@ -51,7 +51,7 @@ class QueueExists(StoreError):
 
 
 class Timeout(StoreError):
-    """No message arrived within the wait (seed 002 Wait For New Message)."""
+    """No message arrived within the wait ([MS-MQDMPR] Wait For New Message)."""
 
     entry = Status.MQ_ERROR_IO_TIMEOUT
 
@@ -99,19 +99,20 @@ class QueueNotAvailable(StoreError):
 
 
 class QueueQuotaExceeded(StoreError):
-    """Enqueue status 1 (seed 000)."""
+    """Enqueue status 1 ([MS-MQDMPR] 3.1.7.1.9 Enqueue Message)."""
 
     entry = Status.MQ_ERROR_QUEUE_QUOTA_EXCEEDED
 
 
 class StoreQuotaExceeded(StoreError):
-    """Enqueue status 2 (seed 000): the queue manager quota would be exceeded."""
+    """Enqueue status 2 ([MS-MQDMPR] 3.1.7.1.9 Enqueue Message): the queue manager quota would
+    be exceeded."""
 
     entry = Status.MQ_ERROR_QUOTA_EXCEEDED
 
 
 class Throttled(StoreQuotaExceeded):
-    """Enqueue status 2 (seed 000): the queue manager is throttled."""
+    """Enqueue status 2 ([MS-MQDMPR] 3.1.7.1.9 Enqueue Message): the queue manager is throttled."""
 
 
 class MessageTooLarge(StoreQuotaExceeded):
@@ -136,7 +137,8 @@ class DiskFull(StoreQuotaExceeded):
 
 
 class MessageExpired(StoreError):
-    """Enqueue status 3 (seed 000): the message timed out before it could be enqueued."""
+    """Enqueue status 3 ([MS-MQDMPR] 3.1.7.1.9 Enqueue Message): the message timed out before it
+    could be enqueued."""
 
     entry = Status.MQ_ERROR_MESSAGE_TIMED_OUT
 

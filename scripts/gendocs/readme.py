@@ -34,5 +34,6 @@ def readme(current: str, table: Iterable[ExitCode] = ExitCode) -> str:
     head, begin, rest = current.partition(BEGIN + "\n")
     _, end, tail = rest.partition(END)
     if not begin or not end:
-        raise SystemExit(f"gen_docs: README.md lacks the marker lines of the exit-code table:\n{BEGIN}\n{END}")
+        raise SystemExit(f"gen_docs: README.md lacks the marker lines of the exit-code table:\n"
+                         f"{BEGIN}\n{END}")
     return head + begin + exit_code_table(table) + end + tail
