@@ -8,6 +8,7 @@ from it the MQ status it stands for (`status`, MSMQ's name where MSMQ has one), 
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import ClassVar
 
 from .exit_codes import ExitCode, Status
@@ -254,12 +255,28 @@ class MalformedBatch(ProtocolError):
     pass
 
 
-class PeerError(ChannelError):
-    """The peer sent an ERROR frame: `peer_code` is its code, `name` what the code means
-    (store/channel/frames.py `peer_error` names the codes of the protocol)."""
+class ChannelErrorCode(IntEnum):
+    """The code an ERROR frame carries (docs/protocol.md; store/channel/frames.py encodes it)."""
 
-    def __init__(self, code: int, text: str, name: str | None = None) -> None:
-        super().__init__(f"the peer refused: {name or f'error {code}'}: {text}")
+    PROTOCOL = 1        # not a frame, unexpected frame, bad field
+    AUTHENTICATION = 2  # a proof or seal did not verify
+    VERSION = 3         # no protocol version in common
+    TOO_LARGE = 4       # a frame over the receiver's limit
+    BAD_DATA = 5        # a message record the receiving store refuses (nothing stored)
+    STORE = 6           # the receiving store cannot take the batch now (full, quota); retry later
+    SHUTTING_DOWN = 7   # the listener is stopping; retry later
+    BUSY = 8            # too many connections; retry later
+
+
+class PeerError(ChannelError):
+    """The peer sent an ERROR frame."""
+
+    def __init__(self, code: int, text: str) -> None:
+        try:
+            name = ChannelErrorCode(code).name.lower().replace("_", " ")
+        except ValueError:
+            name = f"error {code}"
+        super().__init__(f"the peer refused: {name}: {text}")
         self.peer_code = code
         self.text = text
 

@@ -20,8 +20,9 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..errors import FrameTooLarge, PeerError, TruncatedFrame, UnknownFrameType
-from ..errors import ProtocolError  # noqa: F401 (importable from here too)
+from ..errors import ChannelErrorCode as ErrorCode  # the codes of ERROR frames
+from ..errors import FrameTooLarge, TruncatedFrame, UnknownFrameType
+from ..errors import PeerError, ProtocolError  # noqa: F401 (importable from here too)
 
 HEADER = struct.Struct(">IB")
 HEADER_SIZE = HEADER.size  # 5
@@ -130,17 +131,6 @@ class FrameDecoder:
 
 # ---- ERROR frames --------------------------------------------------------------------------
 
-class ErrorCode(IntEnum):
-    PROTOCOL = 1        # not a frame, unexpected frame, bad field
-    AUTHENTICATION = 2  # a proof or seal did not verify
-    VERSION = 3         # no protocol version in common
-    TOO_LARGE = 4       # a frame over the receiver's limit
-    BAD_DATA = 5        # a message record the receiving store refuses (nothing stored)
-    STORE = 6           # the receiving store cannot take the batch now (full, quota); retry later
-    SHUTTING_DOWN = 7   # the listener is stopping; retry later
-    BUSY = 8            # too many connections; retry later
-
-
 _ERROR = struct.Struct(">H")
 
 
@@ -155,12 +145,3 @@ def decode_error(payload: bytes) -> tuple[int, str]:
         return 0, "(malformed error frame)"
     (code,) = _ERROR.unpack_from(payload)
     return code, payload[_ERROR.size:_ERROR.size + MAX_ERROR_TEXT].decode("utf-8", "replace")
-
-
-def peer_error(code: int, text: str) -> PeerError:
-    """The error for an ERROR frame the peer sent, its code named as this protocol names it."""
-    try:
-        name = ErrorCode(code).name.lower().replace("_", " ")
-    except ValueError:
-        name = None
-    return PeerError(code, text, name)

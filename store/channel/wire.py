@@ -14,10 +14,10 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from ..errors import (
-    AuthenticationFailed, BadData, ChannelError, ChannelTimeout, ConnectionLost, FrameTooLarge, ProtocolError,
-    StoreError, VersionMismatch,
+    AuthenticationFailed, BadData, ChannelError, ChannelTimeout, ConnectionLost, FrameTooLarge, PeerError,
+    ProtocolError, StoreError, VersionMismatch,
 )
-from .frames import DEFAULT_MAX_FRAME, ErrorCode, Frame, FrameDecoder, FrameType, decode_error, encode_error, peer_error
+from .frames import DEFAULT_MAX_FRAME, ErrorCode, Frame, FrameDecoder, FrameType, decode_error, encode_error
 
 CHUNK = 256 * 1024
 #: StreamReader buffer limit: the transport pauses reading above twice this, so a listener
@@ -73,7 +73,7 @@ class Connection:
         if frame is None:
             raise ConnectionLost(f"{self.peer} closed the connection while {what}")
         if frame.type == FrameType.ERROR and FrameType.ERROR not in types:
-            raise peer_error(*decode_error(frame.payload))
+            raise PeerError(*decode_error(frame.payload))
         if frame.type not in types:
             raise ProtocolError(f"{self.peer} sent {frame.type.name} while {what}")
         return frame
