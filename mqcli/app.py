@@ -117,7 +117,7 @@ def run(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
             pass
-        return 141
+        return ExitCode.OUTPUT_CLOSED
     except click.ClickException as exc:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:

@@ -1,4 +1,7 @@
-"""Exit codes (README.md#exit-codes) and the one place where an exception becomes one.
+"""Exit codes and the one place where an exception becomes one.
+
+The codes, their meanings and the statuses error lines show are the table of
+store/exit_codes.py (re-exported here: `ExitCode`, `Status`).
 
 Every expected error prints one line on stderr, `mqcli: error: <what, and what to do> [STATUS]`,
 or with `-o json|jsonl` instead only a JSON object with the same status, message and exit code.
@@ -9,30 +12,12 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import IntEnum
 from typing import Any, TextIO
 
 from store.errors import StoreError
+from store.exit_codes import ExitCode, Status
 
-
-class ExitCode(IntEnum):
-    OK = 0
-    INTERNAL = 1
-    DECLINED = 1             # a question answered no: nothing done (not a bug, but not success)
-    USAGE = 2
-    TIMEOUT = 3              # MQ_ERROR_IO_TIMEOUT
-    NOT_FOUND = 4            # MQ_ERROR_MESSAGE_NOT_FOUND
-    ALREADY_RECEIVED = 5     # MQ_ERROR_MESSAGE_ALREADY_RECEIVED
-    QUEUE_NOT_AVAILABLE = 6  # MQ_ERROR_QUEUE_NOT_AVAILABLE
-    QUEUE_QUOTA = 7          # enqueue status 1
-    STORE_QUOTA = 8          # enqueue status 2, or the store is full
-    EXPIRED = 9              # enqueue status 3
-    TRANSACTION = 10
-    STORE = 11
-    BAD_DATA = 12
-    CHANNEL = 13
-    INTERRUPTED = 130
-    TERMINATED = 143         # SIGTERM (128 + 15), handled as Ctrl-C is
+__all__ = ["ExitCode", "Status", "UsageError", "Declined", "Failed", "report", "wants_json"]
 
 
 class UsageError(Exception):
@@ -48,7 +33,7 @@ class Failed(Exception):
     """A command whose parts failed with their own codes, each already shown (a `batch` line):
     the one-line error names the first, and its code is the command's."""
 
-    def __init__(self, code: int, status: str, message: str) -> None:
+    def __init__(self, code: int, status: Status, message: str) -> None:
         super().__init__(message)
         self.code, self.status = code, status
 
@@ -93,24 +78,29 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
         text = exc.object if isinstance(exc.object, str) else ""
         shown = repr(text if len(text) <= 60 else text[:60] + "…")
         exc = UsageError(f"{shown} is not valid UTF-8 (only a message body may hold any bytes)")
+    code: int | None = None  # None: the status's own exit code
     if isinstance(exc, StoreError):
-        code, status, mq_code, message = ExitCode(exc.exit_code), exc.status, exc.code, exc.message
+        entry, message = exc.entry, exc.message
     elif isinstance(exc, UsageError):
-        code, status, mq_code, message = ExitCode.USAGE, "USAGE", None, str(exc)
+        entry, message = Status.USAGE, str(exc)
     elif isinstance(exc, Declined):
-        code, status, mq_code, message = ExitCode.DECLINED, "DECLINED", None, str(exc)
+        entry, message = Status.DECLINED, str(exc)
     elif isinstance(exc, Failed):
-        code, status, mq_code, message = exc.code, exc.status, None, str(exc)  # type: ignore[assignment]
+        entry, code, message = exc.status, exc.code, str(exc)
     elif isinstance(exc, KeyboardInterrupt):
         from .signals import Terminated
 
         if isinstance(exc, Terminated):
-            code, status, mq_code, message = ExitCode.TERMINATED, "INTERRUPTED", None, "terminated (SIGTERM)"
+            entry, code, message = Status.INTERRUPTED, ExitCode.TERMINATED, "terminated (SIGTERM)"
         else:
-            code, status, mq_code, message = ExitCode.INTERRUPTED, "INTERRUPTED", None, "interrupted"
+            entry, message = Status.INTERRUPTED, "interrupted"
     else:
-        code, status, mq_code = ExitCode.INTERNAL, "INTERNAL", None
+        entry = Status.INTERNAL
         message = f"internal error: {type(exc).__name__}: {exc} (a bug; rerun with --traceback and report it)"
+    if code is None:
+        code = entry.exit
+        assert code is not None, entry  # only BATCH has none, and a Failed carries its own
+    status, mq_code = entry.name, entry.code
     message = _one_line(message)
     if json_errors:  # only the object: a script reads stderr with `jq` as it reads stdout
         stream.write(json.dumps({"error": {"status": status, "code": mq_code, "exit": int(code),

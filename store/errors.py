@@ -1,51 +1,64 @@
-"""The one exception hierarchy of the store.
+"""The one exception hierarchy of the store: every `StoreError` subclass is defined here.
 
-Every error carries the MQ status it stands for (MSMQ names and codes where MSMQ has one,
-[MS-MQDMPR] 3.1.7.1.10 and README.md#exit-codes), and the process exit code that `mqcli` maps it to. The CLI turns these
-into exit codes in one place; the store never prints.
+Every error names its entry of the exit-code table (store/exit_codes.py, `entry`), and takes
+from it the MQ status it stands for (`status`, MSMQ's name where MSMQ has one), the MSMQ HRESULT
+(`code`, as "0xC00E001B", or None) and the process exit code that `mqcli` ends with
+(`exit_code`). The CLI turns these into exit codes in one place; the store never prints.
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+from typing import ClassVar
+
+from .exit_codes import ExitCode, Status
 
 
 class StoreError(Exception):
     """Base of every error the store raises on purpose."""
 
-    status: str = "MQ_ERROR"
-    code: str | None = None
-    exit_code: int = 1
+    entry: ClassVar[Status] = Status.MQ_ERROR
+    status: ClassVar[str]
+    code: ClassVar[str | None]
+    exit_code: ClassVar[ExitCode]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._take_entry()
+
+    @classmethod
+    def _take_entry(cls) -> None:
+        exit_code = cls.entry.exit
+        if exit_code is None:
+            raise TypeError(f"{cls.__name__}: status {cls.entry.name} has no exit code of its own")
+        cls.status, cls.code, cls.exit_code = cls.entry.name, cls.entry.code, exit_code
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
+StoreError._take_entry()
+
+
 class InvalidArgument(StoreError):
     """A caller passed a value the store cannot accept (bad name, priority, id)."""
 
-    status = "MQ_ERROR_INVALID_PARAMETER"
-    code = "0xC00E0006"
-    exit_code = 2
+    entry = Status.MQ_ERROR_INVALID_PARAMETER
 
 
 class QueueExists(StoreError):
-    status = "MQ_ERROR_QUEUE_EXISTS"
-    code = "0xC00E0005"
-    exit_code = 2
+    entry = Status.MQ_ERROR_QUEUE_EXISTS
 
 
 class Timeout(StoreError):
-    """No message arrived within the wait ([MS-MQDMPR] 3.1.7.1.10, Wait For New Message)."""
+    """No message arrived within the wait ([MS-MQDMPR] Wait For New Message)."""
 
-    status = "MQ_ERROR_IO_TIMEOUT"
-    code = "0xC00E001B"
-    exit_code = 3
+    entry = Status.MQ_ERROR_IO_TIMEOUT
 
 
 class MessageNotFound(StoreError):
-    status = "MQ_ERROR_MESSAGE_NOT_FOUND"
-    code = "0xC00E0088"
-    exit_code = 4
+    entry = Status.MQ_ERROR_MESSAGE_NOT_FOUND
 
 
 class UnknownConfirmId(MessageNotFound):
@@ -73,9 +86,7 @@ class LockIdLapsed(LeaseLapsed, UnknownLockId):
 class AlreadyReceived(StoreError):
     """The message is held by another lock, confirm id or transaction."""
 
-    status = "MQ_ERROR_MESSAGE_ALREADY_RECEIVED"
-    code = "0xC00E001D"
-    exit_code = 5
+    entry = Status.MQ_ERROR_MESSAGE_ALREADY_RECEIVED
 
 
 class IdInUse(AlreadyReceived):
@@ -85,44 +96,37 @@ class IdInUse(AlreadyReceived):
 
 
 class QueueNotAvailable(StoreError):
-    status = "MQ_ERROR_QUEUE_NOT_AVAILABLE"
-    code = "0xC00E004B"
-    exit_code = 6
+    entry = Status.MQ_ERROR_QUEUE_NOT_AVAILABLE
 
 
 class QueueQuotaExceeded(StoreError):
-    """Enqueue status 1 ([MS-MQDMPR] 3.1.7.1.9)."""
+    """Enqueue status 1 ([MS-MQDMPR] 3.1.7.1.9 Enqueue Message)."""
 
-    status = "MQ_ERROR_QUEUE_QUOTA_EXCEEDED"
-    code = "0xC00E0080"
-    exit_code = 7
+    entry = Status.MQ_ERROR_QUEUE_QUOTA_EXCEEDED
 
 
 class StoreQuotaExceeded(StoreError):
-    """Enqueue status 2 ([MS-MQDMPR] 3.1.7.1.9): the queue manager quota would be exceeded."""
+    """Enqueue status 2 ([MS-MQDMPR] 3.1.7.1.9 Enqueue Message): the queue manager quota would
+    be exceeded."""
 
-    status = "MQ_ERROR_QUOTA_EXCEEDED"
-    code = "0xC00E0079"
-    exit_code = 8
+    entry = Status.MQ_ERROR_QUOTA_EXCEEDED
 
 
 class Throttled(StoreQuotaExceeded):
-    """Enqueue status 2 ([MS-MQDMPR] 3.1.7.1.9): the queue manager is throttled."""
+    """Enqueue status 2 ([MS-MQDMPR] 3.1.7.1.9 Enqueue Message): the queue manager is throttled."""
 
 
 class MessageTooLarge(StoreQuotaExceeded):
     """The message is larger than the store's max-message-size (MSMQ's MaxMessageSize, 4 MB by
     default, refused with MQ_ERROR_INSUFFICIENT_RESOURCES like an exceeded machine quota)."""
 
-    status = "MQ_ERROR_INSUFFICIENT_RESOURCES"
-    code = "0xC00E0027"
+    entry = Status.MQ_ERROR_INSUFFICIENT_RESOURCES
 
 
 class StoreFull(StoreQuotaExceeded):
     """The LMDB map is full; the store still serves gets."""
 
-    status = "MQ_ERROR_STORE_FULL"
-    code = None
+    entry = Status.MQ_ERROR_STORE_FULL
 
 
 class DiskFull(StoreQuotaExceeded):
@@ -130,39 +134,32 @@ class DiskFull(StoreQuotaExceeded):
     writes, or its stdout. Exit 8, like a full store: MSMQ reports a full disk as
     MQ_ERROR_INSUFFICIENT_RESOURCES."""
 
-    status = "MQ_ERROR_INSUFFICIENT_RESOURCES"
-    code = "0xC00E0027"
+    entry = Status.MQ_ERROR_INSUFFICIENT_RESOURCES
 
 
 class MessageExpired(StoreError):
-    """Enqueue status 3 ([MS-MQDMPR] 3.1.7.1.9): the message timed out before it could be enqueued."""
+    """Enqueue status 3 ([MS-MQDMPR] 3.1.7.1.9 Enqueue Message): the message timed out before it
+    could be enqueued."""
 
-    status = "MQ_ERROR_MESSAGE_TIMED_OUT"
-    code = None
-    exit_code = 9
+    entry = Status.MQ_ERROR_MESSAGE_TIMED_OUT
 
 
 class TransactionError(StoreError):
-    status = "MQ_ERROR_TRANSACTION_USAGE"
-    code = "0xC00E0050"
-    exit_code = 10
+    entry = Status.MQ_ERROR_TRANSACTION_USAGE
 
 
 class StoreUnavailable(StoreError):
     """The store cannot be opened (missing, not a store, locked out)."""
 
-    status = "MQ_ERROR_STORE_UNAVAILABLE"
-    code = None
-    exit_code = 11
+    entry = Status.MQ_ERROR_STORE_UNAVAILABLE
 
 
 class StoreCorrupt(StoreUnavailable):
-    status = "MQ_ERROR_STORE_CORRUPT"
+    entry = Status.MQ_ERROR_STORE_CORRUPT
 
 
 class StorePermission(StoreUnavailable):
-    status = "MQ_ERROR_ACCESS_DENIED"
-    code = "0xC00E0025"
+    entry = Status.MQ_ERROR_ACCESS_DENIED
 
 
 class ForeignOwner(StorePermission):
@@ -173,12 +170,157 @@ class ForeignOwner(StorePermission):
 class BadData(StoreError):
     """Malformed record, label, body, format name or import line."""
 
-    status = "MQ_ERROR_BAD_DATA"
-    code = None
-    exit_code = 12
+    entry = Status.MQ_ERROR_BAD_DATA
 
 
 class ChannelError(StoreError):
-    status = "MQ_ERROR_CHANNEL"
-    code = None
-    exit_code = 13
+    entry = Status.MQ_ERROR_CHANNEL
+
+
+class Interrupted(StoreError):
+    """Ctrl-C where a KeyboardInterrupt cannot carry it: `listen` and `dispatch` stop on the
+    signal and raise this, since Typer turns a KeyboardInterrupt into a plain exit that
+    `mqcli.app.run` does not report."""
+
+    entry = Status.INTERRUPTED
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+
+# ---- queue names, selectors, links --------------------------------------------------------
+
+class SelectorError(InvalidArgument):
+    """A selector that does not parse, or compares what cannot be compared (exit 2)."""
+
+
+def shown(text: str, limit: int = 200) -> str:
+    """Quote user text for an error message: as typed when printable, else repr-escaped."""
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return f"'{text}'" if text.isprintable() and "'" not in text else repr(text)
+
+
+class FormatNameSyntaxError(BadData):
+    """Text that is not a format name by MS-MQMQ 2.1's ABNF. `column` is 1-based in the text
+    given to `check_syntax` (one past the end of the name when it stops short); `detail` says
+    what was expected there and what was found."""
+
+    def __init__(self, text: str, column: int, detail: str) -> None:
+        super().__init__(f"format name {shown(text)}: column {column}: {detail}")
+        self.column = column
+        self.detail = detail
+
+
+class LinkNotFound(StoreError):
+    entry = Status.MQ_ERROR_QUEUE_NOT_AVAILABLE
+
+
+class LinkExists(QueueExists):
+    """A link of that name is already registered."""
+
+
+# ---- trace reports -------------------------------------------------------------------------
+
+class TraceFormatError(BadData):
+    """A trace label or body that breaks [MS-MQQB]'s ABNF: where (1-based column) and which rule."""
+
+    def __init__(self, kind: str, column: int, rule: str, detail: str) -> None:
+        super().__init__(f"bad trace {kind}: column {column}, rule {rule}: {detail}")
+        self.kind = kind
+        self.column = column
+        self.rule = rule
+        self.detail = detail
+
+
+# ---- the channel (store/channel/) ------------------------------------------------------------
+
+class ProtocolError(ChannelError):
+    """The peer sent something that is not the protocol: the connection is closed."""
+
+
+class UnknownFrameType(ProtocolError):
+    pass
+
+
+class FrameTooLarge(ProtocolError):
+    pass
+
+
+class TruncatedFrame(ProtocolError):
+    """The stream ended inside a frame."""
+
+
+class MalformedBatch(ProtocolError):
+    pass
+
+
+class ChannelErrorCode(IntEnum):
+    """The code an ERROR frame carries (docs/protocol.md; store/channel/frames.py encodes it)."""
+
+    PROTOCOL = 1        # not a frame, unexpected frame, bad field
+    AUTHENTICATION = 2  # a proof or seal did not verify
+    VERSION = 3         # no protocol version in common
+    TOO_LARGE = 4       # a frame over the receiver's limit
+    BAD_DATA = 5        # a message record the receiving store refuses (nothing stored)
+    STORE = 6           # the receiving store cannot take the batch now (full, quota); retry later
+    SHUTTING_DOWN = 7   # the listener is stopping; retry later
+    BUSY = 8            # too many connections; retry later
+
+
+class PeerError(ChannelError):
+    """The peer sent an ERROR frame."""
+
+    def __init__(self, code: int, text: str) -> None:
+        try:
+            name = ChannelErrorCode(code).name.lower().replace("_", " ")
+        except ValueError:
+            name = f"error {code}"
+        super().__init__(f"the peer refused: {name}: {text}")
+        self.peer_code = code
+        self.text = text
+
+
+class AuthenticationFailed(ChannelError):
+    """A proof or a sealed frame did not verify: the peer does not hold the key (or the
+    bytes were changed on the way)."""
+
+
+class VersionMismatch(ChannelError):
+    """No protocol version in common."""
+
+
+class ChannelTimeout(ChannelError):
+    pass
+
+
+class ConnectionLost(ChannelError):
+    pass
+
+
+class ListenerBusy(ChannelError):
+    """The listener has as many authenticated peers as it serves at once."""
+
+
+class ChannelMessageTooLarge(ChannelError):
+    """The next message of an outgoing queue is larger than the listener accepts: the queue
+    stops until it is moved out."""
+
+
+class SelfLink(ChannelError):
+    """A link that reaches this queue manager itself."""
+
+
+# ---- the data pipeline (store/analytics/) --------------------------------------------------
+
+class AnalyticsUnavailable(StoreError):
+    """The pipeline cannot run here: the `spark` extra or Java is missing (exit 2, with what
+    to install)."""
+
+    entry = Status.MQ_ERROR_ANALYTICS_UNAVAILABLE
+
+
+class AnalyticsFailed(StoreError):
+    """Spark could not start or its job failed (exit 1); the message names Spark's log."""
+
+    entry = Status.MQ_ERROR_ANALYTICS_FAILED

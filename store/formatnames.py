@@ -50,7 +50,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .abnf import Scanner
-from .errors import BadData
+from .errors import BadData, FormatNameSyntaxError
+from .errors import shown as _show
 from .queues import DEAD_LETTER, DEAD_LETTER_TX, MAX_NAME
 
 Kind = Literal["local", "public", "private", "direct", "machine", "multicast"]
@@ -406,17 +407,6 @@ _HEXDIGS = frozenset("0123456789abcdefABCDEF")
 _DIGITS = frozenset("0123456789")
 
 
-class FormatNameSyntaxError(BadData):
-    """Text that is not a format name by MS-MQMQ 2.1's ABNF. `column` is 1-based in the text
-    given to `check_syntax` (one past the end of the name when it stops short); `detail` says
-    what was expected there and what was found."""
-
-    def __init__(self, text: str, column: int, detail: str) -> None:
-        super().__init__(f"format name {_show(text)}: column {column}: {detail}")
-        self.column = column
-        self.detail = detail
-
-
 def check_syntax(text: str, start: int = 0, stop: int | None = None) -> str:
     """Check that text[start:stop] is one format name by MS-MQMQ 2.1's ABNF and return it.
 
@@ -540,10 +530,3 @@ class _QueueFormat(Scanner):
 def _keyword(text: str) -> str | None:
     """Upper-cased text for keyword matching, or None when it is not ASCII."""
     return text.upper() if text.isascii() else None
-
-
-def _show(text: str, limit: int = 200) -> str:
-    """Quote user text for an error message: as typed when printable, else repr-escaped."""
-    if len(text) > limit:
-        text = text[:limit] + "..."
-    return f"'{text}'" if text.isprintable() and "'" not in text else repr(text)

@@ -18,22 +18,13 @@ import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import BadData, InvalidArgument, QueueExists, StoreError, StorePermission
+from .errors import BadData, InvalidArgument, StorePermission
+from .errors import LinkExists, LinkNotFound  # noqa: F401 (importable from here too)
 from .ownership import open_checked, require_owner
 from .keys import queue_key
 
 KEY_BYTES = 32
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-
-class LinkNotFound(StoreError):
-    status = "MQ_ERROR_QUEUE_NOT_AVAILABLE"
-    code = "0xC00E004B"
-    exit_code = 6
-
-
-class LinkExists(QueueExists):
-    """A link of that name is already registered."""
 
 
 @dataclass(frozen=True, slots=True)

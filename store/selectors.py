@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import BadData, InvalidArgument
+from .errors import BadData, SelectorError
 from .records import Message, parse_iso_time
 
 __all__ = ["FIELDS", "Selector", "SelectorError", "compile_selector"]
@@ -78,10 +78,6 @@ _TOKEN = re.compile(r"""
   | (?P<word>[A-Za-z_][\w]*(?:\.[\w-]+)?)
   | (?P<op><>|<=|>=|!=|=|<|>|\(|\)|,|[+-])
 """, re.VERBOSE)
-
-
-class SelectorError(InvalidArgument):
-    """A selector that does not parse, or compares what cannot be compared (exit 2)."""
 
 
 @dataclass(frozen=True)

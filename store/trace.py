@@ -87,8 +87,8 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from .abnf import Scanner, abnf_equal
-from .errors import BadData, InvalidArgument
-from .formatnames import FormatNameSyntaxError, check_syntax, is_format_name_char
+from .errors import BadData, FormatNameSyntaxError, InvalidArgument, TraceFormatError
+from .formatnames import check_syntax, is_format_name_char
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
@@ -101,17 +101,6 @@ MAX_PORT = 0xFFFF
 MAX_MESSAGE_ID = 0xFFFF_FFFF  # 8HEXDIG
 MAX_HOPS = 0xFF               # 2HEXDIG
 MIN_YEAR, MAX_YEAR = 2000, 2099
-
-
-class TraceFormatError(BadData):
-    """A trace label or body that breaks [MS-MQQB]'s ABNF: where (1-based column) and which rule."""
-
-    def __init__(self, kind: str, column: int, rule: str, detail: str) -> None:
-        super().__init__(f"bad trace {kind}: column {column}, rule {rule}: {detail}")
-        self.kind = kind
-        self.column = column
-        self.rule = rule
-        self.detail = detail
 
 
 RECEIVED, SENT, CONFLICT = "received", "sent", "conflict"  # a label's event

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from .. import inputs
-from ..exits import ExitCode, Failed
+from ..exits import ExitCode, Failed, Status
 from ..options import Session, shared_options, shared_stores
 
 
@@ -74,7 +74,7 @@ def batch(
                 break
     if first_failure:
         code, number, text = first_failure
-        raise Failed(code, "BATCH", f"batch: line {number} failed (exit {code}): {text}")
+        raise Failed(code, Status.BATCH, f"batch: line {number} failed (exit {code}): {text}")
 
 
 def _captured(s: Any, number: int, text: str, argv: list[str], run: Any) -> int:

@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from store.errors import StoreError
+from store.errors import Interrupted
 
 from ..durations import parse_duration, parse_size
 from ..exits import UsageError
@@ -23,17 +23,6 @@ from ..options import Session, shared_options
 RESULT_COLUMNS = [("link", "link"), ("address", "address"), ("peer", "next hop"), ("messages", "messages"),
                   ("duplicates", "duplicates"), ("batches", "batches"), ("seconds", "seconds"),
                   ("error", "error")]
-
-
-class Interrupted(StoreError):
-    """Ctrl-C (exit 130, README.md#exit-codes), raised as a store error: Typer turns a KeyboardInterrupt
-    into a plain exit that `mqcli.app.run` does not report."""
-
-    status = "INTERRUPTED"
-    exit_code = 130
-
-    def __init__(self) -> None:
-        super().__init__("interrupted")
 
 
 def _logger(prefix: str, quiet: bool):

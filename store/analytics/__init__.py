@@ -21,26 +21,9 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import StoreError
+from ..errors import AnalyticsFailed, AnalyticsUnavailable  # noqa: F401 (both importable from here too)
 
 INSTALL_HINT = "pip install 'mqcli[spark]'"
-
-
-class AnalyticsUnavailable(StoreError):
-    """The pipeline cannot run here: the `spark` extra or Java is missing (exit 2, with what
-    to install)."""
-
-    status = "MQ_ERROR_ANALYTICS_UNAVAILABLE"
-    code = None
-    exit_code = 2
-
-
-class AnalyticsFailed(StoreError):
-    """Spark could not start or its job failed (exit 1); the message names Spark's log."""
-
-    status = "MQ_ERROR_ANALYTICS_FAILED"
-    code = None
-    exit_code = 1
 
 
 def missing(modules: tuple[str, ...] = ("pyspark", "pyarrow")) -> list[str]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .frames import ProtocolError
+from ..errors import MalformedBatch, ProtocolError
 
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
@@ -56,10 +56,6 @@ class Batch(NamedTuple):
     incarnation: bytes
     sent_at: int
     items: list[tuple[str, bytes]]
-
-
-class MalformedBatch(ProtocolError):
-    pass
 
 
 def encode_batch(items: list[tuple[str, bytes]], incarnation: bytes, sent_at: int) -> bytes:

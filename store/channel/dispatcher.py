@@ -37,11 +37,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ChannelError, StoreError, StoreUnavailable
+from ..errors import (
+    AuthenticationFailed, ChannelError, ChannelMessageTooLarge, ChannelTimeout, ConnectionLost, PeerError,
+    ProtocolError, SelfLink, StoreError, StoreUnavailable, VersionMismatch,
+)
 from .batches import decode_ack, encode_batch
-from .frames import HANDSHAKE_MAX_FRAME, ErrorCode, FrameType, PeerError, ProtocolError, encode_frame
-from .handshake import AuthenticationFailed, ClientHandshake, Session, VersionMismatch
-from .wire import STREAM_LIMIT, ChannelTimeout, Connection, ConnectionLost, error_code_for
+from .frames import HANDSHAKE_MAX_FRAME, ErrorCode, FrameType, encode_frame
+from .handshake import ClientHandshake, Session
+from .wire import STREAM_LIMIT, Connection, error_code_for
 
 if TYPE_CHECKING:
     from ..engine import Store
@@ -109,21 +112,13 @@ def describe_dead_lettered(dead_lettered: dict[str, int]) -> str:
     return f"{total} dead-lettered there: {reasons}"
 
 
-class MessageTooLarge(ChannelError):
-    pass
-
-
-class SelfLink(ChannelError):
-    pass
-
-
 class _Stopped(Exception):
     """The dispatcher was told to stop while a link was still connecting."""
 
 
 def is_permanent(exc: BaseException) -> bool:
     """A failure that a retry cannot fix: the queues are locked until an operator resumes them."""
-    if isinstance(exc, (AuthenticationFailed, VersionMismatch, MessageTooLarge, SelfLink)):
+    if isinstance(exc, (AuthenticationFailed, VersionMismatch, ChannelMessageTooLarge, SelfLink)):
         return True
     return isinstance(exc, PeerError) and exc.peer_code in (
         ErrorCode.AUTHENTICATION, ErrorCode.VERSION, ErrorCode.BAD_DATA, ErrorCode.TOO_LARGE)
@@ -396,7 +391,7 @@ class Dispatcher:
         budget = max(1, min(c.batch_bytes, session.max_frame // 2))
         limit = session.max_frame - _SEALED_OVERHEAD
         inflight: deque[tuple[int, int, int]] = deque()  # (sealed seq, token, messages)
-        blocked: MessageTooLarge | None = None  # the next message cannot go: stop after the acks
+        blocked: ChannelMessageTooLarge | None = None  # the next message cannot go: stop after the acks
         try:
             while True:
                 count = c.batch
@@ -408,7 +403,7 @@ class Dispatcher:
                     if len(body) > limit:
                         await self._call(self.st.outgoing_return, queue, taken.token)
                         if len(taken.items) == 1:
-                            blocked = MessageTooLarge(
+                            blocked = ChannelMessageTooLarge(
                                 f"the next message of {queue} ({len(taken.items[0][1])} bytes) is larger "
                                 f"than the listener accepts ({session.max_frame}-byte frames); move it "
                                 f"out of the queue (`mqcli get`), then `mqcli outgoing resume`")

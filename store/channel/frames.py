@@ -20,7 +20,9 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..errors import ChannelError
+from ..errors import ChannelErrorCode as ErrorCode  # the codes of ERROR frames
+from ..errors import FrameTooLarge, TruncatedFrame, UnknownFrameType
+from ..errors import PeerError, ProtocolError  # noqa: F401 (importable from here too)
 
 HEADER = struct.Struct(">IB")
 HEADER_SIZE = HEADER.size  # 5
@@ -48,22 +50,6 @@ class FrameType(IntEnum):
 
 
 _TYPES = frozenset(int(t) for t in FrameType)
-
-
-class ProtocolError(ChannelError):
-    """The peer sent something that is not the protocol: the connection is closed."""
-
-
-class UnknownFrameType(ProtocolError):
-    pass
-
-
-class FrameTooLarge(ProtocolError):
-    pass
-
-
-class TruncatedFrame(ProtocolError):
-    """The stream ended inside a frame."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,17 +131,6 @@ class FrameDecoder:
 
 # ---- ERROR frames --------------------------------------------------------------------------
 
-class ErrorCode(IntEnum):
-    PROTOCOL = 1        # not a frame, unexpected frame, bad field
-    AUTHENTICATION = 2  # a proof or seal did not verify
-    VERSION = 3         # no protocol version in common
-    TOO_LARGE = 4       # a frame over the receiver's limit
-    BAD_DATA = 5        # a message record the receiving store refuses (nothing stored)
-    STORE = 6           # the receiving store cannot take the batch now (full, quota); retry later
-    SHUTTING_DOWN = 7   # the listener is stopping; retry later
-    BUSY = 8            # too many connections; retry later
-
-
 _ERROR = struct.Struct(">H")
 
 
@@ -170,16 +145,3 @@ def decode_error(payload: bytes) -> tuple[int, str]:
         return 0, "(malformed error frame)"
     (code,) = _ERROR.unpack_from(payload)
     return code, payload[_ERROR.size:_ERROR.size + MAX_ERROR_TEXT].decode("utf-8", "replace")
-
-
-class PeerError(ChannelError):
-    """The peer sent an ERROR frame."""
-
-    def __init__(self, code: int, text: str) -> None:
-        try:
-            name = ErrorCode(code).name.lower().replace("_", " ")
-        except ValueError:
-            name = f"error {code}"
-        super().__init__(f"the peer refused: {name}: {text}")
-        self.peer_code = code
-        self.text = text

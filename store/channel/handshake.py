@@ -30,7 +30,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from ..errors import ChannelError
+from ..errors import AuthenticationFailed, ChannelError, VersionMismatch
 from .frames import HEADER, MIN_MAX_FRAME, FrameType, ProtocolError
 
 MAGIC = b"MQCF"
@@ -52,15 +52,6 @@ _SERVER_PROOF = b"mqcli-channel v1 server proof\0"
 _CLIENT_PROOF = b"mqcli-channel v1 client proof\0"
 _SESSION_KEY = b"mqcli-channel v1 session key\0"
 _FROM_CLIENT, _FROM_SERVER = b"C", b"S"
-
-
-class AuthenticationFailed(ChannelError):
-    """A proof or a sealed frame did not verify: the peer does not hold the key (or the
-    bytes were changed on the way)."""
-
-
-class VersionMismatch(ChannelError):
-    """No protocol version in common."""
 
 
 def check_key(key: bytes) -> bytes:

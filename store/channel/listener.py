@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ChannelError, StoreError
+from ..errors import ChannelError, ListenerBusy, StoreError
 from .batches import decode_batch, decode_bye, encode_ack
 from .frames import (
     DEFAULT_MAX_FRAME, HANDSHAKE_MAX_FRAME, MAX_MAX_FRAME, MIN_MAX_FRAME, ErrorCode, FrameType, PeerError,
@@ -122,10 +122,6 @@ def parse_bind(text: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ChannelError(f"--bind {text!r} is not HOST:PORT with a port 0-65535")
     return host, int(port)
-
-
-class ListenerBusy(ChannelError):
-    """The listener has as many authenticated peers as it serves at once."""
 
 
 @dataclass(eq=False)

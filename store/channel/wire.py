@@ -13,25 +13,16 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from ..errors import BadData, ChannelError, StoreError
-from .frames import (
-    DEFAULT_MAX_FRAME, ErrorCode, Frame, FrameDecoder, FrameTooLarge, FrameType, PeerError, ProtocolError,
-    decode_error, encode_error,
+from ..errors import (
+    AuthenticationFailed, BadData, ChannelError, ChannelTimeout, ConnectionLost, FrameTooLarge, PeerError,
+    ProtocolError, StoreError, VersionMismatch,
 )
-from .handshake import AuthenticationFailed, VersionMismatch
+from .frames import DEFAULT_MAX_FRAME, ErrorCode, Frame, FrameDecoder, FrameType, decode_error, encode_error
 
 CHUNK = 256 * 1024
 #: StreamReader buffer limit: the transport pauses reading above twice this, so a listener
 #: busy committing one batch still takes in the next one.
 STREAM_LIMIT = 4 * 1024 * 1024
-
-
-class ChannelTimeout(ChannelError):
-    pass
-
-
-class ConnectionLost(ChannelError):
-    pass
 
 
 class Connection:
