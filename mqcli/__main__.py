@@ -4,6 +4,11 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:  # before anything of the app is loaded (docs/design.md)
+        from . import __version__
+
+        sys.stdout.write(f"mqcli {__version__}\n")
+        sys.exit(0)
     try:
         from . import signals  # first: SIGTERM is an interruption from here on
 
