@@ -10,9 +10,7 @@ import errno
 import fcntl
 import itertools
 import os
-import secrets
 import shutil
-import socket
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -48,7 +46,7 @@ from .records import (
     LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, at_rest, decode,
     guid_text, validate_fields,
 )
-from . import addressing, check, deadletters, holders, ids, msmq_transactions, reports
+from . import addressing, deadletters, holders, ids, msmq_transactions, reports
 from .msmq_transactions import TxInfo
 from .write import GONE, MAINTENANCE_BATCH, Write, new_guid
 
@@ -217,7 +215,7 @@ def _backup_sibling(target: Path) -> tuple[Path, int]:
     """A new private directory next to `target` to build the backup in, and a descriptor
     holding an exclusive flock on it for as long as the backup runs: the mark of a live backup
     (the kernel drops it however the process ends)."""
-    building = target.parent / f".{target.name}{_BACKUP_PART}{secrets.token_hex(6)}"
+    building = target.parent / f".{target.name}{_BACKUP_PART}{os.urandom(6).hex()}"
     try:
         os.mkdir(building, 0o700)  # fails if it exists: never someone else's directory
         fd, _ = open_checked(building, os.O_RDONLY | os.O_DIRECTORY, f"the backup directory {building}")
@@ -418,7 +416,7 @@ class Store(Forwarding):
                 return  # another process finished it first
             t.lt.put(keys.META_FORMAT, U64.pack(1), db=meta)
             t.lt.put(keys.META_GUID, new_guid(), db=meta)
-            t.lt.put(keys.META_NAME, (name or socket.gethostname()).encode(), db=meta)
+            t.lt.put(keys.META_NAME, (name or os.uname().nodename).encode(), db=meta)
             t.lt.put(keys.META_CREATED, U64.pack(t.now), db=meta)
             for system in SYSTEM_QUEUES:
                 t.create_queue(system, system=True)
@@ -1584,6 +1582,8 @@ class Store(Forwarding):
         return self._read(read)
 
     def check(self) -> list[str]:
+        from . import check  # docs/layers.md: loaded only by the check, not by every start-up
+
         with self._env.begin() as lt:
             return check.check_store(Write(lt, self._dbs, self._now(), self._queue_cache))
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 import struct
 import time
 import weakref
@@ -94,7 +93,7 @@ class Placed:
 
 
 def new_token() -> int:
-    return secrets.randbits(62) + 1
+    return (int.from_bytes(os.urandom(8), "big") >> 2) + 1  # 62 random bits, as secrets.randbits
 
 
 def decode(key: bytes, value: bytes) -> Hold:
@@ -130,7 +129,7 @@ class Holder:
 
     def __init__(self, store_dir: Path) -> None:
         self.dir = store_dir / HOLDERS_DIR
-        self.id = secrets.token_bytes(16)
+        self.id = os.urandom(16)
         self.pid = os.getpid()
         self._fd: int | None = None
         self._alive: dict[bytes, float] = {}

@@ -24,6 +24,8 @@ LAZY = {
     ("store.analytics.session", "store.analytics.source"): "the data source imports pyspark",
     ("store.analytics.pipeline", "store.reportfile"): "only `--reports FILE` reads a report file",
     ("store.analytics.routes", "store.analytics.columns"): "columns imports pyspark; the pure-Python pass does not need it",
+    ("store.engine", "store.check"): "start-up cost: only `mqcli check` runs the consistency check",
+    ("store.filters", "store.selectors"): "start-up cost: only a --where selector needs its parser and regexes",
 }
 
 

@@ -11,7 +11,6 @@ from typing import Annotated, Optional
 import typer
 
 from store import Message, NewMessage, Store, errors
-from store.selectors import SelectorError, compile_selector
 
 from .. import inputs, values
 from ..durations import parse_duration
@@ -33,6 +32,8 @@ PriorityOpt = Annotated[Optional[int], typer.Option("--priority", min=0, max=7, 
 def _selector(text: Optional[str]) -> Optional[str]:
     """A --where selector is checked as the command line is read (exit 2, naming the column)."""
     if text is not None:
+        from store.selectors import SelectorError, compile_selector  # only a --where loads the parser
+
         try:
             compile_selector(text)
         except SelectorError as exc:
