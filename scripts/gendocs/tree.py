@@ -11,7 +11,6 @@ import textwrap
 from dataclasses import dataclass, field
 
 import click
-import typer
 
 from . import PROG
 
