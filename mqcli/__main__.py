@@ -4,7 +4,7 @@ import sys
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--version"]:  # before anything of the app is loaded (docs/design.md)
+    if sys.argv[1:] == ["--version"]:  # before anything of the app loads (docs/design.md#command-line)
         from . import __version__
 
         sys.stdout.write(f"mqcli {__version__}\n")

@@ -46,7 +46,7 @@ from .records import (
     LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, at_rest, decode,
     guid_text, validate_fields,
 )
-from . import addressing, deadletters, holders, ids, msmq_transactions, reports
+from . import addressing, deadletters, holders, ids, msmq_transactions
 from .msmq_transactions import TxInfo
 from .write import GONE, MAINTENANCE_BATCH, Write, new_guid
 
@@ -737,6 +737,9 @@ class Store(Forwarding):
                     validate_fields(m)
                     out.append(m)
                 traced = [m for m in out if m.trace and m.report_queue]
+                if traced:
+                    from . import reports  # docs/layers.md: only a traced message sends reports
+
                 for m in traced:
                     reports.keep_report_queue(t, m)
                 if tx is not None:

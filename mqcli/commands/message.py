@@ -6,11 +6,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from store import Message, NewMessage, Store, errors
+from store import errors
+from store.records import Message
+
+if TYPE_CHECKING:
+    from store import NewMessage, Store
 
 from .. import inputs, values
 from ..durations import parse_duration
@@ -194,6 +198,8 @@ def put(
                   app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
                   dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
     lease_s = _seconds(lease, "lease")
+    from store import NewMessage  # the engine loads with the store, not for `put --help`
+
     with s.open() as st:
         if jsonl is not None:
             with inputs.opened(jsonl) as stream:
