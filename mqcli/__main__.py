@@ -13,7 +13,8 @@ def main() -> None:
         from . import signals  # first: SIGTERM is an interruption from here on
 
         signals.install()
-        from .app import run  # the imports take a few tenths of a second: Ctrl-C may land here
+        with signals.deferred():  # a signal inside an extension's init (orjson's) crashes it: acted on after
+            from .app import run
 
         code = run()
     except KeyboardInterrupt as exc:
