@@ -279,6 +279,14 @@ def _new_store(path: str, queues=(QUEUE,)) -> None:
             st.create_queue(q)
 
 
+def work_store(tmp_root: str, prefix: str, queues=(QUEUE,)) -> tuple[str, str]:
+    """A fresh temp directory under tmp_root and a new store in it: (directory, store path)."""
+    work = tempfile.mkdtemp(prefix=prefix, dir=tmp_root)
+    store_path = os.path.join(work, "store")
+    _new_store(store_path, queues)
+    return work, store_path
+
+
 def _depth(path: str, queue: str) -> int:
     from store import Store
 

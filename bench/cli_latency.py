@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from .cli_common import (
-    QUEUE, BODY, BenchError, CliSizes, _child_env, _new_store, _target_result, empty_cwd, mqcli_path, percentile,
+    QUEUE, BODY, BenchError, CliSizes, _child_env, _target_result, empty_cwd, mqcli_path, percentile, work_store,
 )
 
 # --------------------------------------------------------------------------------------
@@ -102,9 +102,7 @@ def run_wait(sizes: CliSizes, tmp_root: str, log) -> dict:
     from store import Store
 
     py, mq = sys.executable, mqcli_path()
-    work = tempfile.mkdtemp(prefix="wait-", dir=tmp_root)
-    store_path = os.path.join(work, "store")
-    _new_store(store_path)
+    work, store_path = work_store(tmp_root, "wait-")
     env = _child_env(store_path)
     contenders = {
         "mqcli": ([mq, "get", QUEUE, "--wait", "forever", "-o", "json"], None, "target",
@@ -175,9 +173,7 @@ def run_stalled(sizes: CliSizes, tmp_root: str, log) -> dict:
     from store import NewMessage, Store
 
     mq = mqcli_path()
-    work = tempfile.mkdtemp(prefix="stalled-", dir=tmp_root)
-    store_path = os.path.join(work, "store")
-    _new_store(store_path, queues=(QUEUE, "other"))
+    work, store_path = work_store(tmp_root, "stalled-", (QUEUE, "other"))
     n = max(100, 4 * sizes.latency_samples)
     with Store.open(store_path) as st:
         for _ in range(STALLED_MESSAGES // 1000):

@@ -9,10 +9,10 @@ import re
 import shutil
 import statistics
 import sys
-import tempfile
 
 from .cli_common import (
     QUEUE, BenchError, CliSizes, _child_env, _depth, _new_store, _stats, _target_result, mqcli_path, run_child,
+    work_store,
 )
 
 # --------------------------------------------------------------------------------------
@@ -113,9 +113,7 @@ def importtime_summary(runs: list[list[tuple[str, int, int, int]]],
 
 def run_startup(sizes: CliSizes, tmp_root: str, log) -> dict:
     py, mq = sys.executable, mqcli_path()
-    work = tempfile.mkdtemp(prefix="startup-", dir=tmp_root)
-    store_path = os.path.join(work, "store")
-    _new_store(store_path)
+    work, store_path = work_store(tmp_root, "startup-")
     browse_store = os.path.join(work, "browse-store")
     _new_store(browse_store)
     # `get q` takes one message a round: there is always one (put runs as often, maybe later)

@@ -7,11 +7,10 @@ import os
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 
 from .cli_common import (
-    QUEUE, BODY, BenchError, CliSizes, _child_env, _depth, _new_store, _sync, _target_result, mqcli_path, run_child,
+    QUEUE, BODY, BenchError, CliSizes, _child_env, _depth, _sync, _target_result, mqcli_path, run_child, work_store,
 )
 
 CONSUME_MESSAGES = 2000
@@ -30,9 +29,7 @@ def run_consume(sizes: CliSizes, tmp_root: str, log) -> dict:
     spawns, consumes = [], []
     log(f"consume: {rounds} rounds of {n} messages, consume --exec true against {n} bare spawns")
     for _ in range(rounds):
-        work = tempfile.mkdtemp(prefix="consume-", dir=tmp_root)
-        store_path = os.path.join(work, "store")
-        _new_store(store_path)
+        work, store_path = work_store(tmp_root, "consume-")
         with Store.open(store_path) as st:
             for at in range(0, n, 1000):
                 st.put_many(QUEUE, [NewMessage(BODY) for _ in range(min(1000, n - at))])
@@ -69,9 +66,7 @@ def run_batch(sizes: CliSizes, tmp_root: str, log) -> dict:
     per_process, per_line = [], []
     log(f"batch: {rounds} rounds of mqcli batch ({lines} put lines) against {processes} mqcli put processes")
     for _ in range(rounds):
-        work = tempfile.mkdtemp(prefix="batch-", dir=tmp_root)
-        store_path = os.path.join(work, "store")
-        _new_store(store_path)
+        work, store_path = work_store(tmp_root, "batch-")
         env = _child_env(store_path)
         script = os.path.join(work, "puts.mqcli")
         with open(script, "w", encoding="utf-8") as f:
