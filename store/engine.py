@@ -112,6 +112,8 @@ class Imported(list[Message]):
 
 @dataclass(slots=True)
 class StoreInfo:
+    """The queue manager: identity, usage, quota and settings (`Store.info`)."""
+
     guid: str
     name: str
     path: str
@@ -130,6 +132,8 @@ class StoreInfo:
 
 @dataclass(slots=True)
 class QueueStats:
+    """One queue's depth by state and priority, bytes, oldest message, last put and get (`Store.stats`)."""
+
     name: str
     depth: int
     bytes: int
@@ -149,6 +153,8 @@ class QueueStats:
 
 @dataclass(slots=True)
 class SweepResult:
+    """What one sweep did: messages expired, leases undone, transactions aborted."""
+
     expired: int = 0
     leases_undone: int = 0
     transactions_aborted: int = 0

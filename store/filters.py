@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Filter:
+    """Which messages an operation selects: ids, correl_id, priority and a `where` selector."""
+
     msg_id: str | None = None
     correl_id: str | None = None
     lookup_id: int | None = None

@@ -36,6 +36,8 @@ class Route:
 
 @dataclass(frozen=True, slots=True)
 class Taken:
+    """Messages of an outgoing queue held in flight under a token, to send."""
+
     token: int
     items: list[tuple[str, bytes]]  # (destination format name, record)
     incarnation: bytes = b""  # the sending incarnation: with each record's seq, names its transfer
@@ -44,6 +46,8 @@ class Taken:
 
 @dataclass(slots=True)
 class OutgoingInfo:
+    """An outgoing queue as `mqcli outgoing list` and `show` report it."""
+
     name: str
     destination_qm: str
     state: str

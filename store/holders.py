@@ -64,6 +64,8 @@ _ALIVE_FOR = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Hold:
+    """A hold in place: its token, the holding process and the messages it holds (docs/holders.md)."""
+
     token: int
     holder: bytes
     pid: int

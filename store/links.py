@@ -28,6 +28,8 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 @dataclass(frozen=True, slots=True)
 class LinkInfo:
+    """A link to another queue manager: its name, address and key file."""
+
     name: str
     host: str
     port: int

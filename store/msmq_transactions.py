@@ -33,6 +33,8 @@ DEFAULT_TIMEOUT = 600.0
 
 @dataclass(slots=True)
 class TxInfo:
+    """An MSMQ transaction as `mqcli tx list` and `show` report it."""
+
     tx: int
     created: int
     deadline: int | None
