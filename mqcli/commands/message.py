@@ -19,6 +19,7 @@ from ..exits import UsageError
 from ..options import AUTO, NewConfirmOpt, NewLockOpt, Session, shared_options
 from ..render import Output, age, iso, progress
 from ..signals import Terminated, WritingGate, deferred
+from ..template import Template, TemplateError, compile_template
 
 BATCH = 1000
 
@@ -45,6 +46,33 @@ WhereOpt = Annotated[Optional[str], typer.Option(
     help="Only messages the selector selects: SQL92 conditions on header fields and props.NAME, "
          "e.g. \"priority > 4 AND props.region = 'eu'\" or \"age > 10m AND label LIKE 'inv%'\" "
          "(README: Selectors).")]
+def _template(text: Optional[str]) -> Optional[Template]:
+    """A --format template is compiled as the command line is read: an unknown placeholder is
+    exit 2 naming it, before any message is taken."""
+    if text is None:
+        return None
+    try:
+        return compile_template(text)
+    except TemplateError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+FormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", metavar="TEMPLATE", callback=_template,
+    help="Write each message as TEMPLATE fills it (kcat -f): {msg_id} {priority} {label} {correl_id} "
+         "{put_time} {size} {backouts} {props.NAME} {body} {body_hex} (and {queue} {state} {expires} "
+         "{app_specific} {hops} {lookup_id} {unique_id} {dead_letter_reason} {original_queue}), "
+         "{{ and }} for braces, escapes \\n \\t \\0 \\\\. Bodies are written as their bytes.")]
+
+
+def _formatted(s: Session, template: Optional[Template]) -> None:
+    """--format takes the place of -o: the two do not go together."""
+    if template is not None:
+        if s.out.mode != "text":
+            raise UsageError(f"--format writes each message as its template says; drop -o {s.out.mode}")
+        s.out.template = template
+
+
 ConfirmOpt = Annotated[Optional[int], typer.Option("--confirm-id", callback=values.positive_id, help="Confirm id (a positive 63-bit integer you choose).")]
 LockOpt = Annotated[Optional[int], typer.Option("--lock-id", callback=values.positive_id, help="Lock id of a browse with lock.")]
 LeaseOpt = Annotated[Optional[str], typer.Option("--lease", help="Undo automatically if not confirmed within this time, e.g. 30s.")]
@@ -247,7 +275,7 @@ def get(
     all_: Annotated[bool, typer.Option("--all", help="Get every available message.")] = False,
     confirm_id: NewConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
     tx: TxOpt = None,
-    follow: FollowOpt = False, idle: IdleOpt = None,
+    follow: FollowOpt = False, idle: IdleOpt = None, template: FormatOpt = None,
 ) -> None:
     """Get (destructively) the next message; with --confirm-id, a two-phase get.
 
@@ -267,7 +295,10 @@ def get(
       mqcli get orders --unique-id "$(mqcli browse orders -n 1 -o json | jq -r '.[0].unique_id')"
       mqcli get orders --follow --where "props.region = 'eu'" -o jsonl
       mqcli get orders --follow --count 100 --idle 30s -o body
+      mqcli get orders --all -o hex
+      mqcli get orders --all --format '{msg_id}\\t{props.region}\\t{body}\\n'
     """
+    _formatted(s, template)  # type: ignore[arg-type]
     if follow:
         return _get_follow(s, queue, where=where, count=count, idle=idle, all_=all_, wait=wait,
                            others=(msg_id, unique_id, correl_id, lookup_id, priority, confirm_id, lock_id, lease, tx))
@@ -407,6 +438,7 @@ def browse(
     lock_id: NewLockOpt = None, lease: LeaseOpt = None,
     follow: FollowOpt = False, idle: IdleOpt = None,
     from_start: Annotated[bool, typer.Option("--from-start", help="With --follow: first the messages available now, then the new ones.")] = False,
+    template: FormatOpt = None,
 ) -> None:
     """Show messages in queue order without taking them; --lock locks them (MQe browseWithLock).
 
@@ -422,7 +454,11 @@ def browse(
       L=$(mqcli browse orders --lock --limit 5 --lease 1m) && mqcli get orders --lock-id "$L"
       mqcli browse orders --follow --where "priority > 4"
       mqcli browse orders --follow --from-start --idle 10s -o jsonl
+      mqcli browse orders --msg-id "$ID" -o hex
+      mqcli browse orders --format '{put_time} {priority} {label} {size}\\n'
+      mqcli browse orders --format '{body_hex}\\n' --where "props.kind = 'bin'"
     """
+    _formatted(s, template)  # type: ignore[arg-type]
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
                    priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):
