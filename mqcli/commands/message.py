@@ -106,8 +106,8 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
             for batch in items:
                 with deferred():  # what is committed is printed: Ctrl-C waits for the ids
                     if keep_ids:
-                        done = st.import_messages(queue, batch, new_ids=new_ids)  # type: ignore[arg-type]
-                        skipped += len(done.skipped)
+                        done, n_skipped = _store_records(st, queue, batch, new_ids)  # type: ignore[arg-type]
+                        skipped += n_skipped
                     else:
                         done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
                                            extend=extend)
@@ -122,6 +122,28 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
         if skipped:
             out.note(f"skipped {skipped} already stored (their msg_ids are in the store; --new-ids stores copies)")
     return total
+
+
+def _store_records(st: Store, queue: str, batch: list[Message | NewMessage], new_ids: bool) -> tuple[list[Message], int]:
+    """A batch of `put --jsonl` records in input order: each run of replayed records (with
+    msg_id) imported keeping its ids, each run of new messages put; (stored, skipped)."""
+    done: list[Message] = []
+    skipped = 0
+    at = 0
+    while at < len(batch):
+        replay = isinstance(batch[at], Message)
+        end = at
+        while end < len(batch) and isinstance(batch[end], Message) == replay:
+            end += 1
+        run = batch[at:end]
+        if replay:
+            imported = st.import_messages(queue, run, new_ids=new_ids)  # type: ignore[arg-type]
+            skipped += len(imported.skipped)
+            done += imported
+        else:
+            done += st.put_many(queue, run)  # type: ignore[arg-type]
+        at = end
+    return done, skipped
 
 
 def _note_id(out: Output, what: str, ident: Optional[int]) -> None:
@@ -179,20 +201,25 @@ def put(
     lease: LeaseOpt = None,
     tx: TxOpt = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Put the body this many times.")] = 1,
-    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids; a record whose msg_id is stored already is skipped.")] = None,
+    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). Every line is checked first: a bad one stores nothing (exit 12).")] = None,
     new_ids: Annotated[bool, typer.Option("--new-ids", help="With --jsonl: store each record as a copy with a new msg_id and put time.")] = False,
     lines: Annotated[Optional[str], typer.Option("--lines", metavar="FILE|-", help="Put one message per line of a file (or -).")] = None,
 ) -> None:
     """Put a message (or many) on a queue; prints each new msg_id.
 
-    --jsonl keeps the records' msg_ids; as a msg_id is unique within a store, a record whose
-    msg_id is stored already is skipped (not printed, counted on stderr); --new-ids makes copies.
+    --jsonl reads one JSON object a line: a new message takes any of body (or body_b64),
+    priority, label, correl_id, props, ttl (a duration) or expires, app_specific, express; a
+    record with a msg_id (as `get -o jsonl` prints it) keeps it, and as a msg_id is unique
+    within a store, one stored already is skipped (not printed, counted on stderr); --new-ids
+    makes copies. Every line is checked before any is stored: an unknown field or a wrong type
+    is exit 12 naming the line and the field, and nothing of the input is stored.
 
     \b
     Examples:
       mqcli put orders 'hello' --priority 5 --correl-id order-17
       mqcli put orders - < payload.bin
       mqcli put orders --lines events.txt
+      echo '{"body": "x", "priority": 5, "props": {"region": "eu"}, "ttl": "10m"}' | mqcli put orders --jsonl -
       mqcli get old -o jsonl --all | mqcli put new --jsonl -
       mqcli put orders 'hello' --tx "$(mqcli tx begin)"
     """
@@ -224,8 +251,9 @@ def put(
     with s.open() as st:
         if jsonl is not None:
             with inputs.opened(jsonl) as stream:
-                limit = inputs.record_line_limit(st.info().max_message_size)
-                records = (m for _, m in inputs.read_records(stream, limit))
+                max_size = st.info().max_message_size
+                limit = inputs.record_line_limit(max_size)
+                records = (m for _, m in inputs.put_records(stream, limit, max_size))
                 batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
                 _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
         elif lines is not None:
