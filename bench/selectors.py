@@ -149,7 +149,7 @@ def render(doc: dict) -> str:
     lines = [f"selectors: browse of a queue of {p['messages']:,} {p['body_bytes']}-byte messages, whole "
              f"processes, -o jsonl to a file, {p['rounds']} round(s)", "",
              f"{'command':<52} {'messages':>9} {'seconds':>9}"]
-    for name, r in res.items():
+    for r in res.values():
         lines.append(f"{' '.join(r['command'][2:-2]) or '(plain)':<52} {r['messages']:>9,} {r['seconds']:>9.3f}")
     w, i = t["where_property"], t["where_correl_id"]
     lines += ["",
