@@ -181,7 +181,7 @@ def read_records(stream: BinaryIO, limit: int,
 
 # ---- put --jsonl: your own records, all checked before any is stored (exit 12) ------------
 
-# A record without msg_id is a new message: any subset of these (README.md#put-your-own-jsonl).
+# A record without msg_id is a new message: any subset of these (README.md#your-own-jsonl).
 NEW_RECORD_FIELDS = frozenset(("body", "body_b64", "priority", "label", "correl_id", "props", "ttl",
                                "expires", "app_specific", "express"))
 # A record with msg_id is a replay of the JSON form `get -o jsonl` and `export` write

@@ -739,7 +739,7 @@ class RecordView:
     it: the fixed header is unpacked once, a string field or a property is read from the bytes
     when the expression asks for it, the body never. The candidate loop of a `--where` scan
     (store/write.py `candidates`) tests each record through one and decodes only those that
-    match (docs/design.md#selectors). A part of a malformed record is read as it lies; the
+    match (README.md#selectors). A part of a malformed record is read as it lies; the
     full decode of a match still raises BadData (`mqcli check` finds the others)."""
 
     __slots__ = ("_buf", "_h", "queue")

@@ -842,7 +842,7 @@ class Write:
     def available_selected(self, q: QueueInfo, selector: Selector, priority: int | None = None) -> Iterator[Message]:
         """The available messages `selector` selects, in queue order: each record tested
         through a RecordView (the fields the expression uses, read from its bytes) and only
-        the matches decoded (docs/design.md#selectors)."""
+        the matches decoded (README.md#selectors)."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
         matches, now, name = selector.matches, self.now, q.name
         for _, record in self.positions(prefix):
