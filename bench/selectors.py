@@ -23,11 +23,9 @@ start-up, and the machine is shared).
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -164,16 +162,6 @@ def render(doc: dict) -> str:
 def main(args, log) -> int:
     from . import report
 
-    base = args.tmpdir or tempfile.gettempdir()
-    os.makedirs(base, exist_ok=True)
-    tmp_root = tempfile.mkdtemp(prefix="mqcli-bench-selectors-", dir=base)
-    try:
-        info = report.machine_info(tmp_root, REPO)
-        doc = run(args, tmp_root, info, log)
-    finally:
-        shutil.rmtree(tmp_root, ignore_errors=True)
-    print()
-    print(render(doc))
-    report.save(doc, args.out, DEFAULT_OUT, doc["parameters"]["elapsed_s"])
+    doc = report.run_suite(args, "selectors", run, render, DEFAULT_OUT, REPO, log)
     missed = [k for k, v in doc["targets"].items() if not v["met"]]
     return 1 if (args.check and missed) else 0
