@@ -209,8 +209,8 @@ def put_record(record: Any, now_us: int) -> Message | NewMessage:
     if not isinstance(record, dict):
         raise errors.BadData("a record must be a JSON object")
     if "msg_id" in record:
-        unknown = record.keys() - REPLAY_FIELDS
-        if unknown:
+        if not REPLAY_FIELDS.issuperset(record):  # (no set built for the usual record)
+            unknown = record.keys() - REPLAY_FIELDS
             raise errors.BadData(f"field {min(unknown)!r} is not a field of a message record "
                                  f"(a record with msg_id is replayed as `get -o jsonl` wrote it)")
         return Message.from_dict(record)
@@ -299,7 +299,11 @@ def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterator
     temporary file between the check and the put (a regular file is read twice instead), so
     memory does not grow with the input."""
     import tempfile
+    import time
 
+    from .jsonl import loads
+
+    now = int(time.time() * 1_000_000)  # an `expires` must be later than the start
     seekable = _is_file(stream) and stream.seekable()
     start = stream.tell() if seekable else 0
     spool = None if seekable else tempfile.TemporaryFile(prefix="mqcli-put-jsonl-")
@@ -308,30 +312,26 @@ def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterator
             if spool is not None:
                 spool.write(line if line.endswith(b"\n") else line + b"\n")
             if line and not line.isspace():
-                m = _record_of(number, line)
+                m = _record_of(number, line, now, loads)
                 if len(m.body) > max_message_size:
                     raise too_large(max_message_size, len(m.body), where=f"line {number}: ")
         source: BinaryIO = stream if spool is None else spool  # type: ignore[assignment]
         source.seek(start)
         for number, line in jsonl_lines(source, limit):
             if line and not line.isspace():
-                yield number, _record_of(number, line)
+                yield number, _record_of(number, line, now, loads)
     finally:
         if spool is not None:
             spool.close()
 
 
-def _record_of(number: int, line: bytes) -> Message | NewMessage:
-    import time
-
-    from . import jsonl
-
+def _record_of(number: int, line: bytes, now_us: int, loads: Callable[[bytes], Any]) -> Message | NewMessage:
     try:
-        record = jsonl.loads(line)
+        record = loads(line)
     except ValueError as exc:
         raise errors.BadData(f"line {number}: not JSON: {exc}") from None
     try:
-        return put_record(record, int(time.time() * 1_000_000))
+        return put_record(record, now_us)
     except (errors.BadData, errors.InvalidArgument) as exc:
         raise errors.BadData(f"line {number}: {exc.message}") from None
 
