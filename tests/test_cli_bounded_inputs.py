@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import click
@@ -28,7 +27,7 @@ import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as s
 
-from cli_helpers import Cli, invoke, mqcli_command
+from cli_helpers import Cli, mqcli_command
 from mqcli.app import app
 from mqcli.values import parse_escapes
 
