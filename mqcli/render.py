@@ -80,6 +80,23 @@ def age(us: int | None, now_us: int) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
+_BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_bytes(n: int) -> str:
+    """A byte count in binary units, three significant digits: 512 B, 1.5 KiB, 23.4 MiB."""
+    if n < 1024:
+        return f"{n} B"
+    value, text, step = float(n), "", 0
+    while step < len(_BINARY_UNITS):
+        value /= 1024
+        text = f"{value:.3g}"
+        if "e" not in text:  # below 999.5 (1000 and up is the next unit's 0.977)
+            break
+        step += 1
+    return f"{text} {_BINARY_UNITS[min(step, len(_BINARY_UNITS) - 1)]}"
+
+
 def json_line(obj: Any) -> bytes:
     return jsonl.dumps(obj)
 
