@@ -14,7 +14,7 @@ import errno
 import os
 import select
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
@@ -366,23 +366,50 @@ def _width() -> int:
 
 
 @contextmanager
-def progress(description: str, total: int | None = None, *, enabled: bool = True) -> Iterator[Any]:
-    """A rich progress bar on stderr, only when stderr is a terminal; else a silent stand-in."""
+def progress(description: str, total: int | Callable[[], int | None] | None = None, *,
+             unit: str = "messages", enabled: bool = True) -> Iterator[Any]:
+    """A progress bar on stderr (never stdout), only when stderr is a terminal; else a silent
+    stand-in. In "messages" it shows done of `total` with a rate and the time left; in "bytes"
+    (reading a file) bytes of `total` in binary units, the rate and the time left. `total` may
+    be a callable, asked only when a bar is drawn: a count read from the store costs nothing
+    when no one sees it. None: not known (a pipe), the count alone is shown."""
     if not (enabled and sys.stderr.isatty()):
         yield _NoProgress()
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                               TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+    from rich.text import Text
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    class _Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            if speed is None:
+                return Text("")
+            return Text(f"{human_bytes(int(speed))}/s" if unit == "bytes" else f"{speed:,.0f} msg/s")
+
+    known = total() if callable(total) else total
+    done = DownloadColumn(binary_units=True) if unit == "bytes" else MofNCompleteColumn()
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), done, _Rate(),
+                   TimeRemainingColumn() if known is not None else TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True, redirect_stdout=False, redirect_stderr=False)
     with bar:
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(description, total=known)
         yield _Progress(bar, task)
+
+
+@contextmanager
+def counting(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+    """`progress` in messages, yielding only its `advance(n)`."""
+    with progress(description, total=total) as bar:
+        yield bar.advance
 
 
 class _NoProgress:
     def advance(self, n: int = 1) -> None:
+        pass
+
+    def reached(self, completed: int) -> None:
         pass
 
 
@@ -392,3 +419,6 @@ class _Progress:
 
     def advance(self, n: int = 1) -> None:
         self.bar.update(self.task, advance=n)
+
+    def reached(self, completed: int) -> None:
+        self.bar.update(self.task, completed=completed)

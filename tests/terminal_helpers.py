@@ -26,11 +26,11 @@ def plain(raw: bytes) -> str:
 
 
 class Terminal:
-    """`argv` running with its stdin and stderr (and stdout unless given) on a pty of
-    `columns` x `rows`."""
+    """`argv` running with its stdin, stdout and stderr on a pty of `columns` x `rows`, but
+    stdout or stderr where given (a file descriptor)."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], columns: int = 80, rows: int = 40,
-                 stdout: int | None = None) -> None:
+                 stdout: int | None = None, stderr: int | None = None) -> None:
         self.primary, secondary = pty.openpty()
         fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         name = os.ttyname(secondary)
@@ -41,7 +41,7 @@ class Terminal:
             os.close(os.open(name, os.O_RDWR))
 
         self.proc = subprocess.Popen(list(argv), stdin=secondary, stdout=secondary if stdout is None else stdout,
-                                     stderr=secondary, env=full_env, start_new_session=True,
+                                     stderr=secondary if stderr is None else stderr, env=full_env, start_new_session=True,
                                      preexec_fn=controlling)
         os.close(secondary)
         self.raw = b""
