@@ -14,7 +14,7 @@ MQCLI = os.path.join(os.path.dirname(sys.executable), "mqcli")
 
 TARGETS = {"startup_put_ratio", "startup_help_ratio", "bulk_put_rate", "bulk_get_rate",
            "bulk_put_max_rss", "bulk_get_max_rss", "wait_latency_median", "wait_latency_p99",
-           "stalled_put_p99", "consume_overhead", "batch_speedup"}
+           "stalled_put_p99", "consume_overhead", "batch_speedup", "stats_prometheus_ratio"}
 STARTUP = {"python -c pass", "mqcli put q hello", "mqcli --help", "python -c 'import typer'",
            "mqcli put q hello, caller's env"}
 
@@ -27,7 +27,8 @@ def test_bench_cli_quick_runs_and_writes_json(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "cli", "--quick", "--bulk-messages", "300",
          "--startup-runs", "2", "--latency-samples", "2", "--importtime-runs", "1",
-         "--settle-ms", "20", "--out", str(out), "--tmpdir", str(tmp_path / "work")],
+         "--settle-ms", "20", "--stats-messages", "300", "--stats-runs", "1",
+         "--out", str(out), "--tmpdir", str(tmp_path / "work")],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

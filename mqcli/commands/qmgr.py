@@ -203,7 +203,10 @@ def stats(
 
     Read from counters the store keeps (no walk over the messages): cheap enough to run every
     few seconds on a deep queue. --prometheus adds the cumulative counts (put, got, expired,
-    backed out, dead-lettered by reason), quota use and the oldest in-flight age.
+    backed out, dead-lettered by reason), quota use and the oldest in-flight age. --watch
+    redraws a table that fits the terminal: put and get rates per second, bytes in KiB/MiB,
+    quota use, messages by priority, long queue names shortened in the middle; Ctrl-C ends it
+    with exit 0.
 
     \b
     Example:
