@@ -101,7 +101,7 @@ def run_stats(args, tmp_root: str, log) -> dict:
         mq = mqcli_path()
         walls: dict[str, list[float]] = {k: [] for k in stores}
         reads: dict[str, list[float]] = {k: [] for k in stores}
-        for name, path in stores.items():  # warm: bytecode written, pages cached
+        for path in stores.values():  # warm: bytecode written, pages cached
             run_child([mq, "stats", "--prometheus"], _child_env(path), work, capture=True)
         log(f"stats: {runs} runs of mqcli stats --prometheus on each store, interleaved")
         for r in range(runs):

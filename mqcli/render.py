@@ -383,8 +383,9 @@ def progress(description: str, total: int | Callable[[], int | None] | None = No
 
     class _Rate(ProgressColumn):
         def render(self, task: Any) -> Text:
-            speed = task.finished_speed or task.speed
-            if speed is None:
+            # rich's estimate needs two updates; after one (a single batch), the mean so far
+            speed = task.finished_speed or task.speed or (task.completed / task.elapsed if task.elapsed else None)
+            if not speed:
                 return Text("")
             return Text(f"{human_bytes(int(speed))}/s" if unit == "bytes" else f"{speed:,.0f} msg/s")
 

@@ -82,6 +82,12 @@ def test_bench_cli_quick_runs_and_writes_json(tmp_path):
     b = doc["batch"]
     assert (b["lines"], b["processes"]) == (1000, 10) and b["results"]["speedup"] > 0
 
+    s = doc["stats"]  # bench/cli_stats.py: a deep store of 300 messages against an empty one
+    assert (s["queues"], s["messages"], s["held_in_flight"], s["runs"]) == (100, 300, 100, 1)
+    for name in ("empty", "deep"):
+        assert s["results"][name]["wall_s"]["median"] > 0 and s["results"][name]["in_process_read_s"]["median"] > 0
+    assert "stats --prometheus, 100 queues" in proc.stdout
+
     assert set(doc["targets"]) == TARGETS
     for key, t in doc["targets"].items():
         assert t["op"] in ("<=", ">=") and t["limit"] > 0, key
