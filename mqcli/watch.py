@@ -6,8 +6,9 @@ takes effect at once. Put and get rates are the change of the cumulative counter
 (store/queue_counters.py) between two refreshes, divided by the time between them, like
 `rate()` over Prometheus counters. A queue name too long for its column is shortened in the
 middle, where names of one family differ least (`dead-l…r` and `dead-l…r-tx`), and never to a
-text another name also shows: when no shortening keeps them apart, the names wrap whole.
-Ctrl-C ends the watch with exit 0, like `watch` and `top`.
+text another name also shows: when no shortening keeps them apart, the names wrap whole. A
+terminal too narrow for any table gets a record per queue instead (its name whole on a line,
+then its figures). Ctrl-C ends the watch with exit 0, like `watch` and `top`.
 """
 
 from __future__ import annotations
@@ -159,7 +160,9 @@ def table(cells: list[dict[str, str]], width: int, title: str) -> Any:
     longest = max((len(r["queue"]) for r in cells), default=5)
     # the priorities may wrap; the names take what is left, but never less than a few characters
     room = width - fixed - gaps - min(need(COLUMNS[-1]), 12)
-    name_width = max(min(longest, room), _MIN_NAME)
+    if room < _MIN_NAME:  # no table fits: a record per queue, its name whole on a line of its own
+        return records(cells, width, title)
+    name_width = min(longest, room)
     shown = unambiguous_names([r["queue"] for r in cells], name_width)
     for c in columns:
         if c.key == "queue":
@@ -178,6 +181,26 @@ def table(cells: list[dict[str, str]], width: int, title: str) -> Any:
             values.append(shown[v] if c.key == "queue" and shown is not None else v)
         t.add_row(*values)
     return t
+
+
+def records(cells: list[dict[str, str]], width: int, title: str) -> Any:
+    """For a terminal too narrow for the table: each queue's name on its own line (whole: never
+    ambiguous), then its figures as `label value` items packed into lines of `width`."""
+    from rich.console import Group
+    from rich.text import Text
+
+    lines: list[Text] = [Text(title, style="bold")]
+    for r in cells:
+        lines.append(Text(r["queue"], style="bold", overflow="fold"))
+        items = [f"{c.header} {r[c.key]}" for c in COLUMNS if c.key != "queue" and not c.wide_only]
+        line = ""
+        for item in items:
+            if line and len(line) + 2 + len(item) > width:
+                lines.append(Text(line, overflow="fold"))
+                line = ""
+            line = f"{line}  {item}" if line else f"  {item}"
+        lines.append(Text(line, overflow="fold"))
+    return Group(*lines)
 
 
 class _Frame:

@@ -150,3 +150,22 @@ def test_rates_over_the_window_and_a_counter_that_went_down():
     assert rates.update("q", {"put": 50}, at=104.0) == {"put": 10.0}  # 40 in 4 s
     assert rates.update("q", {"put": 50}, at=110.0) == {"put": 0.0}  # older readings left the window
     assert rates.update("q", {"put": 5}, at=111.0) == {"put": 0.0}  # deleted and made again
+
+
+def test_a_terminal_too_narrow_for_the_table_gets_a_record_per_queue_with_every_figure():
+    from io import StringIO
+
+    from rich.console import Console
+
+    cells = [{"queue": n, "depth": "34", "bytes": "6.15 KiB", "put_rate": "12.5", "get_rate": "3.0",
+              "quota": "0.6%", "in_flight": "1", "oldest": "4m12s", "by_priority": "p0:1 p3:33"}
+             for n in ["dead-letter", "dead-letter-tx", *LONG]]
+    out = StringIO()
+    Console(file=out, width=40, color_system=None).print(table(cells, 40, "t"))
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 40 for line in lines) and ELLIPSIS not in out.getvalue()
+    names = [line for line in lines if line and not line.startswith(" ")][1:]
+    assert names == ["dead-letter", "dead-letter-tx", *LONG]  # whole, each on its own line
+    text = " ".join(lines)
+    for item in ("depth 34", "bytes 6.15 KiB", "put/s 12.5", "get/s 3.0", "quota 0.6%", "by priority p0:1 p3:33"):
+        assert text.count(item) == 4, item
