@@ -1431,6 +1431,11 @@ class Store(Forwarding):
             return [self._queue_stats(t, t.queue(name)) for name in t.queue_names()]
         return self._read(read)
 
+    def queue_stats(self, name: str) -> QueueStats:
+        """One queue's `stats`, from its counters (no walk over its messages): how many a
+        drain or a move of the whole queue will take, for a progress bar."""
+        return self._read(lambda t: self._queue_stats(t, addressing.lookup(t, name)))
+
     @staticmethod
     def _queue_stats(t: Write, q: QueueInfo) -> QueueStats:
         """From the queue's counters and the ends of its position lists: no walk over its
