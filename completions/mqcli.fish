@@ -274,10 +274,10 @@ complete -c mqcli -n '__mqcli_at \'put\'' -l ttl -x -d 'Time to be received, e.g
 complete -c mqcli -n '__mqcli_at \'put\'' -l express -d 'Commit without the second flush (may be lost on an OS crash).'
 complete -c mqcli -n '__mqcli_at \'put\'' -l no-dead-letter -d 'Drop instead of dead-lettering on expiry.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l trace -d 'Request trace reports (needs --report-queue).'
-complete -c mqcli -n '__mqcli_at \'put\'' -l report-queue -x -d 'Where trace reports go.'
+complete -c mqcli -n '__mqcli_at \'put\'' -l report-queue -r -F -d 'Where trace reports go.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l confirm-id -x -d 'Confirm id: a positive 63-bit integer no one holds in the queue, or auto for a fresh one (printed).'
 complete -c mqcli -n '__mqcli_at \'put\'' -l lease -x -d 'Undo automatically if not confirmed within this time, e.g. 30s.'
-complete -c mqcli -n '__mqcli_at \'put\'' -l tx -x -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
+complete -c mqcli -n '__mqcli_at \'put\'' -l tx -r -F -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s n -l count -x -d 'Put the body this many times.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids; a record whose msg_id is stored already is skipped.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l new-ids -d 'With --jsonl: store each record as a copy with a new msg_id and put time.'
@@ -286,6 +286,7 @@ complete -c mqcli -n '__mqcli_at \'put\'' -l store -r -F -d 'Store directory (de
 complete -c mqcli -n '__mqcli_at \'put\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'put\'' -F
 
 # mqcli get
 complete -c mqcli -n '__mqcli_at \'get\'' -s w -l wait -x -d 'How long to wait for a message: 0, 250ms, 30s, 5m, 2h, forever.'
@@ -300,7 +301,7 @@ complete -c mqcli -n '__mqcli_at \'get\'' -l all -d 'Get every available message
 complete -c mqcli -n '__mqcli_at \'get\'' -l confirm-id -x -d 'Confirm id: a positive 63-bit integer no one holds in the queue, or auto for a fresh one (printed).'
 complete -c mqcli -n '__mqcli_at \'get\'' -l lock-id -x -d 'Lock id of a browse with lock.'
 complete -c mqcli -n '__mqcli_at \'get\'' -l lease -x -d 'Undo automatically if not confirmed within this time, e.g. 30s.'
-complete -c mqcli -n '__mqcli_at \'get\'' -l tx -x -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
+complete -c mqcli -n '__mqcli_at \'get\'' -l tx -r -F -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'get\'' -s f -l follow -d 'Follow the queue: messages as they become available, until --count, --idle or Ctrl-C (exit 0).'
 complete -c mqcli -n '__mqcli_at \'get\'' -l idle -x -d 'With --follow: stop (exit 0) after this long without a message, e.g. 30s.'
 complete -c mqcli -n '__mqcli_at \'get\'' -l delimiter -x -d 'Separator after each body with -o body (escapes like \\n, \\0 allowed).'
@@ -308,6 +309,7 @@ complete -c mqcli -n '__mqcli_at \'get\'' -l store -r -F -d 'Store directory (de
 complete -c mqcli -n '__mqcli_at \'get\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'get\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'get\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'get\'' -F
 
 # mqcli browse
 complete -c mqcli -n '__mqcli_at \'browse\'' -l msg-id -x -d 'Only the message with this msg_id.'
@@ -329,6 +331,7 @@ complete -c mqcli -n '__mqcli_at \'browse\'' -l store -r -F -d 'Store directory 
 complete -c mqcli -n '__mqcli_at \'browse\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'browse\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'browse\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'browse\'' -F
 
 # mqcli unlock
 complete -c mqcli -n '__mqcli_at \'unlock\'' -l lock-id -x -d 'Lock id printed by browse --lock.'
@@ -336,6 +339,7 @@ complete -c mqcli -n '__mqcli_at \'unlock\'' -l store -r -F -d 'Store directory 
 complete -c mqcli -n '__mqcli_at \'unlock\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'unlock\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'unlock\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'unlock\'' -F
 
 # mqcli confirm
 complete -c mqcli -n '__mqcli_at \'confirm\'' -l confirm-id -x -d 'The confirm id of the put or get.'
@@ -343,6 +347,7 @@ complete -c mqcli -n '__mqcli_at \'confirm\'' -l store -r -F -d 'Store directory
 complete -c mqcli -n '__mqcli_at \'confirm\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'confirm\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'confirm\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'confirm\'' -F
 
 # mqcli undo
 complete -c mqcli -n '__mqcli_at \'undo\'' -l confirm-id -x -d 'Confirm id (a positive 63-bit integer you choose).'
@@ -353,6 +358,7 @@ complete -c mqcli -n '__mqcli_at \'undo\'' -l store -r -F -d 'Store directory (d
 complete -c mqcli -n '__mqcli_at \'undo\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'undo\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'undo\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'undo\'' -F
 
 # mqcli delete
 complete -c mqcli -n '__mqcli_at \'delete\'' -l msg-id -x -d 'msg_id of the message to delete.'
@@ -361,6 +367,7 @@ complete -c mqcli -n '__mqcli_at \'delete\'' -l store -r -F -d 'Store directory 
 complete -c mqcli -n '__mqcli_at \'delete\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'delete\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'delete\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'delete\'' -F
 
 # mqcli move
 complete -c mqcli -n '__mqcli_at \'move\'' -l copy -d 'Copy instead of moving (ids are kept).'
@@ -372,17 +379,19 @@ complete -c mqcli -n '__mqcli_at \'move\'' -l priority -x -d 'Only messages of t
 complete -c mqcli -n '__mqcli_at \'move\'' -l where -x -d 'Only messages the selector selects: SQL92 conditions on header fields and props.NAME, e.g. "priority > 4 AND props.region = \'eu\'" or "age > 10m AND label LIKE \'inv%\'" (README: Selectors).'
 complete -c mqcli -n '__mqcli_at \'move\'' -s n -l count -x -d 'At most N messages.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l dry-run -d 'Count what would move, change nothing.'
-complete -c mqcli -n '__mqcli_at \'move\'' -l tx -x -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
+complete -c mqcli -n '__mqcli_at \'move\'' -l tx -r -F -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'move\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'move\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'move\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'move\'' -F
 
 # mqcli inflight
 complete -c mqcli -n '__mqcli_at \'inflight\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'inflight\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'inflight\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'inflight\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'inflight\'' -F
 
 # mqcli export
 complete -c mqcli -n '__mqcli_at \'export\'' -l to -r -F -d 'Write to this file instead of stdout.'
@@ -391,9 +400,10 @@ complete -c mqcli -n '__mqcli_at \'export\'' -l store -r -F -d 'Store directory 
 complete -c mqcli -n '__mqcli_at \'export\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'export\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'export\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'export\'' -F
 
 # mqcli import
-complete -c mqcli -n '__mqcli_at \'import\'' -l queue -x -d 'Put every record on this queue instead of its own.'
+complete -c mqcli -n '__mqcli_at \'import\'' -l queue -r -F -d 'Put every record on this queue instead of its own.'
 complete -c mqcli -n '__mqcli_at \'import\'' -l new-ids -d 'Store each record as a copy with a new msg_id and put time, instead of skipping those already stored.'
 complete -c mqcli -n '__mqcli_at \'import\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'import\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
@@ -402,13 +412,14 @@ complete -c mqcli -n '__mqcli_at \'import\'' -s h -l help -d 'Show this message 
 complete -c mqcli -n '__mqcli_at \'import\'' -F
 
 # mqcli redrive
-complete -c mqcli -n '__mqcli_at \'redrive\'' -l to -x -d 'Move them all to QUEUE instead of each to its original queue.'
+complete -c mqcli -n '__mqcli_at \'redrive\'' -l to -r -F -d 'Move them all to QUEUE instead of each to its original queue.'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -l where -x -d 'Only messages the selector selects: SQL92 conditions on header fields and props.NAME, e.g. "priority > 4 AND props.region = \'eu\'" or "age > 10m AND label LIKE \'inv%\'" (README: Selectors).'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -l dry-run -d 'Count what would move where, change nothing.'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'redrive\'' -F
 
 # mqcli consume
 complete -c mqcli -n '__mqcli_at \'consume\'' -s e -l exec -x -d 'Shell command run for each message (sh -c): the body on stdin, the fields in MQ_* variables; exit 0 confirms the message, any other status undoes it.'
@@ -421,6 +432,7 @@ complete -c mqcli -n '__mqcli_at \'consume\'' -l store -r -F -d 'Store directory
 complete -c mqcli -n '__mqcli_at \'consume\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'consume\'' -F
 
 # mqcli batch
 complete -c mqcli -n '__mqcli_at \'batch\'' -s k -l keep-going -d 'Run every line even after one fails; exit with the first failure\'s code.'
@@ -440,6 +452,7 @@ complete -c mqcli -n '__mqcli_at \'health\'' -l store -r -F -d 'Store directory 
 complete -c mqcli -n '__mqcli_at \'health\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'health\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'health\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'health\'' -F
 
 # mqcli listen
 complete -c mqcli -n '__mqcli_at \'listen\'' -l key-file -r -F -d 'The pre-shared key peers must prove they hold (`mqcli link keygen`; mode 0600).'
@@ -456,7 +469,7 @@ complete -c mqcli -n '__mqcli_at \'listen\'' -s h -l help -d 'Show this message 
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l once -d 'Send everything sendable now, then exit.'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l follow -d 'Keep sending as messages arrive, retrying failed links, until stopped.'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l batch -x -d 'Messages per batch (one commit at the receiver).'
-complete -c mqcli -n '__mqcli_at \'dispatch\'' -l link -x -d 'Only this link (repeatable).'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -l link -r -F -d 'Only this link (repeatable).'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l timeout -x -d 'Connect and handshake, and each acknowledgement, within this.'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l retry-max -x -d '--follow: longest wait before retrying a failed link (the wait doubles from 1s up to this, with jitter).'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
@@ -489,7 +502,7 @@ complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l throttle -d 'Refuse every put 
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l no-throttle -d 'Refuse every put (enqueue status 2).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l name -x -d 'Queue manager name.'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l max-message-size -x -d 'Largest message body a put accepts, e.g. 16MiB (default 4MiB, like MSMQ).'
-complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l report-queue -x -d 'This queue manager\'s own report queue (a queue of this store; \'\' removes it).'
+complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l report-queue -r -F -d 'This queue manager\'s own report queue (a queue of this store; \'\' removes it).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s q -l quiet -d 'No diagnostics on stderr.'
@@ -527,6 +540,7 @@ complete -c mqcli -n '__mqcli_at \'queue show\'' -l store -r -F -d 'Store direct
 complete -c mqcli -n '__mqcli_at \'queue show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue show\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'queue show\'' -F
 
 # mqcli queue set
 complete -c mqcli -n '__mqcli_at \'queue set\'' -l label -x -d 'Description, up to 250 characters.'
@@ -538,6 +552,7 @@ complete -c mqcli -n '__mqcli_at \'queue set\'' -l store -r -F -d 'Store directo
 complete -c mqcli -n '__mqcli_at \'queue set\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue set\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue set\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'queue set\'' -F
 
 # mqcli queue purge
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -s y -l yes -d 'Do not ask.'
@@ -546,6 +561,7 @@ complete -c mqcli -n '__mqcli_at \'queue purge\'' -l store -r -F -d 'Store direc
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'queue purge\'' -F
 
 # mqcli queue delete
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s y -l yes -d 'Do not ask.'
@@ -554,6 +570,7 @@ complete -c mqcli -n '__mqcli_at \'queue delete\'' -l store -r -F -d 'Store dire
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'queue delete\'' -F
 
 # mqcli tx
 complete -c mqcli -n '__mqcli_at \'tx\'' -a 'begin' -d 'Start a transaction and print its id, for --tx on later put and get commands.'
@@ -575,12 +592,14 @@ complete -c mqcli -n '__mqcli_at \'tx commit\'' -l store -r -F -d 'Store directo
 complete -c mqcli -n '__mqcli_at \'tx commit\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx commit\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx commit\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'tx commit\'' -F
 
 # mqcli tx abort
 complete -c mqcli -n '__mqcli_at \'tx abort\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'tx abort\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx abort\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx abort\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'tx abort\'' -F
 
 # mqcli tx list
 complete -c mqcli -n '__mqcli_at \'tx list\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
@@ -593,6 +612,7 @@ complete -c mqcli -n '__mqcli_at \'tx show\'' -l store -r -F -d 'Store directory
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'tx show\'' -F
 
 # mqcli trace
 complete -c mqcli -n '__mqcli_at \'trace\'' -a 'decode' -d 'Decode a trace report\'s label (or body), in any form Windows documents, and print its fields.'
@@ -614,9 +634,10 @@ complete -c mqcli -n '__mqcli_at \'trace show\'' -l store -r -F -d 'Store direct
 complete -c mqcli -n '__mqcli_at \'trace show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'trace show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'trace show\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'trace show\'' -F
 
 # mqcli trace route
-complete -c mqcli -n '__mqcli_at \'trace route\'' -s r -l report-queue -x -d 'The queue its reports went to.'
+complete -c mqcli -n '__mqcli_at \'trace route\'' -s r -l report-queue -r -F -d 'The queue its reports went to.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -l reports -r -F -d 'Read the reports from FILE (JSONL or CSV rows of label, body, arrived) instead.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
@@ -648,6 +669,7 @@ complete -c mqcli -n '__mqcli_at \'link remove\'' -l store -r -F -d 'Store direc
 complete -c mqcli -n '__mqcli_at \'link remove\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'link remove\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'link remove\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'link remove\'' -F
 
 # mqcli link keygen
 complete -c mqcli -n '__mqcli_at \'link keygen\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
@@ -673,18 +695,21 @@ complete -c mqcli -n '__mqcli_at \'outgoing show\'' -l store -r -F -d 'Store dir
 complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'outgoing show\'' -F
 
 # mqcli outgoing hold
 complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -F
 
 # mqcli outgoing resume
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -l store -r -F -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -F
 
 # mqcli analyze
 complete -c mqcli -n '__mqcli_at \'analyze\'' -a 'health' -d 'Per store and queue: depth by state and priority, bytes, oldest age, messages in flight and stuck, expired but not yet swept, backouts.'

@@ -52,6 +52,7 @@ class _StorePath(click.Path):
 
     def __init__(self) -> None:
         super().__init__(readable=False, path_type=Path)
+        self.name = "directory"  # the completions offer directories (scripts/gendocs/tree.py)
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         if isinstance(value, str) and not value:
