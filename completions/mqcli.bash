@@ -7,7 +7,7 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import redrive consume batch health listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import redrive consume batch health listen dispatch completion bench qmgr queue tx trace link outgoing analyze" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
@@ -47,6 +47,7 @@ _mqcli_options()
         "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output -q --quiet -h --help" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
+        "completion") REPLY="-h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
         "qmgr set") REPLY="--quota --throttle --no-throttle --name --max-message-size --report-queue --store -o --output -q --quiet -h --help" ;;

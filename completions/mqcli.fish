@@ -6,7 +6,7 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'redrive' 'consume' 'batch' 'health' 'listen' 'dispatch' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'redrive' 'consume' 'batch' 'health' 'listen' 'dispatch' 'completion' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
@@ -234,6 +234,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'batch' -d 'Run mqcli commands from a 
 complete -c mqcli -n '__mqcli_at \'\'' -a 'health' -d 'A Nagios / Icinga check: one line in the plugin format with performance data; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'listen' -d 'Receive messages from other queue managers into this store until stopped.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'dispatch' -d 'Send the outgoing queues to their links\' listeners.'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'completion' -d 'Print the completion script of a shell (queue names, transactions and links come from the store).'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and latency with real producer and consumer processes.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'qmgr' -d 'Queue manager settings.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'queue' -d 'Queue administration.'
@@ -508,6 +509,9 @@ complete -c mqcli -n '__mqcli_at \'dispatch\'' -l store -r -F -d 'Store director
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -s h -l help -d 'Show this message and exit.'
+
+# mqcli completion
+complete -c mqcli -n '__mqcli_at \'completion\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli bench
 complete -c mqcli -n '__mqcli_at \'bench\'' -s m -l messages -x -d 'Messages in all.'
