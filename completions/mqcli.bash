@@ -47,7 +47,7 @@ _mqcli_options()
         "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output -q --quiet -h --help" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
-        "completion") REPLY="-h --help" ;;
+        "completion") REPLY="-o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
         "qmgr set") REPLY="--quota --throttle --no-throttle --name --max-message-size --report-queue --store -o --output -q --quiet -h --help" ;;
@@ -113,6 +113,7 @@ _mqcli_value_options()
         "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
+        "completion") REPLY="-o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
         "qmgr set") REPLY="--quota --name --max-message-size --report-queue --store -o --output" ;;
         "queue create") REPLY="--label --quota --max-backouts --store -o --output" ;;

@@ -74,6 +74,8 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
             printf '%s\n' '--key-file' '--bind' '--max-frame' '--idle-timeout' '--handshake-timeout' '--store' '-o' '--output'
         case 'dispatch'
             printf '%s\n' '--batch' '--link' '--timeout' '--retry-max' '--store' '-o' '--output'
+        case 'completion'
+            printf '%s\n' '-o' '--output'
         case 'bench'
             printf '%s\n' '-m' '--messages' '--size' '--producers' '--pub' '--consumers' '--sub' '--batch' '--store' '-o' '--output'
         case 'qmgr set'
@@ -511,6 +513,8 @@ complete -c mqcli -n '__mqcli_at \'dispatch\'' -s q -l quiet -d 'No diagnostics 
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli completion
+complete -c mqcli -n '__mqcli_at \'completion\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'completion\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'completion\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli bench

@@ -16,6 +16,7 @@ import click
 import typer
 
 from ..exits import ExitCode, Failed, Status
+from ..options import Session, shared_options
 
 #: shell -> (the script's file name, the directory under share/ that the shell searches)
 SCRIPTS = {
@@ -34,7 +35,9 @@ def script_path(shell: str) -> Path | None:
     return next((p for p in places if p.is_file()), None)
 
 
+@shared_options(store=False)
 def completion(
+    s: Session,
     shell: Annotated[str, typer.Argument(click_type=click.Choice(sorted(SCRIPTS)), metavar="SHELL", show_default=False,
                                          help="The shell: bash, zsh or fish.")],
 ) -> None:
