@@ -96,6 +96,9 @@ def env(tmp_path_factory):
     tx = store.tx_begin()
     store.add_link("qm2", "127.0.0.1:7000", str(generate_key_file(base / "qm2.key")))
     store.close()
+    for name in ("paths/a", "paths/b"):
+        (base / name).mkdir(parents=True)
+    (base / "paths" / "c.txt").write_text("not a store\n")
     bin_dir = base / "bin"
     bin_dir.mkdir()
     (bin_dir / "mqcli").write_text(
@@ -192,6 +195,8 @@ def test_bash_completes_the_stores_names(env):
     assert state == ["put-unconfirmed", "available", "locked-browse", "get-unconfirmed",
                      "browse-get-unconfirmed", "tx-locked", "all"]
     assert set(store_opt) == {"Orders.retry", "orders"}
+    # a store path: directories only
+    assert sorted(_bash(env, f"mqcli --store {env['base']}/paths/")[0]) == [f"{env['base']}/paths/{d}" for d in "ab"]
 
 
 def test_bash_completes_nothing_and_says_nothing_without_a_store(env):
@@ -285,6 +290,7 @@ def test_fish_completes_the_stores_names(env):
     assert _fish(env, "mqcli dispatch --link ") == ["qm2"]
     assert _fish(env, "mqcli outgoing hold ") == ["DIRECT=OS:qm2\\orders"]
     assert "tx-locked" in _fish(env, "mqcli browse q --state ")
+    assert _fish(env, f"mqcli get --store {env['base']}/paths/") == [f"{env['base']}/paths/{d}/" for d in ("a", "b")]
 
 
 @needs["fish"]

@@ -137,6 +137,8 @@ def fish(root: Cmd) -> str:
                         spec += f" -x -a {_fq(' '.join(opt.choices))}"
                     elif opt.complete in KINDS:
                         spec += f" -x -a {_fq('(__mqcli_names ' + opt.complete + ')')}"
+                    elif opt.complete == "dir":
+                        spec += " -x -a '(__fish_complete_directories (commandline -ct))'"
                     elif opt.complete:
                         spec += " -r -F"
                     else:
