@@ -17,9 +17,8 @@ from pathlib import Path
 
 import click
 import pytest
-import typer
+from test_generated_docs import TREE
 
-from mqcli.app import app
 from mqcli.complete import KINDS, PARAMETERS
 from store import Store
 from store.environment import committed_txnid
@@ -36,19 +35,8 @@ needs = {shell: pytest.mark.skipif(shutil.which(shell) is None,
 # ---- the table against the click tree --------------------------------------------------
 
 def _parameters() -> dict[str, dict[str, click.Parameter]]:
-    found: dict[str, dict[str, click.Parameter]] = {}
-
-    def walk(cmd: click.Command, ctx: click.Context, path: tuple[str, ...]) -> None:
-        found[" ".join(path)] = {p.name: p for p in cmd.params if p.name}
-        if isinstance(cmd, click.Group):
-            for name in cmd.list_commands(ctx):
-                sub = cmd.get_command(ctx, name)
-                assert sub is not None
-                walk(sub, click.Context(sub, info_name=name, parent=ctx), path + (name,))
-
-    root = typer.main.get_command(app)
-    walk(root, click.Context(root, info_name="mqcli"), ())
-    return found
+    """Each command's parameters by name, from the click tree test_generated_docs reads."""
+    return {" ".join(path): {p.name: p for p in cmd.params if p.name} for path, cmd in TREE.items()}
 
 
 #: parameters named like a queue, a transaction or a link whose value is not one in the store
