@@ -1464,7 +1464,7 @@ class Store(Forwarding):
         for name in names:
             after: tuple[int, int] | None = None
             while True:
-                def read(t: Write) -> list[Message]:
+                def read(t: Write, name: str = name, after: tuple[int, int] | None = after) -> list[Message]:
                     return list(itertools.islice(t.queue_messages(addressing.lookup(t, name), after), batch))
                 chunk = self._read(read)
                 yield from (m for m in chunk if hidden or not m.hidden)
@@ -1562,7 +1562,7 @@ class Store(Forwarding):
         while True:
             forgotten = 0
 
-            def one(t: Write) -> SweepResult:
+            def one(t: Write, first: bool = first) -> SweepResult:
                 nonlocal forgotten
                 step = self._maintain(t)
                 if first:

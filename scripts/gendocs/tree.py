@@ -67,6 +67,11 @@ class Cmd:
     def page(self) -> str:
         return "-".join((PROG,) + self.path)
 
+    @property
+    def words(self) -> str:
+        """The command path as the shells' completion functions key it: `queue create`."""
+        return " ".join(self.path)
+
     def walk(self) -> list[Cmd]:
         out = [self]
         for sub in self.commands:
