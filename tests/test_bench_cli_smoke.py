@@ -12,10 +12,12 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MQCLI = os.path.join(os.path.dirname(sys.executable), "mqcli")
 
-TARGETS = {"startup_put_ratio", "startup_help_ratio", "bulk_put_rate", "bulk_get_rate",
+TARGETS = {"startup_put_ratio", "startup_help_ratio", "startup_complete_ratio", "bulk_put_rate",
+           "bulk_get_rate",
            "bulk_put_max_rss", "bulk_get_max_rss", "wait_latency_median", "wait_latency_p99",
            "stalled_put_p99", "consume_overhead", "batch_speedup", "stats_prometheus_ratio"}
-STARTUP = {"python -c pass", "mqcli put q hello", "mqcli --help", "python -c 'import typer'",
+STARTUP = {"python -c pass", "mqcli put q hello", "mqcli --help", "mqcli __complete queue",
+           "python -c 'import typer'",
            "mqcli put q hello, caller's env"}
 
 pytestmark = pytest.mark.skipif(not os.access(MQCLI, os.X_OK),
