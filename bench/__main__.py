@@ -57,7 +57,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "dir). Use a real disk: on tmpfs fsync is free and ratios mislead")
     p.add_argument("--only", action="append", metavar="WORKLOAD",
                    help="run only this workload or part (repeatable): put_single, put_batched, "
-                        "get_batched, get_confirm (store); startup, bulk, wait, stalled, consume, batch (cli)")
+                        "get_batched, get_confirm (store); startup, bulk, wait, stalled, consume, batch, stats (cli)")
     g = p.add_argument_group("cli suite")
     g.add_argument("--bulk-messages", type=int, metavar="N",
                    help="messages in the bulk put --jsonl / get --all measurements "
@@ -76,6 +76,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--profile", action="store_true",
                    help="also run bulk put and get once under cProfile (untimed) and keep the "
                         "top functions in the JSON")
+    from . import cli_stats
+    cli_stats.add_arguments(g)  # part 'stats' of suite 'cli': bench/cli_stats.py
     g = p.add_argument_group("analytics suite")
     g.add_argument("--reports", type=int, metavar="N",
                    help="trace reports in the stores (default 2,000,000; quick: 20,000)")
@@ -98,7 +100,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.suite == "all" and args.out:
         p.error("--out names one suite's file; with --suite all each suite writes its default")
     for name in ("messages", "sync_messages", "rounds", "bulk_messages", "bulk_rounds",
-                 "startup_runs", "latency_samples", "importtime_runs", "reports"):
+                 "startup_runs", "latency_samples", "importtime_runs", "reports", "stats_messages", "stats_runs"):
         v = getattr(args, name)
         if v is not None and v < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")

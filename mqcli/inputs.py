@@ -119,6 +119,35 @@ def _is_file(stream: BinaryIO) -> bool:
         return False
 
 
+def remaining_size(stream: BinaryIO) -> Optional[int]:
+    """How many bytes are left to read in a regular file (stdin too, when redirected from
+    one); None for a pipe, a terminal or a device, whose end is not known."""
+    if not _is_file(stream):
+        return None
+    try:
+        return max(os.fstat(stream.fileno()).st_size - stream.tell(), 0)
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def reading_progress(description: str, stream: BinaryIO) -> Iterator[Callable[[int], None]]:
+    """A progress bar of reading `stream` (mqcli/render.py `progress`): bytes read of a regular
+    file's size, with the rate and the time left; for a pipe, the records read. Yields
+    `step(records)`, called after each batch of records is handled."""
+    from .render import progress
+
+    size = remaining_size(stream)
+    if size is None:
+        with progress(description) as bar:
+            yield bar.advance
+        return
+    start = stream.tell()
+    with progress(description, total=size, unit="bytes") as bar:
+        # the position, not a sum of line lengths: what the readers took from the file
+        yield lambda records: bar.reached(stream.tell() - start)
+
+
 def too_large(limit: int, size: Optional[int] = None, where: str = "") -> errors.MessageTooLarge:
     """The store's refusal (store.write), for a body not read to its end: its size is the
     file's, or only known to be over the limit."""

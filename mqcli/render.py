@@ -16,7 +16,7 @@ import errno
 import os
 import select
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
@@ -82,6 +82,23 @@ def age(us: int | None, now_us: int) -> str:
     if seconds < 86400:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+_BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_bytes(n: int) -> str:
+    """A byte count in binary units, three significant digits: 512 B, 1.5 KiB, 23.4 MiB."""
+    if n < 1024:
+        return f"{n} B"
+    value, text, step = float(n), "", 0
+    while step < len(_BINARY_UNITS):
+        value /= 1024
+        text = f"{value:.3g}"
+        if "e" not in text:  # below 999.5 (1000 and up is the next unit's 0.977)
+            break
+        step += 1
+    return f"{text} {_BINARY_UNITS[min(step, len(_BINARY_UNITS) - 1)]}"
 
 
 def json_line(obj: Any) -> bytes:
@@ -366,23 +383,51 @@ def _width() -> int:
 
 
 @contextmanager
-def progress(description: str, total: int | None = None, *, enabled: bool = True) -> Iterator[Any]:
-    """A rich progress bar on stderr, only when stderr is a terminal; else a silent stand-in."""
+def progress(description: str, total: int | Callable[[], int | None] | None = None, *,
+             unit: str = "messages", enabled: bool = True) -> Iterator[Any]:
+    """A progress bar on stderr (never stdout), only when stderr is a terminal; else a silent
+    stand-in. In "messages" it shows done of `total` with a rate and the time left; in "bytes"
+    (reading a file) bytes of `total` in binary units, the rate and the time left. `total` may
+    be a callable, asked only when a bar is drawn: a count read from the store costs nothing
+    when no one sees it. None: not known (a pipe), the count alone is shown."""
     if not (enabled and sys.stderr.isatty()):
         yield _NoProgress()
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                               TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+    from rich.text import Text
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    class _Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            # rich's estimate needs two updates; after one (a single batch), the mean so far
+            speed = task.finished_speed or task.speed or (task.completed / task.elapsed if task.elapsed else None)
+            if not speed:
+                return Text("")
+            return Text(f"{human_bytes(int(speed))}/s" if unit == "bytes" else f"{speed:,.0f} msg/s")
+
+    known = total() if callable(total) else total
+    done = DownloadColumn(binary_units=True) if unit == "bytes" else MofNCompleteColumn()
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), done, _Rate(),
+                   TimeRemainingColumn() if known is not None else TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True, redirect_stdout=False, redirect_stderr=False)
     with bar:
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(description, total=known)
         yield _Progress(bar, task)
+
+
+@contextmanager
+def counting(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+    """`progress` in messages, yielding only its `advance(n)`."""
+    with progress(description, total=total) as bar:
+        yield bar.advance
 
 
 class _NoProgress:
     def advance(self, n: int = 1) -> None:
+        pass
+
+    def reached(self, completed: int) -> None:
         pass
 
 
@@ -392,3 +437,6 @@ class _Progress:
 
     def advance(self, n: int = 1) -> None:
         self.bar.update(self.task, advance=n)
+
+    def reached(self, completed: int) -> None:
+        self.bar.update(self.task, completed=completed)

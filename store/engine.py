@@ -1433,6 +1433,11 @@ class Store(Forwarding):
             return [self._queue_stats(t, t.queue(name)) for name in t.queue_names()]
         return self._read(read)
 
+    def queue_stats(self, name: str) -> QueueStats:
+        """One queue's `stats`, from its counters (no walk over its messages): how many a
+        drain or a move of the whole queue will take, for a progress bar."""
+        return self._read(lambda t: self._queue_stats(t, addressing.lookup(t, name)))
+
     @staticmethod
     def _queue_stats(t: Write, q: QueueInfo) -> QueueStats:
         """From the queue's counters and the ends of its position lists: no walk over its
@@ -1466,7 +1471,7 @@ class Store(Forwarding):
         for name in names:
             after: tuple[int, int] | None = None
             while True:
-                def read(t: Write) -> list[Message]:
+                def read(t: Write, name: str = name, after: tuple[int, int] | None = after) -> list[Message]:
                     return list(itertools.islice(t.queue_messages(addressing.lookup(t, name), after), batch))
                 chunk = self._read(read)
                 yield from (m for m in chunk if hidden or not m.hidden)
@@ -1564,7 +1569,7 @@ class Store(Forwarding):
         while True:
             forgotten = 0
 
-            def one(t: Write) -> SweepResult:
+            def one(t: Write, first: bool = first) -> SweepResult:
                 nonlocal forgotten
                 step = self._maintain(t)
                 if first:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, ContextManager, Optional
 
 import typer
 
@@ -17,7 +17,7 @@ from .. import inputs, values
 from ..durations import parse_duration
 from ..exits import UsageError
 from ..options import AUTO, NewConfirmOpt, NewLockOpt, Session, shared_options
-from ..render import Output, age, iso, progress
+from ..render import Output, age, counting, iso, progress
 from ..signals import Terminated, WritingGate, deferred
 from ..template import Template, TemplateError, compile_template
 
@@ -98,11 +98,13 @@ def _seconds(text: Optional[str], what: str) -> Optional[float]:
 
 def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message] | list[NewMessage]],
                 keep_ids: bool, confirm_id: Optional[int | str], lease: Optional[float],
-                tx: Optional[int] = None, new_ids: bool = False) -> int:
+                tx: Optional[int] = None, new_ids: bool = False, *,
+                tracking: ContextManager[Callable[[int], None]]) -> int:
+    """Put the batches of `items`; `tracking` is the progress bar, told of each batch."""
     total = skipped = 0
     extend = False  # the later batches add to the confirm id the first one took
     try:
-        with progress(f"put {queue}") as bar, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
+        with tracking as step, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
             for batch in items:
                 with deferred():  # what is committed is printed: Ctrl-C waits for the ids
                     if keep_ids:
@@ -117,7 +119,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                         _note_id(out, "confirm id", done[0].confirm_id)
                     confirm_id, extend = done[0].confirm_id, True
                 total += len(done)
-                bar.advance(len(batch))
+                step(len(batch))
     finally:  # also when interrupted: the ids printed are not all the records read
         if skipped:
             out.note(f"skipped {skipped} already stored (their msg_ids are in the store; --new-ids stores copies)")
@@ -255,13 +257,14 @@ def put(
                 limit = inputs.record_line_limit(max_size)
                 records = (m for _, m in inputs.put_records(stream, limit, max_size))
                 batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
-                _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
+                _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids,
+                            tracking=inputs.reading_progress(f"put {queue}", stream))
         elif lines is not None:
             with inputs.opened(lines) as stream:
                 bodies = inputs.body_lines(stream, st.info().max_message_size)
                 _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
                                                for chunk in _chunks(bodies, BATCH)),
-                            False, confirm_id, lease_s, tx)
+                            False, confirm_id, lease_s, tx, tracking=inputs.reading_progress(f"put {queue}", stream))
         elif count == 1 and confirm_id is None:
             message = NewMessage(inputs.message_body(body, file, lambda: st.info().max_message_size), **fields)
             with deferred():
@@ -270,7 +273,7 @@ def put(
             data = inputs.message_body(body, file, lambda: st.info().max_message_size)
             _put_stream(st, s.out, queue,
                         ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
-                        False, confirm_id, lease_s, tx)
+                        False, confirm_id, lease_s, tx, tracking=counting(f"put {queue}", count))
 
 
 def _chunks(items: Iterator, size: int) -> Iterator[list]:
@@ -288,6 +291,21 @@ def _sizes(total: int, size: int) -> Iterator[int]:
     while total > 0:
         yield min(total, size)
         total -= size
+
+
+_SELECTING = ("msg_id", "unique_id", "correl_id", "lookup_id", "priority", "where", "lock_id")
+
+
+def _to_take(st: Store, queue: str, count: Optional[int], filters: dict) -> Callable[[], Optional[int]]:
+    """How many messages a get or move of `queue` will take, for its progress bar (asked only
+    when one is drawn): its available messages (from the counters), at most `count`; with a
+    filter, only `count` is known."""
+    def known() -> Optional[int]:
+        if any(filters.get(k) is not None for k in _SELECTING):
+            return count
+        available = st.queue_stats(queue).by_state["available"]
+        return available if count is None else min(count, available)
+    return known
 
 
 # ---- get and browse ---------------------------------------------------------------------
@@ -348,7 +366,7 @@ def get(
             return
         left = count
         empty: Optional[errors.Timeout] = None
-        with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
+        with progress(f"get {queue}", total=_to_take(st, queue, count, filters)) as bar, s.out.messages() as stream:
             if all(v is None for k, v in filters.items() if k != "priority"):
                 # the plain bulk get: each batch's removal shares a commit with the next hold
                 def deliver(found: list[Message]) -> None:
@@ -629,7 +647,8 @@ def move(
         moved = 0
         batches = st.move(source, target, count=count, copy=copy, tx=tx, **filters)  # type: ignore[arg-type]
         try:
-            with progress(f"{'copy' if copy else 'move'} {source} → {target}", total=count) as bar:
+            with progress(f"{'copy' if copy else 'move'} {source} → {target}",
+                          total=_to_take(st, source, count, filters)) as bar:
                 while True:
                     with deferred():  # a batch that commits is counted
                         batch = next(batches, None)
