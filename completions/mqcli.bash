@@ -31,8 +31,8 @@ _mqcli_options()
         "sweep") REPLY="--dry-run --store -o --output -q --quiet -h --help" ;;
         "stats") REPLY="--watch --interval --prometheus --textfile --store -o --output -q --quiet -h --help" ;;
         "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --express --no-dead-letter --trace --report-queue --confirm-id --lease --tx -n --count --jsonl --new-ids --lines --store -o --output -q --quiet -h --help" ;;
-        "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --all --confirm-id --lock-id --lease --tx -f --follow --idle --delimiter --store -o --output -q --quiet -h --help" ;;
-        "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --count --state --lock --lock-id --lease -f --follow --idle --from-start --delimiter --store -o --output -q --quiet -h --help" ;;
+        "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --all --confirm-id --lock-id --lease --tx -f --follow --idle --format --delimiter --store -o --output -q --quiet -h --help" ;;
+        "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --count --state --lock --lock-id --lease -f --follow --idle --from-start --format --delimiter --store -o --output -q --quiet -h --help" ;;
         "unlock") REPLY="--lock-id --store -o --output -q --quiet -h --help" ;;
         "confirm") REPLY="--confirm-id --store -o --output -q --quiet -h --help" ;;
         "undo") REPLY="--confirm-id --lock-id --older-than --all --store -o --output -q --quiet -h --help" ;;
@@ -97,8 +97,8 @@ _mqcli_value_options()
         "sweep") REPLY="--store -o --output" ;;
         "stats") REPLY="--interval --textfile --store -o --output" ;;
         "put") REPLY="-f --file -p --priority --correl-id --label --prop --app-specific --ttl --report-queue --confirm-id --lease --tx -n --count --jsonl --lines --store -o --output" ;;
-        "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --confirm-id --lock-id --lease --tx --idle --delimiter --store -o --output" ;;
-        "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --count --state --lock-id --lease --idle --delimiter --store -o --output" ;;
+        "get") REPLY="-w --wait --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --confirm-id --lock-id --lease --tx --idle --format --delimiter --store -o --output" ;;
+        "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --count --state --lock-id --lease --idle --format --delimiter --store -o --output" ;;
         "unlock") REPLY="--lock-id --store -o --output" ;;
         "confirm") REPLY="--confirm-id --store -o --output" ;;
         "undo") REPLY="--confirm-id --lock-id --older-than --store -o --output" ;;
@@ -149,13 +149,13 @@ _mqcli_option_value()
 {
     case "$1:$2" in
         *:--store) _mqcli_dirs "$3" ;;
-        *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body" -- "$3")) ;;
+        *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body hex" -- "$3")) ;;
         *:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
         *:--report-queue|"redrive:--to"|"import:--queue"|*:-r) _mqcli_names queue "$3" ;;
         *:--tx) _mqcli_names tx "$3" ;;
-        *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
         "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;
         "analyze health:--format"|"analyze routes:--format") COMPREPLY=($(compgen -W "parquet csv json" -- "$3")) ;;
+        *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
         *:--link) _mqcli_names link "$3" ;;
     esac
 }

@@ -43,9 +43,9 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'put'
             printf '%s\n' '-f' '--file' '-p' '--priority' '--correl-id' '--label' '--prop' '--app-specific' '--ttl' '--report-queue' '--confirm-id' '--lease' '--tx' '-n' '--count' '--jsonl' '--lines' '--store' '-o' '--output'
         case 'get'
-            printf '%s\n' '-w' '--wait' '--msg-id' '--unique-id' '--correl-id' '--lookup-id' '--priority' '--where' '-n' '--count' '--confirm-id' '--lock-id' '--lease' '--tx' '--idle' '--delimiter' '--store' '-o' '--output'
+            printf '%s\n' '-w' '--wait' '--msg-id' '--unique-id' '--correl-id' '--lookup-id' '--priority' '--where' '-n' '--count' '--confirm-id' '--lock-id' '--lease' '--tx' '--idle' '--format' '--delimiter' '--store' '-o' '--output'
         case 'browse'
-            printf '%s\n' '--msg-id' '--unique-id' '--correl-id' '--lookup-id' '--priority' '--where' '-n' '--limit' '--count' '--state' '--lock-id' '--lease' '--idle' '--delimiter' '--store' '-o' '--output'
+            printf '%s\n' '--msg-id' '--unique-id' '--correl-id' '--lookup-id' '--priority' '--where' '-n' '--limit' '--count' '--state' '--lock-id' '--lease' '--idle' '--format' '--delimiter' '--store' '-o' '--output'
         case 'unlock'
             printf '%s\n' '--lock-id' '--store' '-o' '--output'
         case 'confirm'
@@ -246,7 +246,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'link' -d 'Links to other queue manage
 complete -c mqcli -n '__mqcli_at \'\'' -a 'outgoing' -d 'Outgoing queues: what waits to be sent to other queue managers, and why.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'analyze' -d 'The data pipeline on PySpark (needs `pip install \'mqcli[spark]\'`): store health and trace-report routes, over stores or Parquet exports.'
 complete -c mqcli -n '__mqcli_at \'\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'\'' -l allow-unsafe-permissions -d 'Open a store whose directory others may write to.'
 complete -c mqcli -n '__mqcli_at \'\'' -l allow-foreign-owner -d 'As root, use a store owned by another user (said on stderr).'
@@ -257,25 +257,25 @@ complete -c mqcli -n '__mqcli_at \'\'' -s h -l help -d 'Show this message and ex
 # mqcli init
 complete -c mqcli -n '__mqcli_at \'init\'' -l name -x -d 'Queue manager name (default: the host name).'
 complete -c mqcli -n '__mqcli_at \'init\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'init\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'init\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'init\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'init\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli info
 complete -c mqcli -n '__mqcli_at \'info\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'info\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'info\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'info\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'info\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli check
 complete -c mqcli -n '__mqcli_at \'check\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'check\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'check\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'check\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'check\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli backup
 complete -c mqcli -n '__mqcli_at \'backup\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'backup\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'backup\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'backup\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'backup\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'backup\'' -F
@@ -283,7 +283,7 @@ complete -c mqcli -n '__mqcli_at \'backup\'' -F
 # mqcli sweep
 complete -c mqcli -n '__mqcli_at \'sweep\'' -l dry-run -d 'Count what is due, change nothing.'
 complete -c mqcli -n '__mqcli_at \'sweep\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'sweep\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'sweep\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'sweep\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'sweep\'' -s h -l help -d 'Show this message and exit.'
 
@@ -293,7 +293,7 @@ complete -c mqcli -n '__mqcli_at \'stats\'' -l interval -x -d 'Refresh interval 
 complete -c mqcli -n '__mqcli_at \'stats\'' -l prometheus -d 'Print Prometheus metrics (text exposition format 0.0.4).'
 complete -c mqcli -n '__mqcli_at \'stats\'' -l textfile -r -F -d 'With --prometheus: write the metrics to PATH atomically (node_exporter\'s textfile collector) instead of stdout.'
 complete -c mqcli -n '__mqcli_at \'stats\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'stats\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'stats\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'stats\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'stats\'' -s h -l help -d 'Show this message and exit.'
 
@@ -313,11 +313,11 @@ complete -c mqcli -n '__mqcli_at \'put\'' -l confirm-id -x -d 'Confirm id: a pos
 complete -c mqcli -n '__mqcli_at \'put\'' -l lease -x -d 'Undo automatically if not confirmed within this time, e.g. 30s.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l tx -x -a '(__mqcli_names tx)' -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s n -l count -x -d 'Put the body this many times.'
-complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids; a record whose msg_id is stored already is skipped.'
+complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). Every line is checked first: a bad one stores nothing (exit 12).'
 complete -c mqcli -n '__mqcli_at \'put\'' -l new-ids -d 'With --jsonl: store each record as a copy with a new msg_id and put time.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l lines -r -F -d 'Put one message per line of a file (or -).'
 complete -c mqcli -n '__mqcli_at \'put\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'put\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'put\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'put\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -338,9 +338,10 @@ complete -c mqcli -n '__mqcli_at \'get\'' -l lease -x -d 'Undo automatically if 
 complete -c mqcli -n '__mqcli_at \'get\'' -l tx -x -a '(__mqcli_names tx)' -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'get\'' -s f -l follow -d 'Follow the queue: messages as they become available, until --count, --idle or Ctrl-C (exit 0).'
 complete -c mqcli -n '__mqcli_at \'get\'' -l idle -x -d 'With --follow: stop (exit 0) after this long without a message, e.g. 30s.'
+complete -c mqcli -n '__mqcli_at \'get\'' -l format -x -d 'Write each message as TEMPLATE fills it (kcat -f): {msg_id} {priority} {label} {correl_id} {put_time} {size} {backouts} {props.NAME} {body} {body_hex} (and {queue} {state} {expires} {app_specific} {hops} {lookup_id} {unique_id} {dead_letter_reason} {original_queue}), {{ and }} for braces, escapes \\n \\t \\0 \\\\. Bodies are written as their bytes.'
 complete -c mqcli -n '__mqcli_at \'get\'' -l delimiter -x -d 'Separator after each body with -o body (escapes like \\n, \\0 allowed).'
 complete -c mqcli -n '__mqcli_at \'get\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'get\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'get\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'get\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'get\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'get\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -360,9 +361,10 @@ complete -c mqcli -n '__mqcli_at \'browse\'' -l lease -x -d 'Undo automatically 
 complete -c mqcli -n '__mqcli_at \'browse\'' -s f -l follow -d 'Follow the queue: messages as they become available, until --count, --idle or Ctrl-C (exit 0).'
 complete -c mqcli -n '__mqcli_at \'browse\'' -l idle -x -d 'With --follow: stop (exit 0) after this long without a message, e.g. 30s.'
 complete -c mqcli -n '__mqcli_at \'browse\'' -l from-start -d 'With --follow: first the messages available now, then the new ones.'
+complete -c mqcli -n '__mqcli_at \'browse\'' -l format -x -d 'Write each message as TEMPLATE fills it (kcat -f): {msg_id} {priority} {label} {correl_id} {put_time} {size} {backouts} {props.NAME} {body} {body_hex} (and {queue} {state} {expires} {app_specific} {hops} {lookup_id} {unique_id} {dead_letter_reason} {original_queue}), {{ and }} for braces, escapes \\n \\t \\0 \\\\. Bodies are written as their bytes.'
 complete -c mqcli -n '__mqcli_at \'browse\'' -l delimiter -x -d 'Separator after each body with -o body (escapes like \\n, \\0 allowed).'
 complete -c mqcli -n '__mqcli_at \'browse\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'browse\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'browse\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'browse\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'browse\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'browse\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -370,7 +372,7 @@ complete -c mqcli -n '__mqcli_at \'browse\'; and __mqcli_argument 0' -a '(__mqcl
 # mqcli unlock
 complete -c mqcli -n '__mqcli_at \'unlock\'' -l lock-id -x -d 'Lock id printed by browse --lock.'
 complete -c mqcli -n '__mqcli_at \'unlock\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'unlock\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'unlock\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'unlock\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'unlock\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'unlock\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -378,7 +380,7 @@ complete -c mqcli -n '__mqcli_at \'unlock\'; and __mqcli_argument 0' -a '(__mqcl
 # mqcli confirm
 complete -c mqcli -n '__mqcli_at \'confirm\'' -l confirm-id -x -d 'The confirm id of the put or get.'
 complete -c mqcli -n '__mqcli_at \'confirm\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'confirm\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'confirm\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'confirm\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'confirm\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'confirm\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -389,7 +391,7 @@ complete -c mqcli -n '__mqcli_at \'undo\'' -l lock-id -x -d 'Lock id of a browse
 complete -c mqcli -n '__mqcli_at \'undo\'' -l older-than -x -d 'Operators: undo every in-flight message older than this.'
 complete -c mqcli -n '__mqcli_at \'undo\'' -l all -d 'Operators: undo every in-flight message.'
 complete -c mqcli -n '__mqcli_at \'undo\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'undo\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'undo\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'undo\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'undo\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'undo\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -398,7 +400,7 @@ complete -c mqcli -n '__mqcli_at \'undo\'; and __mqcli_argument 0' -a '(__mqcli_
 complete -c mqcli -n '__mqcli_at \'delete\'' -l msg-id -x -d 'msg_id of the message to delete.'
 complete -c mqcli -n '__mqcli_at \'delete\'' -l lock-id -x -d 'Lock id of a browse with lock.'
 complete -c mqcli -n '__mqcli_at \'delete\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'delete\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'delete\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'delete\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'delete\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'delete\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -415,7 +417,7 @@ complete -c mqcli -n '__mqcli_at \'move\'' -s n -l count -x -d 'At most N messag
 complete -c mqcli -n '__mqcli_at \'move\'' -l dry-run -d 'Count what would move, change nothing.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l tx -x -a '(__mqcli_names tx)' -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'move\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'move\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'move\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'move\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'move\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -423,7 +425,7 @@ complete -c mqcli -n '__mqcli_at \'move\'; and __mqcli_argument 1' -a '(__mqcli_
 
 # mqcli inflight
 complete -c mqcli -n '__mqcli_at \'inflight\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'inflight\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'inflight\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'inflight\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'inflight\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'inflight\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -432,7 +434,7 @@ complete -c mqcli -n '__mqcli_at \'inflight\'; and __mqcli_argument 0' -a '(__mq
 complete -c mqcli -n '__mqcli_at \'export\'' -l to -r -F -d 'Write to this file instead of stdout.'
 complete -c mqcli -n '__mqcli_at \'export\'' -l format -x -a 'jsonl parquet' -d 'jsonl (default), or parquet: the analyze pipeline\'s message table (needs --to and `pip install \'mqcli[spark]\'`).'
 complete -c mqcli -n '__mqcli_at \'export\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'export\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'export\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'export\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'export\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'export\'; and __mqcli_argument 0+' -a '(__mqcli_names queue)'
@@ -441,7 +443,7 @@ complete -c mqcli -n '__mqcli_at \'export\'; and __mqcli_argument 0+' -a '(__mqc
 complete -c mqcli -n '__mqcli_at \'import\'' -l queue -x -a '(__mqcli_names queue)' -d 'Put every record on this queue instead of its own.'
 complete -c mqcli -n '__mqcli_at \'import\'' -l new-ids -d 'Store each record as a copy with a new msg_id and put time, instead of skipping those already stored.'
 complete -c mqcli -n '__mqcli_at \'import\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'import\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'import\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'import\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'import\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'import\'' -F
@@ -451,7 +453,7 @@ complete -c mqcli -n '__mqcli_at \'redrive\'' -l to -x -a '(__mqcli_names queue)
 complete -c mqcli -n '__mqcli_at \'redrive\'' -l where -x -d 'Only messages the selector selects: SQL92 conditions on header fields and props.NAME, e.g. "priority > 4 AND props.region = \'eu\'" or "age > 10m AND label LIKE \'inv%\'" (README: Selectors).'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -l dry-run -d 'Count what would move where, change nothing.'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'redrive\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'redrive\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'redrive\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'redrive\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -464,7 +466,7 @@ complete -c mqcli -n '__mqcli_at \'consume\'' -s n -l count -x -d 'Stop after N 
 complete -c mqcli -n '__mqcli_at \'consume\'' -l idle -x -d 'Stop after this long with no message (default: wait for more, until Ctrl-C).'
 complete -c mqcli -n '__mqcli_at \'consume\'' -l where -x -d 'Only messages the selector selects: SQL92 conditions on header fields and props.NAME, e.g. "priority > 4 AND props.region = \'eu\'" or "age > 10m AND label LIKE \'inv%\'" (README: Selectors).'
 complete -c mqcli -n '__mqcli_at \'consume\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'consume\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'consume\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'consume\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -472,7 +474,7 @@ complete -c mqcli -n '__mqcli_at \'consume\'; and __mqcli_argument 0' -a '(__mqc
 # mqcli batch
 complete -c mqcli -n '__mqcli_at \'batch\'' -s k -l keep-going -d 'Run every line even after one fails; exit with the first failure\'s code.'
 complete -c mqcli -n '__mqcli_at \'batch\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'batch\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'batch\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'batch\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'batch\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'batch\'' -F
@@ -484,7 +486,7 @@ complete -c mqcli -n '__mqcli_at \'health\'' -l inflight-age -x -d 'How long a q
 complete -c mqcli -n '__mqcli_at \'health\'' -l dead-letters -x -d 'Messages in the dead-letter queues.'
 complete -c mqcli -n '__mqcli_at \'health\'' -l quota-pct -x -d 'Bytes in a queue with a quota, in % of it.'
 complete -c mqcli -n '__mqcli_at \'health\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'health\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'health\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'health\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'health\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'health\'; and __mqcli_argument 0+' -a '(__mqcli_names queue)'
@@ -496,7 +498,7 @@ complete -c mqcli -n '__mqcli_at \'listen\'' -l max-frame -x -d 'Largest frame a
 complete -c mqcli -n '__mqcli_at \'listen\'' -l idle-timeout -x -d 'Close a connection that sends no frame for this long (or forever).'
 complete -c mqcli -n '__mqcli_at \'listen\'' -l handshake-timeout -x -d 'Close a connection that has not proved the key this long after it was accepted.'
 complete -c mqcli -n '__mqcli_at \'listen\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'listen\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'listen\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'listen\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'listen\'' -s h -l help -d 'Show this message and exit.'
 
@@ -508,12 +510,12 @@ complete -c mqcli -n '__mqcli_at \'dispatch\'' -l link -x -a '(__mqcli_names lin
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l timeout -x -d 'Connect and handshake, and each acknowledgement, within this.'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l retry-max -x -d '--follow: longest wait before retrying a failed link (the wait doubles from 1s up to this, with jitter).'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'dispatch\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'dispatch\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'dispatch\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli completion
-complete -c mqcli -n '__mqcli_at \'completion\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'completion\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'completion\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'completion\'' -s h -l help -d 'Show this message and exit.'
 
@@ -528,7 +530,7 @@ complete -c mqcli -n '__mqcli_at \'bench\'' -l express -d 'Express messages (one
 complete -c mqcli -n '__mqcli_at \'bench\'' -l scratch -d 'Run in a temporary store, or (default) on a temporary queue of --store.'
 complete -c mqcli -n '__mqcli_at \'bench\'' -l in-store -d 'Run in a temporary store, or (default) on a temporary queue of --store.'
 complete -c mqcli -n '__mqcli_at \'bench\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'bench\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'bench\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'bench\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'bench\'' -s h -l help -d 'Show this message and exit.'
 
@@ -544,7 +546,7 @@ complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l name -x -d 'Queue manager name
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l max-message-size -x -d 'Largest message body a put accepts, e.g. 16MiB (default 4MiB, like MSMQ).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l report-queue -x -a '(__mqcli_names queue)' -d 'This queue manager\'s own report queue (a queue of this store; \'\' removes it).'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'qmgr set\'' -s h -l help -d 'Show this message and exit.'
 
@@ -565,19 +567,19 @@ complete -c mqcli -n '__mqcli_at \'queue create\'' -l journal -d 'Keep a copy of
 complete -c mqcli -n '__mqcli_at \'queue create\'' -l no-journal -d 'Keep a copy of each got message in NAME;journal.'
 complete -c mqcli -n '__mqcli_at \'queue create\'' -l max-backouts -x -d 'Dead-letter a message undone this many times (0: never).'
 complete -c mqcli -n '__mqcli_at \'queue create\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'queue create\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'queue create\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue create\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue create\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli queue list
 complete -c mqcli -n '__mqcli_at \'queue list\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'queue list\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'queue list\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue list\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue list\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli queue show
 complete -c mqcli -n '__mqcli_at \'queue show\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'queue show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'queue show\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue show\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'queue show\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -589,7 +591,7 @@ complete -c mqcli -n '__mqcli_at \'queue set\'' -l journal -d 'Keep a copy of ea
 complete -c mqcli -n '__mqcli_at \'queue set\'' -l no-journal -d 'Keep a copy of each got message in NAME;journal.'
 complete -c mqcli -n '__mqcli_at \'queue set\'' -l max-backouts -x -d 'Dead-letter a message undone this many times (0: never).'
 complete -c mqcli -n '__mqcli_at \'queue set\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'queue set\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'queue set\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue set\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue set\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'queue set\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -598,7 +600,7 @@ complete -c mqcli -n '__mqcli_at \'queue set\'; and __mqcli_argument 0' -a '(__m
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -s y -l yes -d 'Do not ask.'
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -l dry-run -d 'Say what would happen, change nothing.'
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'queue purge\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'queue purge\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue purge\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'queue purge\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -607,7 +609,7 @@ complete -c mqcli -n '__mqcli_at \'queue purge\'; and __mqcli_argument 0' -a '(_
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s y -l yes -d 'Do not ask.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -l dry-run -d 'Say what would happen, change nothing.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'queue delete\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'queue delete\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'queue delete\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -623,33 +625,33 @@ complete -c mqcli -n '__mqcli_at \'tx\'' -s h -l help -d 'Show this message and 
 # mqcli tx begin
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -l timeout -x -d 'Abort the transaction if not committed within this time, e.g. 5m, or forever (default: 10m; a lapsed one is aborted on the next access to the store).'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'tx begin\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx begin\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx begin\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli tx commit
 complete -c mqcli -n '__mqcli_at \'tx commit\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'tx commit\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx commit\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx commit\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx commit\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'tx commit\'; and __mqcli_argument 0' -a '(__mqcli_names tx)'
 
 # mqcli tx abort
 complete -c mqcli -n '__mqcli_at \'tx abort\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'tx abort\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx abort\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx abort\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx abort\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'tx abort\'; and __mqcli_argument 0' -a '(__mqcli_names tx)'
 
 # mqcli tx list
 complete -c mqcli -n '__mqcli_at \'tx list\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'tx list\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx list\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx list\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx list\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli tx show
 complete -c mqcli -n '__mqcli_at \'tx show\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'tx show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'tx show\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'tx show\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'tx show\'; and __mqcli_argument 0' -a '(__mqcli_names tx)'
@@ -664,14 +666,14 @@ complete -c mqcli -n '__mqcli_at \'trace\'' -s h -l help -d 'Show this message a
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -l body -d 'Decode a report body instead of a label.'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -l strict -d 'Accept only [MS-MQQB]\'s ABNF (received by a GUID; no next hop or hop count).'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'trace decode\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'trace decode\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'trace decode\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli trace show
 complete -c mqcli -n '__mqcli_at \'trace show\'' -s n -l limit -x -d 'At most this many reports.'
 complete -c mqcli -n '__mqcli_at \'trace show\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'trace show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'trace show\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'trace show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'trace show\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'trace show\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
@@ -680,7 +682,7 @@ complete -c mqcli -n '__mqcli_at \'trace show\'; and __mqcli_argument 0' -a '(__
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s r -l report-queue -x -a '(__mqcli_names queue)' -d 'The queue its reports went to.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -l reports -r -F -d 'Read the reports from FILE (JSONL or CSV rows of label, body, arrived) instead.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'trace route\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'trace route\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'trace route\'' -s h -l help -d 'Show this message and exit.'
 
@@ -694,25 +696,25 @@ complete -c mqcli -n '__mqcli_at \'link\'' -s h -l help -d 'Show this message an
 # mqcli link add
 complete -c mqcli -n '__mqcli_at \'link add\'' -l key-file -r -F -d 'The pre-shared key both ends hold (`mqcli link keygen`).'
 complete -c mqcli -n '__mqcli_at \'link add\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'link add\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'link add\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'link add\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'link add\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli link list
 complete -c mqcli -n '__mqcli_at \'link list\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'link list\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'link list\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'link list\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'link list\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli link remove
 complete -c mqcli -n '__mqcli_at \'link remove\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'link remove\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'link remove\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'link remove\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'link remove\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'link remove\'; and __mqcli_argument 0' -a '(__mqcli_names link)'
 
 # mqcli link keygen
-complete -c mqcli -n '__mqcli_at \'link keygen\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'link keygen\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'link keygen\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'link keygen\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'link keygen\'' -F
@@ -726,27 +728,27 @@ complete -c mqcli -n '__mqcli_at \'outgoing\'' -s h -l help -d 'Show this messag
 
 # mqcli outgoing list
 complete -c mqcli -n '__mqcli_at \'outgoing list\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'outgoing list\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'outgoing list\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'outgoing list\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'outgoing list\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli outgoing show
 complete -c mqcli -n '__mqcli_at \'outgoing show\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'outgoing show\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'outgoing show\'; and __mqcli_argument 0' -a '(__mqcli_names outgoing)'
 
 # mqcli outgoing hold
 complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'outgoing hold\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'outgoing hold\'; and __mqcli_argument 0' -a '(__mqcli_names outgoing)'
 
 # mqcli outgoing resume
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'outgoing resume\'; and __mqcli_argument 0' -a '(__mqcli_names outgoing)'
@@ -765,7 +767,7 @@ complete -c mqcli -n '__mqcli_at \'analyze health\'' -l format -x -a 'parquet cs
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -l plot -r -F -d 'Draw a chart into this PNG file.'
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -l master -x -d 'Spark master (default: Spark\'s own configuration, else embedded local[*]).'
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'analyze health\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -F
@@ -780,7 +782,7 @@ complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l format -x -a 'parquet cs
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l plot -r -F -d 'Draw a chart into this PNG file.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l master -x -d 'Spark master (default: Spark\'s own configuration, else embedded local[*]).'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
-complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s o -l output -x -a 'text json jsonl body' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s h -l help -d 'Show this message and exit.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -F

@@ -64,7 +64,7 @@ StoreOpt = Annotated[Optional[Path], typer.Option(
     "--store", metavar="PATH", show_default=False, click_type=_StorePath(),
     help="Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).")]
 OutputOpt = Annotated[Optional[str], typer.Option(
-    "--output", "-o", metavar="text|json|jsonl|body", callback=_check_mode, show_default=False,
+    "--output", "-o", metavar="text|json|jsonl|body|hex", callback=_check_mode, show_default=False,
     help="Output format.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No diagnostics on stderr.")]
 DelimiterOpt = Annotated[str, typer.Option(

@@ -1,8 +1,10 @@
-"""Rendering for every command: `text`, `json`, `jsonl`, `body` (the output modes of README.md#output).
+"""Rendering for every command: `text`, `json`, `jsonl`, `body`, `hex` (the output modes of README.md#output).
 
 Data goes to stdout, diagnostics to stderr. `json` prints one document (an object for a
 single-message command, an array for listings and multi-message commands), `jsonl` one object
-a line, `body` the raw body bytes separated by a delimiter. Everything is written as UTF-8 bytes
+a line, `body` the raw body bytes separated by a delimiter, `hex` a header block and a hex dump
+of the body per message (mqcli/hexdump.py); `--format` fills a template per message
+(mqcli/template.py). Everything is written as UTF-8 bytes
 and flushed per message, because a destructive get commits only after its output is written.
 rich is imported only when a text table or a progress bar is drawn.
 """
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
     from store import Message
     from store.errors import DiskFull
 
-MODES = ("text", "json", "jsonl", "body")
+    from .template import Template
+
+MODES = ("text", "json", "jsonl", "body", "hex")
 
 
 class OutputClosed(Exception):
@@ -144,6 +148,7 @@ class Output:
         self.where = where  # what `out` writes to, named in a full-disk error; None: stdout
         self.err = stderr if stderr is not None else sys.stderr
         self.torn = False  # a write to stdout failed or was interrupted part-way
+        self.template: Template | None = None  # --format: each message fills it, whatever the mode
 
     # ---- diagnostics -------------------------------------------------------------------
 
@@ -203,7 +208,13 @@ class Output:
 
     def message(self, m: Message) -> None:
         """A single-message command's result (put, get without --count)."""
-        if self.mode == "json" or self.mode == "jsonl":
+        if self.template is not None:
+            self._write(self.template.render(m))
+        elif self.mode == "hex":
+            from . import hexdump
+
+            self._write(hexdump.message(m))
+        elif self.mode == "json" or self.mode == "jsonl":
             self._write(json_line(m.to_dict()) + b"\n")
         elif self.mode == "body":
             self._write(m.body + self.delimiter)
@@ -223,7 +234,7 @@ class Output:
 
     def msg_ids(self, messages: Sequence[Message]) -> None:
         """What a put prints: each new msg_id (text), or the records (json/jsonl)."""
-        if self.mode == "text" or self.mode == "body":
+        if self.mode in ("text", "body", "hex"):
             self._write("".join(m.msg_id + "\n" for m in messages).encode("utf-8"))
         elif self.mode == "jsonl" or len(messages) != 1:
             with self.messages() as stream:
@@ -271,6 +282,12 @@ class MessageStream:
     def _encode(self, m: Message, number: int) -> bytes:
         """Message `number` (1, 2, ...) of the stream."""
         o = self.output
+        if o.template is not None:
+            return o.template.render(m)
+        if o.mode == "hex":
+            from . import hexdump
+
+            return hexdump.message(m, number)
         if o.mode == "json":
             return (b"[" if number == 1 else b",\n") + json_line(m.to_dict())
         if o.mode == "jsonl":
@@ -302,7 +319,7 @@ class MessageStream:
     def close(self, failed: bool = False) -> None:
         """End the JSON array; after a failure with nothing written, or a torn write, write
         nothing."""
-        if self.output.mode == "json" and not (failed and (self.count == 0 or self.output.torn)):
+        if self.output.mode == "json" and self.output.template is None and not (failed and (self.count == 0 or self.output.torn)):
             self.output._write(b"[]\n" if self.count == 0 else b"]\n")
 
 

@@ -76,6 +76,7 @@ class NewMessage:
     dead_letter: bool = True
     trace: bool = False
     report_queue: str | None = None
+    expires: int | None = None  # µs since the epoch, UTC: when given, the time to be received ends then (not ttl)
 
     def wrong_type(self) -> str | None:
         """Which field has a type a message cannot hold, said for a person; None if none has.
@@ -99,6 +100,7 @@ _NEW_MESSAGE_TYPES = (
     ("correl_id", (str, type(None)), "a str or None"), ("label", (str,), "a str"),
     ("props", (dict, type(None)), "a dict or None"), ("app_specific", (int,), "an int"),
     ("ttl", (int, float, type(None)), "a number of seconds or None"),
+    ("expires", (int, type(None)), "a time in µs since the epoch or None"),
     ("report_queue", (str, type(None)), "a queue name (str) or None"),
 )
 
@@ -728,7 +730,7 @@ class Store(Forwarding):
             out = []
             try:  # costs nothing until a field of the wrong type makes Python raise
                 for i, new in enumerate(batch):
-                    expires = None if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
+                    expires = new.expires if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
                     # positional for speed (this loop is the batched-put hot path); order as in Message
                     m = Message(
                         new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
