@@ -53,7 +53,7 @@ from .cli_startup import CALLER_ENV, run_startup
 from .cli_workers import run_consume, run_batch
 
 DEFAULT_OUT = os.path.join("bench", "results", "cli.json")
-PARTS = ("startup", "bulk", "wait", "stalled", "consume", "batch")
+PARTS = ("startup", "bulk", "wait", "stalled", "consume", "batch", "stats")
 
 
 # --------------------------------------------------------------------------------------
@@ -196,6 +196,10 @@ def render_table(doc: dict) -> str:
             "", "", "context", "")
         row("", "mqcli batch", str(b["lines"]), f"{res['per_line_ms']:.2f} ms", "", f"{res['speedup']:.0f}x", t, m)
         lines.append("")
+    if doc.get("stats"):
+        from .cli_stats import render_rows
+        render_rows(doc, row, tgt)
+        lines.append("")
     lines.append("spread = (max - min) / median over runs/rounds; value = ratio to python -c pass, "
                  "rate, max RSS or latency; MB = 10^6 bytes.")
 
@@ -281,10 +285,13 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
         doc["consume"] = run_consume(sizes, tmp_root, log)
     if "batch" in parts:
         doc["batch"] = run_batch(sizes, tmp_root, log)
+    if "stats" in parts:  # bench/cli_stats.py
+        from .cli_stats import run_stats
+        doc["stats"] = run_stats(args, tmp_root, log)
     elapsed = time.perf_counter() - t0
     info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     targets = {}
-    for part in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch"):
+    for part in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch", "stats"):
         targets.update(doc.get(part, {}).get("targets", {}))
     la0, la1 = info.get("loadavg_start"), info.get("loadavg_end")
     cpus = info.get("cpus_usable") or info.get("cpu_count") or 1
@@ -312,7 +319,8 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
                          "max RSS from os.wait4 (ru_maxrss); latency median and nearest-rank p99",
             "elapsed_s": round(elapsed, 1),
         },
-        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch")},
+        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch",
+                                                 "stats")},
         "targets": targets,
         "targets_met": all(t["met"] for t in targets.values()),
         "notes": notes,

@@ -72,6 +72,7 @@ TARGETS = {
     "startup_version_ratio": Target("startup_version_ratio", "median wall(mqcli --version) / median wall(python -c pass)", "<=", 2, "x"),
     "startup_put_help_ratio": Target("startup_put_help_ratio", "median wall(mqcli put --help) / median wall(python -c pass)", "<=", 4, "x"),
     "startup_help_ratio": Target("startup_help_ratio", "median wall(mqcli --help) / median wall(python -c pass)", "<=", 10, "x"),
+    "startup_complete_ratio": Target("startup_complete_ratio", "median wall(mqcli __complete queue) / median wall(python -c pass)", "<=", 3, "x"),
     "bulk_put_rate": Target("bulk_put_rate", "mqcli put q --jsonl FILE, median msgs/s over rounds", ">=", 100_000, "msg/s"),
     "bulk_get_rate": Target("bulk_get_rate", "mqcli get q --all -o jsonl > /dev/null, median msgs/s over rounds", ">=", 100_000, "msg/s"),
     "bulk_put_max_rss": Target("bulk_put_max_rss", "max RSS of mqcli put --jsonl, worst round", "<=", 150, "MB"),

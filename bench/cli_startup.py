@@ -50,6 +50,8 @@ def startup_commands(py: str, mq: str) -> dict[str, tuple[list[str], str, str | 
         "mqcli --version": ([mq, "--version"], "target", "startup_version_ratio"),
         "mqcli put --help": ([mq, "put", "--help"], "target", "startup_put_help_ratio"),
         "mqcli --help": ([mq, "--help"], "target", "startup_help_ratio"),
+        # what a shell runs on a TAB after `mqcli get ` (mqcli/complete.py): the store's queue names
+        "mqcli __complete queue": ([mq, "__complete", "queue"], "target", "startup_complete_ratio"),
         "python -c 'import typer'": ([py, "-c", "import typer"], "context", None),
         # the bench's own environment without the private bytecode cache: with
         # PYTHONDONTWRITEBYTECODE=1 and no __pycache__ next to mqcli/ and store/, every start

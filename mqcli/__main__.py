@@ -4,6 +4,10 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["__complete"]:  # a shell completing a name: nothing of the app is loaded
+        from .complete import main as complete
+
+        sys.exit(complete(sys.argv[2:]))
     if sys.argv[1:] == ["--version"]:  # before anything of the app loads (docs/design.md#command-line)
         from . import __version__
 

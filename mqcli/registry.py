@@ -62,6 +62,8 @@ COMMANDS: dict[str, Entry] = {
                     "data; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."),
     "listen": Entry("channel", "listen", "Receive messages from other queue managers into this store until stopped."),
     "dispatch": Entry("channel", "dispatch", "Send the outgoing queues to their links' listeners."),
+    "completion": Entry("completion", "completion", "Print the completion script of a shell (queue names, "
+                        "transactions and links come from the store)."),
     "bench": Entry("bench", "bench", "Measure throughput and latency with real producer and consumer processes."),
     "qmgr": Entry("qmgr", "qmgr_app", "Queue manager settings."),
     "queue": Entry("queue", "app", "Queue administration."),
