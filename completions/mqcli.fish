@@ -313,7 +313,7 @@ complete -c mqcli -n '__mqcli_at \'put\'' -l confirm-id -x -d 'Confirm id: a pos
 complete -c mqcli -n '__mqcli_at \'put\'' -l lease -x -d 'Undo automatically if not confirmed within this time, e.g. 30s.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l tx -x -a '(__mqcli_names tx)' -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s n -l count -x -d 'Put the body this many times.'
-complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). Every line is checked first: a bad one stores nothing (exit 12).'
+complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). A file is checked whole first: a bad line stores nothing of it (exit 12); from a pipe, nothing of the bad line\'s batch of 1,000.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l new-ids -d 'With --jsonl: store each record as a copy with a new msg_id and put time.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l lines -r -F -d 'Put one message per line of a file (or -).'
 complete -c mqcli -n '__mqcli_at \'put\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
