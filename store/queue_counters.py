@@ -58,7 +58,7 @@ class QueueCounters:
     @classmethod
     def decode(cls, raw: bytes) -> QueueCounters:
         values = _LAYOUT.unpack(raw)
-        return cls(*values[:_N], dict(zip(IN_FLIGHT_STATES, values[_N:_M])), list(values[_M:]))  # type: ignore[arg-type]
+        return cls(*values[:_N], in_flight=dict(zip(IN_FLIGHT_STATES, values[_N:_M])), by_priority=list(values[_M:]))
 
     @property
     def size(self) -> int:
