@@ -29,7 +29,7 @@ _CUMULATIVE = ("put_messages", "put_bytes", "got_messages", "got_bytes", "expire
 # read and written on every commit that puts or gets: one C call each way, no generator
 _cumulative = operator.attrgetter(*_CUMULATIVE)
 _in_flight = operator.itemgetter(*IN_FLIGHT_STATES)
-_N, _M = len(_CUMULATIVE), len(_CUMULATIVE) + len(IN_FLIGHT_STATES)
+_N, _M = len(_CUMULATIVE), len(_CUMULATIVE) + len(IN_FLIGHT_STATES)  # decode spells out the first _N
 
 
 def counters_key(qid: int) -> bytes:
@@ -57,8 +57,8 @@ class QueueCounters:
 
     @classmethod
     def decode(cls, raw: bytes) -> QueueCounters:
-        values = _LAYOUT.unpack(raw)
-        return cls(*values[:_N], in_flight=dict(zip(IN_FLIGHT_STATES, values[_N:_M])), by_priority=list(values[_M:]))
+        v = _LAYOUT.unpack(raw)
+        return cls(v[0], v[1], v[2], v[3], v[4], v[5], v[6], dict(zip(IN_FLIGHT_STATES, v[_N:_M])), list(v[_M:]))
 
     @property
     def size(self) -> int:
