@@ -101,6 +101,18 @@ def test_a_command_that_hangs_past_its_lease_is_killed_and_its_message_undone(cl
     assert (m.state, m.backouts) == ("available", 1)
 
 
+def test_a_command_that_hangs_without_reading_a_large_body_is_killed_at_its_lease(cli, tmp_path):
+    with Store.open(cli.store) as st:
+        st.put("q", b"x" * (1 << 20))  # more than a pipe holds: writing it blocks until killed
+    result = cli.subprocess("consume", "q", "--exec", "sleep 600", "--lease", "1s", "--count", "1",
+                            "-o", "json", timeout=60)
+    assert result.code == 0, result
+    assert result.json()["killed"] == 1
+    with Store.open(cli.store) as st:
+        [m] = st.browse("q", states="all")
+    assert (m.state, m.backouts) == ("available", 1)
+
+
 def test_parallel_commands_handle_each_message_exactly_once(cli, tmp_path):
     stored = fill(cli, 60)
     out = tmp_path / "out"
