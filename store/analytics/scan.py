@@ -33,7 +33,7 @@ import lmdb
 
 from .. import holders, keys
 from ..environment import no_store, open_environment, read_marker, store_exists
-from ..errors import QueueNotAvailable, StoreCorrupt, StoreUnavailable
+from ..errors import QueueNotAvailable, StoreCorrupt
 from ..keys import queue_key
 from ..queues import decode_queue
 from ..records import GET_UNCONFIRMED, guid_text, held_records
@@ -123,7 +123,7 @@ def plan(paths: Sequence[str | Path], queues: Sequence[str] | None = None,
             group: dict[int, str] = {}  # neighbouring small queues, read as one range
             group_rows = 0
 
-            def close_group() -> None:
+            def close_group(where: StoreIdentity = where) -> None:
                 nonlocal group, group_rows
                 if group:
                     first, last = min(group), max(group)
