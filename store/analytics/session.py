@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from ..ownership import private_folder
 from . import AnalyticsFailed, AnalyticsUnavailable
+from .planning import tune
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -134,7 +135,6 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).disabled = True
 
-    from .planning import tune
     from .source import MqStoreDataSource
 
     started = time.perf_counter()

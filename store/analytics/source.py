@@ -47,10 +47,11 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from ..errors import InvalidArgument
 from . import planning, pushdown, scan
+from .stream import MqStoreStreamReader
 from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, property_column, select, spark_schema
 
 if TYPE_CHECKING:
@@ -136,6 +137,18 @@ class MqStoreDataSource(DataSource):
             batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
             partitions=_int_option(self.options, "partitions", 0), read_log=self.options.get("readLog"),
         )
+
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """`spark.readStream.format("mqstore")`: the reports of the stores' queues as they come
+        (stream.py)."""
+        table, columns = self._table()
+        if table != "messages":
+            raise InvalidArgument("a stream reads messages (reports), not the queue table")
+        return MqStoreStreamReader(
+            paths=store_paths(self.options), queues=_list_option(self.options, "queues"), columns=columns,
+            batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
+            starting=str(self.options.get("startingOffsets", "earliest")).lower())
 
 
 class MqStoreReader(DataSourceReader):
