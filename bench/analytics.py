@@ -352,6 +352,64 @@ def spark_pass(spark, paths: list[str]) -> dict:
             "loops": summary["loops"], "links": links}
 
 
+PUSHDOWN_QUEUES = 20
+PUSHDOWN_QUEUE = "orders"
+
+
+def build_pushdown_store(root: str, reports: int, log) -> dict:
+    """A store of PUSHDOWN_QUEUES queues (`orders` one of them), reports // 100 messages each,
+    one a second of put time: what the pushdown query reads (cached like the route stores)."""
+    from store import Store
+    from store.records import Message
+
+    per_queue = max(1_000, reports // 100)
+    folder = os.path.join(root, f"pushdown-v{FORMAT}-{per_queue}")
+    marker = os.path.join(folder, "complete.json")
+    if os.path.exists(marker):
+        with open(marker, encoding="utf-8") as f:
+            return json.load(f)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    path = os.path.join(folder, "qm")
+    names = [f"q{i:02d}" for i in range(PUSHDOWN_QUEUES - 1)] + [PUSHDOWN_QUEUE]
+    t0 = time.perf_counter()
+    with Store.open(path, create=True, name="qmP") as st:
+        n = 0
+        for name in names:
+            st.create_queue(name)
+            for lo in range(0, per_queue, BATCH):
+                batch = []
+                for i in range(lo, min(per_queue, lo + BATCH)):
+                    n += 1
+                    batch.append(Message(body=b"x" * 64, origin=b"\x01" * 16, msg_n=n,
+                                         put_time=START_US + i * 1_000_000, express=True))
+                st.import_messages(name, batch)
+    desc = {"path": path, "queues": PUSHDOWN_QUEUES, "per_queue": per_queue,
+            "after_us": START_US + (per_queue // 2) * 1_000_000}
+    with open(marker, "w", encoding="utf-8") as f:
+        json.dump(desc, f)
+    log(f"pushdown store: {PUSHDOWN_QUEUES} x {per_queue:,} messages in {time.perf_counter() - t0:.1f} s")
+    return desc
+
+
+def pushdown_pass(spark, desc: dict) -> dict:
+    """`.where("queue = 'orders' AND put_time > T")` counted, with the source taking the filters
+    and without (Spark filtering every row of every queue), in the same session."""
+    after = datetime.fromtimestamp(desc["after_us"] / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    where = f"queue = '{PUSHDOWN_QUEUE}' AND put_time > TIMESTAMP '{after}'"
+    parallelism = str(spark.sparkContext.defaultParallelism)
+    out = {"query": f".where(\"{where}\").count()", "messages": desc["queues"] * desc["per_queue"]}
+    for label, flag in (("with_pushdown", "true"), ("without_pushdown", "false"), ("with_pushdown_again", "true")):
+        warm([desc["path"]])
+        t = time.perf_counter()
+        n = (spark.read.format("mqstore").option("pushdown", flag).option("partitions", parallelism)
+             .option("columns", "queue,put_time,seq").load(desc["path"]).where(where).count())
+        out[label + "_s"] = round(time.perf_counter() - t, 2)
+        out[label + "_rows"] = n
+    out["speedup"] = round(out["without_pushdown_s"] / min(out["with_pushdown_s"], out["with_pushdown_again_s"]), 2)
+    return out
+
+
 def compare(spark: dict, python: dict) -> list[str]:
     """How the two passes disagree (nothing when they agree)."""
     problems = [f"{k}: spark {spark[k]} != python {python[k]}"
@@ -398,6 +456,7 @@ def run(args, info: dict, log) -> dict:
     log(f"spark session: {session_s:.1f} s ({setup.master}, log {setup.log_file})")
     spark_s, python_s = [], []
     spark_res = python_res = None
+    pushdown = None
     try:
         for i in range(rounds):
             for name in (("spark", "python") if i % 2 == 0 else ("python", "spark")):
@@ -410,9 +469,33 @@ def run(args, info: dict, log) -> dict:
                     python_res = python_pass(paths)
                     python_s.append(time.perf_counter() - t)
                 log(f"round {i + 1}: {name} {time.perf_counter() - t:.1f} s")
+        if not args.no_pushdown:
+            pushdown = pushdown_pass(setup.spark, build_pushdown_store(root, reports, log))
+            log(f"pushdown: {pushdown['with_pushdown_s']} s with, {pushdown['without_pushdown_s']} s without")
     finally:
         if setup.owned:
             setup.spark.stop()
+    cluster = None
+    if args.cluster:
+        # one SparkContext per process: the local session is stopped first
+        t0 = time.perf_counter()
+        on_cluster = new_session(args.cluster, "mqcli bench analytics (cluster)")
+        cluster_start = time.perf_counter() - t0
+        try:
+            cluster_s = []
+            for _ in range(rounds):
+                warm(paths)
+                t = time.perf_counter()
+                cluster_res = spark_pass(on_cluster.spark, paths)
+                cluster_s.append(time.perf_counter() - t)
+            cores = on_cluster.spark.sparkContext.defaultParallelism
+        finally:
+            on_cluster.spark.stop()
+        problems_c = compare(cluster_res, python_res) if python_res else []
+        cluster = {"master": on_cluster.master, "cores": cores, "session_start_s": round(cluster_start, 2),
+                   "seconds": [round(x, 2) for x in cluster_s], "median_s": round(_median(cluster_s), 2),
+                   "agrees_with_python": not problems_c, "problems": problems_c}
+        log(f"cluster: {cluster['median_s']} s on {cluster['master']} ({cores} cores)")
     assert spark_res is not None and python_res is not None
     problems = compare(spark_res, python_res) + sample_problems(sample)
     if desc["reports"] != spark_res["reports"]:
@@ -468,6 +551,8 @@ def run(args, info: dict, log) -> dict:
         "targets_met": ratio >= TARGET_RATIO,
         "result": {"routes": spark_res["routes"], "complete": spark_res["complete"],
                    "loops": spark_res["loops"], "links": links},
+        "pushdown": pushdown,
+        "cluster": cluster,
         "real_sample": sample,
         "agreement": {"agree": not problems, "problems": problems},
         "notes": notes,
@@ -519,6 +604,17 @@ def render_table(doc: dict) -> str:
         "",
         f"{'link':<12}{'count':>10}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}",
     ]
+    if doc.get("cluster"):
+        c = doc["cluster"]
+        lines[5:5] = [f"{'cluster':<10}{c['median_s']:>10.2f}{round(p['reports'] / c['median_s']):>14,}"
+                      f"  ({c['master']}, {c['cores']} executor cores; session start {c['session_start_s']:.2f} s)"]
+    if doc.get("pushdown"):
+        d = doc["pushdown"]
+        lines += ["", f"pushdown over {d['messages']:,} messages in 20 queues: {d['query']}",
+                  f"  with pushdown {min(d['with_pushdown_s'], d['with_pushdown_again_s']):.2f} s, "
+                  f"without {d['without_pushdown_s']:.2f} s ({d['speedup']:.2f}x); rows "
+                  f"{d['with_pushdown_rows']:,} both" if d["with_pushdown_rows"] == d["without_pushdown_rows"]
+                  else f"  ROWS DIFFER: {d}"]
     for link, v in sorted(doc["result"]["links"].items()):
         lines.append(f"{link:<12}{v['count']:>10,}{v['p50_ms']:>10.2f}{v['p95_ms']:>10.2f}{v['p99_ms']:>10.2f}")
     lines += ["", "notes:"] + [f"- {n}" for n in doc["notes"]]

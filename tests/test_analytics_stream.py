@@ -85,14 +85,14 @@ def test_follow_prints_updated_percentiles_and_resumes_from_its_checkpoint(spark
               "--checkpoint", str(tmp_path / "ckpt"), "--idle", "60s", "-o", "jsonl"]
     first = invoke([*follow, "--count", "1"])
     assert first.code == 0, first
-    [update] = first.jsonl
+    [update] = first.jsonl()
     assert update["reports"] == 15 and update["routes"] == 5 and update["new_reports"] == 15
     [link] = update["links"]
     assert (link["from_qm"], link["to_qm"], link["count"]) == (A, B, 5)
     _put(path, 5, 5)
     second = invoke([*follow, "--count", "2"])
     assert second.code == 0, second
-    resumed, grown = second.jsonl
+    resumed, grown = second.jsonl()
     assert resumed["batch"] == -1 and resumed["reports"] == 15 and resumed["links"] == update["links"]
     assert grown["new_reports"] == 15 and grown["reports"] == 30 and grown["routes"] == 10
     [link] = grown["links"]

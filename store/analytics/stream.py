@@ -186,8 +186,8 @@ def follow_routes(spark: SparkSession, stores: list[str], queues: list[str] | No
                   on_update: Callable[[Update], None]) -> int:
     """Run the report stream into the checkpoint's report set and call `on_update` after each
     micro-batch with new reports (and once at the start when the checkpoint already holds
-    some), until `count` updates were made or nothing came for `idle_s` (forever without
-    either). Returns the updates made."""
+    some), until `count` updates were made or, for `idle_s`, no batch ran and nothing new was
+    there (forever without either). Returns the updates made."""
     reports_dir = checkpoint / REPORTS_DIR
     updates: queue_mod.Queue[Update | BaseException] = queue_mod.Queue()
     made = 0
@@ -228,7 +228,10 @@ def follow_routes(spark: SparkSession, stores: list[str], queues: list[str] | No
                 if not query.isActive:
                     query.awaitTermination()  # raises the query's failure
                     break
-                if idle_s is not None and time.monotonic() - last >= idle_s:
+                status = query.status
+                if status.get("isTriggerActive") or status.get("isDataAvailable"):
+                    last = time.monotonic()  # a batch being read or computed is not idleness
+                elif idle_s is not None and time.monotonic() - last >= idle_s:
                     break
                 continue
             if isinstance(got, BaseException):
