@@ -79,7 +79,7 @@ _mqcli_options()
         "outgoing resume") REPLY="--store -o --output -q --quiet -h --help" ;;
         "analyze") REPLY="-h --help" ;;
         "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
-        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
+        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --follow --interval --checkpoint --count --idle --store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -137,7 +137,7 @@ _mqcli_value_options()
         "outgoing hold") REPLY="--store -o --output" ;;
         "outgoing resume") REPLY="--store -o --output" ;;
         "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output" ;;
-        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --store -o --output" ;;
+        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --interval --checkpoint --count --idle --store -o --output" ;;
         *) REPLY="" ;;
     esac
 }
@@ -146,7 +146,7 @@ _mqcli_value_options()
 _mqcli_option_value()
 {
     case "$1:$2" in
-        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
+        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--out|*:--plot|*:--checkpoint) _mqcli_files "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body" -- "$3")) ;;
         *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
         "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;
