@@ -146,6 +146,9 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     builder = builder.config("spark.sql.session.timeZone", "UTC")
+    # a Python worker that imports pyspark and the store on a busy machine can take longer
+    # than Spark's 15 s to connect back; the job then fails ("failed to connect back")
+    builder = builder.config("spark.python.authenticate.socketTimeout", "120s")
     # under spark-submit the JVM is already up with spark-submit's master and configuration
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     chosen = master or configured_master() or ("" if submitted else EMBEDDED)
