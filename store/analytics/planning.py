@@ -77,7 +77,7 @@ def wait_for_executors(spark: SparkSession, timeout: float = EXECUTOR_WAIT_SECON
     """On a cluster, wait until executors have registered (and no more come for a moment), so
     that `defaultParallelism` counts their cores; local mode has them at once. Returns it."""
     sc = spark.sparkContext
-    if sc.master.startswith("local"):
+    if (sc.master or "local").startswith("local"):
         return sc.defaultParallelism
     deadline = time.monotonic() + timeout
     seen, since = -1, time.monotonic()

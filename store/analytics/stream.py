@@ -65,7 +65,7 @@ class SeqRange:
 
 
 def _counter(lt: Any, dbs: dict[str, Any]) -> int:
-    return Counters(lt.get(keys.META_COUNTERS, db=dbs["meta"])).seq
+    return int(Counters(lt.get(keys.META_COUNTERS, db=dbs["meta"])).seq)
 
 
 def _chosen(lt: Any, dbs: dict[str, Any], queues: Sequence[str] | None) -> dict[int, str]:
