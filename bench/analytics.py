@@ -28,7 +28,7 @@ Two passes over the same stores, in one run:
   nearest-rank percentiles.
 
 Both must agree (routes, complete, loops, per-link counts; percentiles within the approximate
-percentile's error), else the run fails. Rate = reports / seconds. Target: spark ≥ 1.5× python.
+percentile's error), else the run fails. Rate = reports / seconds. Target: spark ≥ 2× python.
 
 The synthetic stores are only as true as their model of a transfer, so each run also moves a
 sample of traced messages A → B → C through three real stores with the code a real transfer
@@ -57,7 +57,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join("bench", "results", "analytics.json")
 DEFAULT_REPORTS = 2_000_000
 QUICK_REPORTS = 20_000
-TARGET_RATIO = 1.5
+TARGET_RATIO = 2.0  # issue 20: routes at least twice the one-process pass on 2 cores
 QUEUE = "reports"
 CACHE_DIR = "mqcli-bench-analytics"
 FORMAT = 1  # bump when the data layout changes: cached stores of another format are rebuilt
