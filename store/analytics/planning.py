@@ -92,16 +92,19 @@ def wait_for_executors(spark: SparkSession, timeout: float = EXECUTOR_WAIT_SECON
     return sc.defaultParallelism
 
 
-def tune(spark: SparkSession) -> int:
-    """Shuffle partitions and adaptive coalescing for this session (see the module docstring);
-    what the session was started with (spark-defaults.conf, `--conf`, a builder's `config`)
-    is left as it is. Returns the default parallelism."""
+def tune(spark: SparkSession, owned: bool = True) -> int:
+    """Shuffle partitions and adaptive coalescing for a session made here (see the module
+    docstring), filter pushdown for any; what the session was started with (spark-defaults.conf,
+    `--conf`, a builder's `config`) is left as it is. A session found running (a notebook's,
+    spark-submit's) keeps its shuffle settings. Returns the default parallelism."""
     parallelism = wait_for_executors(spark)
     conf = spark.sparkContext.getConf()
-    settings = {
+    settings = {} if not owned else {
         "spark.sql.shuffle.partitions": str(shuffle_partitions(parallelism)),
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    }
+    settings |= {
         # the source turns `.where(...)` on queue, class, state, priority and put_time into
         # the key ranges it reads (pushdown.py); off by default in Spark 4.1+
         "spark.sql.python.filterPushdown.enabled": "true",

@@ -9,8 +9,9 @@ the `mqstore` source registered, and Spark's own output kept off the terminal.
   to 127.0.0.1, runs without the web UI, gets a quarter of the machine's memory (1-8 GiB,
   unless `SPARK_DRIVER_MEMORY` says otherwise). A standalone master on loopback gets the
   driver bound to 127.0.0.1 too.
-- Every session is tuned (planning.tune): shuffle partitions from the cores, adaptive
-  coalescing, filter pushdown into the `mqstore` source; what it was started with is kept.
+- A session made here is tuned (planning.tune): shuffle partitions from the cores, adaptive
+  coalescing; any session gets filter pushdown into the `mqstore` source. What a session was
+  started with is kept.
 - The JVM's stderr (its log4j console output, warnings such as the native-hadoop one, and the
   Python workers' stderr) goes to a log file instead of the terminal: the descriptor is pointed
   at the file while the JVM starts, and the JVM keeps it. `SparkSetup.log_file` names it, and
@@ -141,7 +142,7 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     active = SparkSession.getActiveSession()
     if active is not None:
         active.dataSource.register(MqStoreDataSource)
-        tune(active)
+        tune(active, owned=False)
         return SparkSetup(active, False, active.sparkContext.master, None, time.perf_counter() - started)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
