@@ -504,6 +504,11 @@ def run(args, info: dict, log) -> dict:
         log(f"cluster: {cluster['median_s']} s on {cluster['master']} ({cores} cores)")
     assert spark_res is not None and python_res is not None
     problems = compare(spark_res, python_res) + sample_problems(sample)
+    if pushdown and pushdown["with_pushdown_rows"] != pushdown["without_pushdown_rows"]:
+        problems.append(f"pushdown: {pushdown['with_pushdown_rows']} rows with, "
+                        f"{pushdown['without_pushdown_rows']} without")
+    if cluster and cluster["problems"]:
+        problems += [f"cluster: {p}" for p in cluster["problems"]]
     if desc["reports"] != spark_res["reports"]:
         problems.append(f"the stores hold {desc['reports']} reports, the passes read {spark_res['reports']}")
     for k in ("routes", "complete", "loops"):
