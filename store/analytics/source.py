@@ -138,7 +138,6 @@ class MqStoreDataSource(DataSource):
             partitions=_int_option(self.options, "partitions", 0), read_log=self.options.get("readLog"),
         )
 
-
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """`spark.readStream.format("mqstore")`: the reports of the stores' queues as they come
         (stream.py)."""
