@@ -97,3 +97,14 @@ def test_follow_prints_updated_percentiles_and_resumes_from_its_checkpoint(spark
     assert grown["new_reports"] == 15 and grown["reports"] == 30 and grown["routes"] == 10
     [link] = grown["links"]
     assert link["count"] == 10 and link["max_ms"] > update["links"][0]["max_ms"]
+
+
+def test_follow_options_without_follow_and_follow_with_other_inputs_are_usage_errors(tmp_path):
+    path = tmp_path / "qm"
+    with Store.open(path, create=True, name="qm"):
+        pass
+    for args in (["--count", "2"], ["--idle", "5s"], ["--checkpoint", str(tmp_path / "c")],
+                 ["--follow", "--parquet", str(tmp_path)], ["--follow", "--interval", "soon"]):
+        result = invoke(["analyze", "routes", str(path), *args])
+        assert result.code == 2, result
+        assert len(result.err_lines) == 1 and "Traceback" not in result.stderr, result
