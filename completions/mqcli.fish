@@ -127,7 +127,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'analyze health'
             printf '%s\n' '--parquet' '--queue' '--stuck-after' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
         case 'analyze routes'
-            printf '%s\n' '--parquet' '--queue' '--reports' '--limit' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
+            printf '%s\n' '--parquet' '--queue' '--reports' '--limit' '--out' '--format' '--plot' '--master' '--interval' '--checkpoint' '--count' '--idle' '--store' '-o' '--output'
     end
 end
 
@@ -781,6 +781,11 @@ complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l out -r -F -d 'Also write
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l format -x -a 'parquet csv json' -d 'Format of the --out datasets.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l plot -r -F -d 'Draw a chart into this PNG file.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l master -x -d 'Spark master (default: Spark\'s own configuration, else embedded local[*]).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l follow -d 'Keep reading reports as they arrive (a Spark stream) and print the per-link latency percentiles again after each batch of new ones.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l interval -x -d 'With --follow: how often to look for new reports.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l checkpoint -r -F -d 'With --follow: keep the stream\'s progress and the reports read in DIR, so that a restart neither loses nor counts twice a report (default: a temporary folder).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l count -x -d 'With --follow: stop after N updates.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l idle -x -d 'With --follow: stop when no report came for this long.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s q -l quiet -d 'No diagnostics on stderr.'
