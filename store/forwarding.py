@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import addressing, holders, links, outgoing
-from .errors import InvalidArgument, QueueNotAvailable
-from .links import LinkExists, LinkInfo, LinkNotFound
+from .errors import InvalidArgument, LinkExists, LinkNotFound, QueueNotAvailable
+from .links import LinkInfo
 from .queues import QueueInfo
 from .records import AVAILABLE
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from . import addressing, formatnames, trace
 from .addressing import REPORT_QM_PROP
-from .errors import InvalidArgument, StoreError
+from .errors import InvalidArgument, StoreError, TraceFormatError
 from .records import AVAILABLE, DEFAULT_PRIORITY, Message, guid_text
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ def describe(m: Message) -> dict[str, object]:
     try:
         label = trace.decode_label(m.label)
         body = trace.decode_body(m.body.decode("utf-8", "surrogateescape"))
-    except trace.TraceFormatError as exc:
+    except TraceFormatError as exc:
         row["error"] = str(exc)
         return row
     row.update(describe_fields(label, body))

@@ -65,7 +65,7 @@ class Counters:
 class Write:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
 
-    def __init__(self, lt: lmdb.Transaction, dbs: dict[str, lmdb._Database], now: int,
+    def __init__(self, lt: lmdb.Transaction[bytes], dbs: dict[str, lmdb._Database], now: int,
                  queue_cache: dict[bytes, tuple[bytes, QueueInfo]] | None = None) -> None:
         self.lt = lt
         self.dbs = dbs
@@ -116,7 +116,9 @@ class Write:
     @property
     def origin(self) -> bytes:
         if self._origin is None:
-            self._origin = bytes(self.lt.get(keys.META_GUID, db=self.dbs["meta"]))
+            guid = self.lt.get(keys.META_GUID, db=self.dbs["meta"])
+            assert guid is not None, "Store.open refuses a store without its GUID"
+            self._origin = guid
         return self._origin
 
     @property
@@ -440,7 +442,9 @@ class Write:
         """Store messages of one queue that already have their seqs, with every index entry."""
         if not messages:
             return
-        held, positions, entries = [], [], []
+        held: list[tuple[bytes, bytes]] = []
+        positions: list[tuple[bytes, bytes]] = []
+        entries: list[tuple[bytes, bytes]] = []
         append = entries.append
         size = 0
         qid = q.qid

@@ -47,14 +47,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ChannelError, ListenerBusy, StoreError
+from ..errors import ChannelError, ChannelTimeout, ConnectionLost, ListenerBusy, PeerError, StoreError
 from .batches import decode_batch, decode_bye, encode_ack
 from .frames import (
-    DEFAULT_MAX_FRAME, HANDSHAKE_MAX_FRAME, MAX_MAX_FRAME, MIN_MAX_FRAME, ErrorCode, FrameType, PeerError,
-    encode_frame,
+    DEFAULT_MAX_FRAME, HANDSHAKE_MAX_FRAME, MAX_MAX_FRAME, MIN_MAX_FRAME, ErrorCode, FrameType, encode_frame,
 )
 from .handshake import ServerHandshake, Session, check_key
-from .wire import STREAM_LIMIT, ChannelTimeout, Connection, ConnectionLost, error_code_for
+from .wire import STREAM_LIMIT, Connection, error_code_for
 
 if TYPE_CHECKING:
     from ..engine import Store
