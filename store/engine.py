@@ -156,7 +156,7 @@ class SweepResult:
     transactions_aborted: int = 0
 
 
-def _check_id(value: int | None, what: str, *, auto: bool = False) -> None:
+def _check_id(value: NewId | None, what: str, *, auto: bool = False) -> None:
     if auto and value == AUTO:
         return
     if value is not None and (not is_int(value) or not 0 < value <= MAX_ID):
@@ -171,8 +171,8 @@ def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: boo
         return None
     if ident == AUTO:
         return ids.draw(t, tag, q)
-    ids.claim(t, tag, q, ident, extend=extend)  # type: ignore[arg-type]
-    return ident  # type: ignore[return-value]
+    ids.claim(t, tag, q, ident, extend=extend)
+    return ident
 
 
 def _seconds(value: float | None, what: str) -> int | None:
@@ -558,7 +558,7 @@ class Store(Forwarding):
             einfo = self._env.info()
             return StoreInfo(
                 guid=guid_text(t.origin),
-                name=bytes(t.lt.get(keys.META_NAME, db=meta)).decode(),
+                name=t.qm_name,
                 path=str(self.path),
                 created=t.meta_int(keys.META_CREATED),
                 sequential_id=t.counters.seq,
@@ -676,7 +676,7 @@ class Store(Forwarding):
             if q.system:
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
             doomed = list(t.queue_messages(q))
-            open_txs = sorted({m.tx for m in doomed if m.state == TX_LOCKED})
+            open_txs = sorted({m.tx for m in doomed if m.state == TX_LOCKED and m.tx is not None})
             if open_txs:  # as IBM MQ's DELETE QLOCAL refuses a queue with uncommitted messages
                 raise TransactionError(
                     f"queue {q.name!r} has messages of open transaction "
@@ -1122,9 +1122,9 @@ class Store(Forwarding):
                         if f.matches(m, t.now):
                             found.append(m)
                 for p7, seq in pending:
-                    m = t.available_at(q, p7, seq)
-                    if m is not None and f.matches(m, t.now):
-                        found.append(m)
+                    back = t.available_at(q, p7, seq)  # in flight at the last look, available again
+                    if back is not None and f.matches(back, t.now):
+                        found.append(back)
             in_flight = t.in_flight_places(q)
             new_high = max([new_high, *(seq for _, seq in in_flight)])
             pending = {place for place in in_flight if start is None or place[1] <= new_high}

@@ -47,7 +47,7 @@ class QueueInfo:
     last_put: int | None = None
     last_get: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

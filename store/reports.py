@@ -127,11 +127,13 @@ def _emit_one(t: Write, m: Message, event: str, delivered: bool, at: int | None 
     departure = event == SENT
     hop = next_hop_address(next_hop) if departure else None
     label = trace.encode_label(guid_text(m.origin)[:4].upper(), message_id, hops, computer, when, next_hop=hop)
-    extra = {"next_hop": hop, "hop_count": hops} if departure else {}
+    hop_count = hops if departure else None
     try:
-        body = trace.encode_body(message_id, target_format_name(t, m), **extra).encode("utf-8")
+        body = trace.encode_body(message_id, target_format_name(t, m), next_hop=hop,
+                                 hop_count=hop_count).encode("utf-8")
     except InvalidArgument:  # a queue manager name no DIRECT=OS: name can hold
-        body = trace.encode_body(message_id, f"PUBLIC={t.queue(m.queue).guid}", **extra).encode("utf-8")
+        body = trace.encode_body(message_id, f"PUBLIC={t.queue(m.queue).guid}", next_hop=hop,
+                                 hop_count=hop_count).encode("utf-8")
     report = Message(
         body, q.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n, put_time=put_time,
         correl_id=m.msg_id, label=label, report=True, express=True, dead_letter=False,

@@ -200,7 +200,8 @@ class _Parser:
         token = self.token
         if token.kind == "op" and token.value in ops:
             self.at += 1
-            return token.value
+            matched: str = token.value  # an op token's value is its text (`!=` spelt `<>`)
+            return matched
         return None
 
     def expected(self, what: str) -> SelectorError:

@@ -429,6 +429,7 @@ class Listener:
 
     async def _serve(self, peer: _Peer, session: Session, stats: list[int]) -> None:
         conn = peer.conn
+        assert conn is not None  # _authenticate set it
         loop = asyncio.get_running_loop()
         while True:
             frame = await conn.expect((FrameType.BATCH, FrameType.BYE), self.config.idle_timeout,
