@@ -15,10 +15,10 @@ import shutil
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, Unpack, overload
 
 import lmdb
 
@@ -40,7 +40,7 @@ from .keys import U32, U64, queue_key
 from .notify import WAIT_DIR, Waiter, wake
 from .ownership import check_store, open_checked
 from .queues import (
-    DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueInfo, encode_queue, validate_attrs,
+    DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueAttrs, QueueInfo, encode_queue, validate_attrs,
     validate_name,
 )
 from .records import (
@@ -164,6 +164,12 @@ def _check_id(value: NewId | None, what: str, *, auto: bool = False) -> None:
         raise InvalidArgument(f"{what} must be a positive 63-bit integer{also}, got {value!r}")
 
 
+@overload
+def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId, extend: bool = False) -> int: ...
+@overload
+def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None: ...
+
+
 def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None:
     """The id a new holder takes: a fresh one for AUTO, else the one named, if no one else
     holds it (ids.claim: IdInUse otherwise)."""
@@ -173,6 +179,12 @@ def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: boo
         return ids.draw(t, tag, q)
     ids.claim(t, tag, q, ident, extend=extend)
     return ident
+
+
+@overload
+def _seconds(value: float, what: str) -> int: ...
+@overload
+def _seconds(value: float | None, what: str) -> int | None: ...
 
 
 def _seconds(value: float | None, what: str) -> int | None:
@@ -553,7 +565,6 @@ class Store(Forwarding):
 
     def info(self) -> StoreInfo:
         def read(t: Write) -> StoreInfo:
-            meta = self._dbs["meta"]
             stat = self._env.stat()
             einfo = self._env.info()
             return StoreInfo(
@@ -622,7 +633,7 @@ class Store(Forwarding):
         return self._create_queue(name, label=label, quota=quota, transactional=transactional,
                                   journal=journal, max_backouts=max_backouts)
 
-    def _create_queue(self, name: str, **attrs: Any) -> QueueInfo:
+    def _create_queue(self, name: str, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
         return self._write(lambda t: t.create_queue(name, **attrs))
 
     def _queue_info(self, t: Write, q: QueueInfo) -> QueueInfo:
@@ -728,7 +739,7 @@ class Store(Forwarding):
             out = []
             try:  # costs nothing until a field of the wrong type makes Python raise
                 for i, new in enumerate(batch):
-                    expires = None if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
+                    expires = None if new.ttl is None else now + _seconds(new.ttl, "ttl")
                     # positional for speed (this loop is the batched-put hot path); order as in Message
                     m = Message(
                         new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
@@ -1000,7 +1011,7 @@ class Store(Forwarding):
         placed = None
         if held_at is not None:
             found = [decode(raw, queue_name) for _, raw in held_at]
-            placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]
+            placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]  # set with held_at
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
             end = self._deliver(queue, found, deliver, hold=token, placed=placed, two_phase=two_phase,
@@ -1085,7 +1096,7 @@ class Store(Forwarding):
         return self._read(read)
 
     def follow(self, queue: str, *, where: str | None = None, from_start: bool = False,
-               idle: float | None = None) -> Iterator[list[Message]]:
+               idle: float | None = None) -> Generator[list[Message], None, None]:
         """Browse a queue as messages become available, without taking them: yields each
         look's new matches in queue order, each batch read in its own read transaction and
         yielded with none open. From now (the messages available at the start are not
@@ -1171,7 +1182,7 @@ class Store(Forwarding):
         def lock_them(t: Write) -> list[Message]:
             nonlocal lock
             q = addressing.lookup(t, queue)
-            lock = _new_id(t, keys.LOCK, q, lock_id or AUTO)  # type: ignore[assignment]
+            lock = _new_id(t, keys.LOCK, q, lock_id or AUTO)
             found = _first(t.candidates(q, f), limit)
             for m in found:
                 t.transition(m, durable=False, state=LOCKED_BROWSE, lock_id=lock, since=t.now,
@@ -1233,7 +1244,7 @@ class Store(Forwarding):
                 _not_held_by_a_process(t, confirm_id)
                 pending = t.with_confirm_id(q, confirm_id)
             else:
-                pending = [m for m in t.with_lock_id(q, lock_id) if m.state == LOCKED_BROWSE]  # type: ignore[arg-type]
+                pending = [m for m in t.with_lock_id(q, lock_id) if m.state == LOCKED_BROWSE]  # type: ignore[arg-type]  # one id is given
                 if not pending:
                     raise AlreadyReceived(f"the messages under lock id {lock_id} are got, pending confirm; undo their confirm id")
             for m in pending:
@@ -1252,7 +1263,7 @@ class Store(Forwarding):
 
         def delete(t: Write) -> Message:
             q = addressing.lookup(t, queue)
-            found = [m for m in t.by_msg_id(*f.msg_id_parts)  # type: ignore[misc]
+            found = [m for m in t.by_msg_id(*f.msg_id_parts)  # type: ignore[misc]  # Filter parsed msg_id
                      if m.qid == q.qid and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message with msg_id {msg_id} in queue {q.name!r}")
@@ -1275,7 +1286,7 @@ class Store(Forwarding):
     def move(self, source: str, target: str, *, count: int | None = None, copy: bool = False,
              msg_id: str | None = None, unique_id: str | None = None, correl_id: str | None = None,
              lookup_id: int | None = None, priority: int | None = None, batch: int = 1000, tx: int | None = None,
-             where: str | None = None) -> Iterator[list[Message]]:
+             where: str | None = None) -> Generator[list[Message], None, None]:
         """Move (or copy) available messages in queue order, one commit per batch.
 
         Yields each batch after its commit, so a caller can show progress; a batch is atomic.

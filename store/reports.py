@@ -221,6 +221,7 @@ def route(rows: list[dict[str, object]]) -> list[dict[str, object]]:
                      key=lambda r: (r["hops"], r["time"]))
     previous = None
     for r in ordered:
-        r["since_previous_us"] = None if previous is None else int(r["time"]) - previous  # type: ignore[call-overload]
-        previous = int(r["time"])  # type: ignore[call-overload]
+        time_us = int(r["time"])  # type: ignore[call-overload]  # a row's time is µs, an int
+        r["since_previous_us"] = None if previous is None else time_us - previous
+        previous = time_us
     return ordered

@@ -75,7 +75,7 @@ class ListenerConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     max_frame: int = DEFAULT_MAX_FRAME
-    idle_timeout: float = 60.0       # no frame started for this long: close
+    idle_timeout: float | None = 60.0  # no frame started for this long: close; None: never
     handshake_timeout: float = 5.0   # accept to READY: a connection not authenticated by then is closed
     frame_timeout: float = 30.0      # a frame's first byte to its last
     write_timeout: float = 30.0
