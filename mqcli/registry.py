@@ -138,7 +138,8 @@ class LazyGroup(TyperGroup):
 
                 matches = get_close_matches(args[0], self.list_commands(ctx))
                 if matches:
-                    exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
+                    hint = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
+                    raise click.UsageError(hint, exc.ctx) from None
             raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

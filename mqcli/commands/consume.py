@@ -95,7 +95,7 @@ def consume(
         last = time.monotonic()
 
         def settle(outcome: Outcome) -> None:
-            running.pop(outcome.message.confirm_id, None)  # type: ignore[arg-type]
+            running.pop(outcome.message.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
             if outcome.code == 0:
                 consumer.confirm(outcome.message)
                 tally.confirmed += 1
@@ -144,7 +144,7 @@ def consume(
                 continue
             last = time.monotonic()
             tally.messages += 1
-            running[m.confirm_id] = _start(command, queue, m, lease_s, results)  # type: ignore[index]
+            running[m.confirm_id] = _start(command, queue, m, lease_s, results)  # type: ignore[index]  # got under a confirm id
         for m, exc in consumer.failed:
             tally.lapsed += 1
             s.out.note(f"mqcli: message {m.msg_id}: {exc.message}")
@@ -164,16 +164,12 @@ def _start(command: str, queue: str, m: Message, lease: float, results: queues.Q
                                 start_new_session=True)
     except OSError as exc:
         results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}"))
-        return _Nothing()  # type: ignore[return-value]
+        return _Nothing()  # type: ignore[return-value]  # stands in for the Popen
 
     def feed_and_wait() -> None:
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(m.body)
-            proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # it does not read its stdin: its exit status still decides
-        # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms
+        # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms.
+        # Started before the body is written: a command that hangs without reading a body
+        # larger than the pipe holds would otherwise block the write, and never be killed
         killed = threading.Event()
 
         def overdue() -> None:
@@ -183,6 +179,15 @@ def _start(command: str, queue: str, m: Message, lease: float, results: queues.Q
         timer = threading.Timer(lease, overdue)
         timer.daemon = True
         timer.start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(m.body)
+        except (BrokenPipeError, OSError):
+            pass  # it does not read its stdin (or was killed): its exit status still decides
+        try:
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
         code = proc.wait()
         timer.cancel()
         results.put(Outcome(m, None if killed.is_set() else code))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ContextManager, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ContextManager, Optional, TypedDict
 
 import typer
 
@@ -32,6 +33,16 @@ UniqueOpt = Annotated[Optional[str], typer.Option("--unique-id", callback=values
 CorrelOpt = Annotated[Optional[str], typer.Option("--correl-id", help="Only messages with this correlation id.")]
 LookupOpt = Annotated[Optional[str], typer.Option("--lookup-id", help="Only the message with this lookup id (decimal or 0x hex).")]
 PriorityOpt = Annotated[Optional[int], typer.Option("--priority", min=0, max=7, help="Only messages of this priority (0-7).")]
+
+
+class _Filters(TypedDict):
+    """The options that choose messages, as browse, browse_lock and move take them."""
+    msg_id: Optional[str]
+    unique_id: Optional[str]
+    correl_id: Optional[str]
+    lookup_id: Optional[int]
+    priority: Optional[int]
+    where: Optional[str]
 
 
 def _selector(text: Optional[str]) -> Optional[str]:
@@ -112,6 +123,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
         with tracking as step, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
             for batch in items:
                 with deferred():  # what is committed is printed: Ctrl-C waits for the ids
+                    done: list[Message]
                     if keep_ids:
                         done, n_skipped = _store_records(st, queue, batch, new_ids)  # type: ignore[arg-type]
                         skipped += n_skipped
@@ -208,7 +220,7 @@ def put(
     lease: LeaseOpt = None,
     tx: TxOpt = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Put the body this many times.")] = 1,
-    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). Every line is checked first: a bad one stores nothing (exit 12).")] = None,
+    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). A file is checked whole first: a bad line stores nothing of it (exit 12); from a pipe, nothing of the bad line's batch of 1,000.")] = None,
     new_ids: Annotated[bool, typer.Option("--new-ids", help="With --jsonl: store each record as a copy with a new msg_id and put time.")] = False,
     lines: Annotated[Optional[str], typer.Option("--lines", metavar="FILE|-", help="Put one message per line of a file (or -).")] = None,
 ) -> None:
@@ -218,8 +230,9 @@ def put(
     priority, label, correl_id, props, ttl (a duration) or expires, app_specific, express; a
     record with a msg_id (as `get -o jsonl` prints it) keeps it, and as a msg_id is unique
     within a store, one stored already is skipped (not printed, counted on stderr); --new-ids
-    makes copies. Every line is checked before any is stored: an unknown field or a wrong type
-    is exit 12 naming the line and the field, and nothing of the input is stored.
+    makes copies. An unknown field or a wrong type is exit 12 naming the line and the field: a
+    file is checked whole first, so nothing of it is stored; a pipe is stored as it comes, in
+    batches of 1,000 that are each all or nothing.
 
     \b
     Examples:
@@ -251,11 +264,12 @@ def put(
         raise UsageError("--new-ids goes with --jsonl (every other put makes new ids)")
     if lease is not None and confirm_id is None:
         raise UsageError("--lease goes with --confirm-id (how long the put may stay unconfirmed)")
-    fields = dict(priority=priority, correl_id=correl_id, label=label, props=props or None,
-                  app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
-                  dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
-    lease_s = _seconds(lease, "lease")
     from store import NewMessage  # the engine loads with the store, not for `put --help`
+
+    new = functools.partial(NewMessage, priority=priority, correl_id=correl_id, label=label, props=props or None,
+                            app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
+                            dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
+    lease_s = _seconds(lease, "lease")
 
     with s.open() as st:
         if jsonl is not None:
@@ -269,17 +283,17 @@ def put(
         elif lines is not None:
             with inputs.opened(lines) as stream:
                 bodies = inputs.body_lines(stream, st.info().max_message_size)
-                _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
+                _put_stream(st, s.out, queue, ([new(b) for b in chunk]
                                                for chunk in _chunks(bodies, BATCH)),
                             False, confirm_id, lease_s, tx, tracking=inputs.reading_progress(f"put {queue}", stream))
         elif count == 1 and confirm_id is None:
-            message = NewMessage(inputs.message_body(body, file, lambda: st.info().max_message_size), **fields)
+            message = new(inputs.message_body(body, file, lambda: st.info().max_message_size))
             with deferred():
                 s.out.msg_ids(st.put_many(queue, [message], lease=lease_s, tx=tx))
         else:
             data = inputs.message_body(body, file, lambda: st.info().max_message_size)
             _put_stream(st, s.out, queue,
-                        ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
+                        ([new(data) for _ in range(n)] for n in _sizes(count, BATCH)),
                         False, confirm_id, lease_s, tx, tracking=counting(f"put {queue}", count))
 
 
@@ -303,7 +317,7 @@ def _sizes(total: int, size: int) -> Iterator[int]:
 _SELECTING = ("msg_id", "unique_id", "correl_id", "lookup_id", "priority", "where", "lock_id")
 
 
-def _to_take(st: Store, queue: str, count: Optional[int], filters: dict) -> Callable[[], Optional[int]]:
+def _to_take(st: Store, queue: str, count: Optional[int], filters: Mapping[str, Any]) -> Callable[[], Optional[int]]:
     """How many messages a get or move of `queue` will take, for its progress bar (asked only
     when one is drawn): its available messages (from the counters), at most `count`; with a
     filter, only `count` is known."""
@@ -459,7 +473,7 @@ def _browse_follow(st: Store, out: Output, queue: str, *, where: Optional[str], 
             batches.close()
 
 
-def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]
+def _delivered(get, *args, deliver, **kw):
     """`get(*args, deliver=...)`, the store calling `deliver` with each batch with no write
     transaction open. Ctrl-C and SIGTERM act at once while the get waits; once output has
     started they stop it after the batch being written (or interrupt a write stalled for
@@ -512,8 +526,8 @@ def browse(
       mqcli browse orders --format '{body_hex}\\n' --where "props.kind = 'bin'"
     """
     _formatted(s, template)  # type: ignore[arg-type]
-    filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
-                   priority=priority, where=where)
+    filters: _Filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
+                             priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):
         raise UsageError("--lock-id and --lease go with --lock")
     if not follow and (idle is not None or from_start):
@@ -526,7 +540,7 @@ def browse(
         if lock:
             if state:
                 raise UsageError("--state does not go with --lock (only available messages are locked)")
-            lid, locked = st.browse_lock(queue, limit=limit, lock_id=lock_id,
+            lid, locked = st.browse_lock(queue, limit=limit, lock_id=lock_id,  # type: ignore[arg-type]  # int|AUTO
                                          lease=_seconds(lease, "lease"), **filters)
             if s.out.mode == "text":
                 s.out.value(lid, "lock_id")  # the data a script needs; the messages go to stderr
@@ -538,10 +552,10 @@ def browse(
                 with s.out.messages() as stream:
                     stream.extend(locked)
             return
-        states: object = None
+        states: str | list[str] | None = None
         if state:
             states = "all" if "all" in state else [x for part in state for x in part.split(",")]
-        found = st.browse(queue, limit=limit, states=states, **filters)  # type: ignore[arg-type]
+        found = st.browse(queue, limit=limit, states=states, **filters)
         with s.out.messages() as stream:
             stream.extend(found)
 
@@ -584,7 +598,7 @@ def undo(
         raise UsageError("--confirm-id and --lock-id need the QUEUE")
     with s.open() as st:
         if confirm_id is not None or lock_id is not None:
-            n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]
+            n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]  # QUEUE given
         else:
             n = st.undo_inflight(queue, older_than=_seconds(older_than, "age"))
     s.out.document({"queue": queue, "undone": n})
@@ -643,16 +657,16 @@ def move(
       mqcli move dead-letter orders --where "original_queue = 'orders' AND dead_letter_reason = 'expired'"
       mqcli move inbox work --count 10 --tx "$T"
     """
-    filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
-                   priority=priority, where=where)
+    filters: _Filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
+                             priority=priority, where=where)
     with s.open() as st:
         if dry_run:
             st.queue_info(target)
-            n = len(st.browse(source, limit=count, **filters))  # type: ignore[arg-type]
+            n = len(st.browse(source, limit=count, **filters))
             s.out.document({"source": source, "target": target, "would_move": n, "dry_run": True})
             return
         moved = 0
-        batches = st.move(source, target, count=count, copy=copy, tx=tx, **filters)  # type: ignore[arg-type]
+        batches = st.move(source, target, count=count, copy=copy, tx=tx, **filters)
         try:
             with progress(f"{'copy' if copy else 'move'} {source} → {target}",
                           total=_to_take(st, source, count, filters)) as bar:

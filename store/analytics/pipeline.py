@@ -89,7 +89,8 @@ class Source:
             if reports_only:
                 where = where.where(F.col("class") == "report")
             return where.select(*wanted)
-        reader = spark.read.format("mqstore")
+        # the key ranges are sized for the cores the job has (planning.py)
+        reader = spark.read.format("mqstore").option("partitions", str(spark.sparkContext.defaultParallelism))
         if self.queues:
             reader = reader.option("queues", ",".join(self.queues))
         if columns:

@@ -1,0 +1,99 @@
+"""A real Spark standalone cluster for tests: a Master and two Workers, each its own JVM started
+from the pyspark package's `bin/spark-class`, on 127.0.0.1, one core and 1 GiB per Worker.
+
+The Workers start executors that run Python workers on this interpreter, with this checkout
+first on their path (PYSPARK_PYTHON, PYTHONPATH), as a cluster whose hosts share the
+filesystem would. Each daemon is the leader of a process group of its own; `stop()` ends
+those groups (the executors a Worker started are in its group) and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandaloneCluster:
+    def __init__(self, root: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+        import pyspark
+
+        self.root = root
+        self.home = Path(pyspark.__file__).resolve().parent
+        self.workers = workers
+        self.cores = cores
+        self.memory = memory
+        self.port = _free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+
+    def _env(self) -> dict[str, str]:
+        path = os.environ.get("PYTHONPATH")
+        return {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable,
+                "PYTHONPATH": str(REPO) + (os.pathsep + path if path else ""),
+                "SPARK_LOG_DIR": str(self.root / "logs"), "SPARK_WORKER_DIR": str(self.root / "work")}
+
+    def _daemon(self, name: str, *args: str) -> Path:
+        log = self.root / f"{name}.log"
+        with open(log, "wb") as out:
+            self.procs.append(subprocess.Popen(
+                [str(self.home / "bin" / "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=self._env(), cwd=self.root, start_new_session=True))
+        self.logs.append(log)
+        return log
+
+    def _wait(self, log: Path, pattern: str, count: int = 1) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            if len(re.findall(pattern, text)) >= count:
+                return
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"the standalone cluster did not start ({pattern!r} not in {log}):\n"
+                           + (log.read_text(errors="replace")[-3000:] if log.exists() else ""))
+
+    def start(self) -> StandaloneCluster:
+        (self.root / "work").mkdir(parents=True, exist_ok=True)
+        master = self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                              "--port", str(self.port), "--webui-port", str(_free_port()))
+        self._wait(master, r"I have been elected leader")
+        for i in range(self.workers):
+            self._daemon(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                         "--webui-port", str(_free_port()), "--cores", str(self.cores), "--memory", self.memory,
+                         "--work-dir", str(self.root / "work"), self.url)
+        self._wait(master, r"Registering worker", self.workers)
+        return self
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs.clear()
