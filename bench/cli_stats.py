@@ -77,7 +77,7 @@ def _read_in_process(path: str) -> float:
 
 
 def _check(text: str, messages: int, held: int) -> None:
-    from .cli import BenchError
+    from .cli_common import BenchError
 
     depth = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                 if line.startswith("mqcli_queue_depth{"))
@@ -88,7 +88,7 @@ def _check(text: str, messages: int, held: int) -> None:
 
 
 def run_stats(args, tmp_root: str, log) -> dict:
-    from .cli import _child_env, _stats, _sync, mqcli_path, run_child
+    from .cli_common import _child_env, _stats, _sync, mqcli_path, run_child
 
     messages = getattr(args, "stats_messages", None) or MESSAGES
     runs = getattr(args, "stats_runs", None) or (RUNS_QUICK if args.quick else RUNS)

@@ -8,11 +8,17 @@ def main() -> None:
         from .complete import main as complete
 
         sys.exit(complete(sys.argv[2:]))
+    if sys.argv[1:] == ["--version"]:  # before anything of the app loads (docs/design.md#command-line)
+        from . import __version__
+
+        sys.stdout.write(f"mqcli {__version__}\n")
+        sys.exit(0)
     try:
         from . import signals  # first: SIGTERM is an interruption from here on
 
         signals.install()
-        from .app import run  # the imports take a few tenths of a second: Ctrl-C may land here
+        with signals.deferred():  # a signal inside an extension's init (orjson's) crashes it: acted on after
+            from .app import run
 
         code = run()
     except KeyboardInterrupt as exc:

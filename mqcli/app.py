@@ -1,5 +1,5 @@
-"""The Typer app: the root options, the command groups, and `run`, where errors become exit
-codes (in exits.report, the one place)."""
+"""The Typer app: the root options, the command tree (lazy: commands come from mqcli.registry,
+each built when run), and `run`, where errors become exit codes (in exits.report, the one place)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import os
 import sys
 from typing import Annotated, Optional
 
+import click
 import typer
+import typer.main
 
 from store.errors import DiskFull
 
@@ -16,17 +18,26 @@ from . import __version__, signals
 from .exits import ExitCode, UsageError, report, wants_json
 from .render import OutputClosed
 from .options import SETTINGS_KEY, ForeignOpt, OutputOpt, QuietOpt, Settings, StoreOpt, UnsafeOpt
+from .registry import COMMANDS, LazyGroup, add_to
 
-app = typer.Typer(
-    name="mqcli",
-    help="Queue administration over an embedded LMDB message store (MSMQ / MQ Everyplace "
-         "semantics).\n\n\b\nExample:\n  mqcli queue create orders\n  mqcli put orders 'hello'\n  mqcli get orders",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+_HELP = ("Queue administration over an embedded LMDB message store (MSMQ / MQ Everyplace semantics).\n\n"
+         "\b\nExample:\n  mqcli queue create orders\n  mqcli put orders 'hello'\n  mqcli get orders")
+
+
+def _typer(cls: type | None = None) -> typer.Typer:
+    """The root app: its options and help, no command yet (commands come from mqcli.registry)."""
+    root_app = typer.Typer(
+        name="mqcli",
+        help=_HELP,
+        cls=cls,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    root_app.callback()(root)
+    return root_app
 
 
 def _version(value: bool) -> None:
@@ -35,7 +46,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     ctx: typer.Context,
     store: StoreOpt = None,
@@ -52,50 +62,46 @@ def root(
                                      allow_unsafe=allow_unsafe, allow_foreign=allow_foreign)
 
 
-def _register() -> None:
-    from .commands import message, qmgr, queue, trace, transfer, tx
-
-    qmgr.register(app)
-    app.add_typer(queue.app, name="queue")
-    message.register(app)
-    transfer.register(app)
-    from .commands import deadletter; deadletter.register(app)  # redrive
-    app.add_typer(tx.app, name="tx")
-    app.add_typer(trace.app, name="trace")
-    from .commands import link, outgoing
-    app.add_typer(link.app, name="link")
-    app.add_typer(outgoing.app, name="outgoing")
-    from .commands import consume; consume.register(app)
-    from .commands import batch; batch.register(app)
-    from .commands import health; health.register(app)
-    from .commands import channel; channel.register(app)  # listen, dispatch
-    from .commands import completion; completion.register(app)
-    from .commands import analyze; analyze.register(app)  # PySpark pipeline, imported lazily
-    from .commands import bench
-    bench.register(app)
+_command: LazyGroup | None = None
+_full: typer.Typer | None = None
 
 
-_register()
-
-
-_command = None
-
-
-def click_command():
-    """The click command tree of the app, built once (`mqcli batch` runs many commands)."""
+def click_command() -> LazyGroup:
+    """The click command tree of the app, built once; each command is built when first run."""
     global _command
     if _command is None:
-        _command = typer.main.get_command(app)
+        built = typer.main.get_command(_typer(LazyGroup))
+        assert isinstance(built, LazyGroup)
+        _command = built
     return _command
 
 
-def run(argv: list[str] | None = None) -> int:
-    """Run the command line and return the exit code."""
-    import click
+def full_command() -> LazyGroup:
+    """The whole command tree, every command built (the doc generator, `mqcli batch`)."""
+    return click_command().load_all()
 
+
+def full_app() -> typer.Typer:
+    """The Typer app with every command of mqcli.registry registered (eager: imports them all)."""
+    global _full
+    if _full is None:
+        _full = _typer()
+        for name in COMMANDS:
+            add_to(_full, name)
+    return _full
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # `from mqcli.app import app`: the whole app, as before the registry
+        return full_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def run(argv: list[str] | None = None, command: click.Command | None = None) -> int:
+    """Run the command line (on `command`, the lazy tree by default) and return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     json_errors = wants_json(argv)
-    command = click_command()
+    command = command or click_command()
     try:
         result = command.main(args=argv, prog_name="mqcli", standalone_mode=False)
         if result == ExitCode.INTERRUPTED:

@@ -109,6 +109,8 @@ ForeignOpt = Annotated[bool, typer.Option(
 
 @dataclass
 class Settings:
+    """The root options of one invocation (--store, -o, -q, the unsafe-store switches)."""
+
     store: Optional[Path] = None
     output: str = "text"
     quiet: bool = False

@@ -5,8 +5,8 @@ exit-code table from the mqcli app and store/exit_codes.py.
     python scripts/gen_docs.py            write every generated file (and remove stale ones)
     python scripts/gen_docs.py --check    change nothing; exit 1 naming each file that would change
 
-Everything comes from one walk of the click command tree that Typer builds from `mqcli.app.app`
-(`typer.main.get_command`): commands in the order `mqcli --help` lists them, each option with
+Everything comes from one walk of the whole click command tree (`mqcli.app.full_command()`:
+every command of mqcli/registry.py, built by Typer): commands in the order `mqcli --help` lists them, each option with
 its names, metavar, help (with click's `[default: …]` notes), choices and whether it takes a
 value. Nothing else is read, so a new command or option reaches the completions and man pages
 on the next run, and tests/test_generated_docs.py fails until that run is committed.

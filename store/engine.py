@@ -10,9 +10,7 @@ import errno
 import fcntl
 import itertools
 import os
-import secrets
 import shutil
-import socket
 import struct
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -48,7 +46,7 @@ from .records import (
     LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, at_rest, decode,
     guid_text, validate_fields,
 )
-from . import addressing, check, deadletters, holders, ids, msmq_transactions, reports
+from . import addressing, deadletters, holders, ids, msmq_transactions
 from .msmq_transactions import TxInfo
 from .write import GONE, MAINTENANCE_BATCH, Write, new_guid
 
@@ -116,6 +114,8 @@ class Imported(list[Message]):
 
 @dataclass(slots=True)
 class StoreInfo:
+    """The queue manager: identity, usage, quota and settings (`Store.info`)."""
+
     guid: str
     name: str
     path: str
@@ -134,6 +134,8 @@ class StoreInfo:
 
 @dataclass(slots=True)
 class QueueStats:
+    """One queue's depth by state and priority, bytes, oldest message, last put and get (`Store.stats`)."""
+
     name: str
     depth: int
     bytes: int
@@ -153,6 +155,8 @@ class QueueStats:
 
 @dataclass(slots=True)
 class SweepResult:
+    """What one sweep did: messages expired, leases undone, transactions aborted."""
+
     expired: int = 0
     leases_undone: int = 0
     transactions_aborted: int = 0
@@ -231,7 +235,7 @@ def _backup_sibling(target: Path) -> tuple[Path, int]:
     """A new private directory next to `target` to build the backup in, and a descriptor
     holding an exclusive flock on it for as long as the backup runs: the mark of a live backup
     (the kernel drops it however the process ends)."""
-    building = target.parent / f".{target.name}{_BACKUP_PART}{secrets.token_hex(6)}"
+    building = target.parent / f".{target.name}{_BACKUP_PART}{os.urandom(6).hex()}"
     try:
         os.mkdir(building, 0o700)  # fails if it exists: never someone else's directory
         fd, _ = open_checked(building, os.O_RDONLY | os.O_DIRECTORY, f"the backup directory {building}")
@@ -438,7 +442,7 @@ class Store(Forwarding):
                 return  # another process finished it first
             t.lt.put(keys.META_FORMAT, U64.pack(1), db=meta)
             t.lt.put(keys.META_GUID, new_guid(), db=meta)
-            t.lt.put(keys.META_NAME, (name or socket.gethostname()).encode(), db=meta)
+            t.lt.put(keys.META_NAME, (name or os.uname().nodename).encode(), db=meta)
             t.lt.put(keys.META_CREATED, U64.pack(t.now), db=meta)
             for system in SYSTEM_QUEUES:
                 t.create_queue(system, system=True)
@@ -758,6 +762,9 @@ class Store(Forwarding):
                     validate_fields(m)
                     out.append(m)
                 traced = [m for m in out if m.trace and m.report_queue]
+                if traced:
+                    from . import reports  # docs/layers.md: only a traced message sends reports
+
                 for m in traced:
                     reports.keep_report_queue(t, m)
                 if tx is not None:
@@ -1608,6 +1615,8 @@ class Store(Forwarding):
         return self._read(read)
 
     def check(self) -> list[str]:
+        from . import check  # docs/layers.md: loaded only by the check, not by every start-up
+
         with self._env.begin() as lt:
             return check.check_store(Write(lt, self._dbs, self._now(), self._queue_cache))
 

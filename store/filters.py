@@ -6,15 +6,20 @@ so `where="correl_id = 'x'"` reads the correl_id index, not the queue."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .arguments import is_int
 from .errors import InvalidArgument
 from .records import MAX_PRIORITY, Message, parse_msg_id, parse_unique_id
-from .selectors import Selector, compile_selector
+
+if TYPE_CHECKING:
+    from .selectors import Selector
 
 
 @dataclass(frozen=True, slots=True)
 class Filter:
+    """Which messages an operation selects: ids, correl_id, priority and a `where` selector."""
+
     msg_id: str | None = None
     correl_id: str | None = None
     lookup_id: int | None = None
@@ -41,6 +46,8 @@ class Filter:
         if self.lookup_id is not None and not 0 <= self.lookup_id < 1 << 64:
             raise InvalidArgument(f"lookup id must be a 64-bit unsigned integer, got {self.lookup_id}")
         if self.where is not None:
+            from .selectors import compile_selector  # only a --where loads the selector parser
+
             selector = compile_selector(self.where)
             object.__setattr__(self, "selector", selector)
             for name, value in selector.index.items():  # the index serves what the selector needs

@@ -13,13 +13,14 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import addressing, holders, links, outgoing
+from . import addressing, holders, links
 from .errors import InvalidArgument, LinkExists, LinkNotFound, QueueNotAvailable
 from .links import LinkInfo
 from .queues import QueueInfo
 from .records import AVAILABLE
 
 if TYPE_CHECKING:
+    from .outgoing import Received
     from .write import Write
 
 T = TypeVar("T")
@@ -35,6 +36,8 @@ class Route:
 
 @dataclass(frozen=True, slots=True)
 class Taken:
+    """Messages of an outgoing queue held in flight under a token, to send."""
+
     token: int
     items: list[tuple[str, bytes]]  # (destination format name, record)
     incarnation: bytes = b""  # the sending incarnation: with each record's seq, names its transfer
@@ -43,6 +46,8 @@ class Taken:
 
 @dataclass(slots=True)
 class OutgoingInfo:
+    """An outgoing queue as `mqcli outgoing list` and `show` report it."""
+
     name: str
     destination_qm: str
     state: str
@@ -118,6 +123,8 @@ class Forwarding:
     # ---- outgoing queues ------------------------------------------------------------------
 
     def outgoing_list(self) -> list[OutgoingInfo]:
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
         def read(t: Write) -> list[OutgoingInfo]:
             known = _links(t)
             return [_describe(t, q, known) for q in outgoing.outgoing_queues(t)]
@@ -128,6 +135,8 @@ class Forwarding:
 
     def outgoing_hold(self, name: str, held: bool = True) -> OutgoingInfo:
         """Hold (or resume) an outgoing queue; resuming also clears a lock and the retry timer."""
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
         def change(t: Write) -> OutgoingInfo:
             q = _outgoing(t, name)
             state = outgoing.load_state(t, q)
@@ -144,6 +153,8 @@ class Forwarding:
     def dispatch_plan(self, *, ignore_retry: bool = False) -> list[Route]:
         """The links with outgoing queues that may be sent now; `ignore_retry` sends queues
         that wait for a retry time too (`dispatch --once`: an operator asked now)."""
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
         def read(t: Write) -> list[Route]:
             known = _links(t)
             routes: dict[str, list[str]] = {}
@@ -165,6 +176,8 @@ class Forwarding:
         """Hold up to max_count available messages of an outgoing queue in flight under a new
         token, held by this process (no lease: when it dies they go back, store/holders.py);
         None if none is available."""
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
         if max_count < 1 or max_bytes < 1:
             raise InvalidArgument("max_count and max_bytes must be at least 1")
 
@@ -182,9 +195,13 @@ class Forwarding:
         return st.st_dev, st.st_ino
 
     def outgoing_done(self, queue: str, token: int) -> int:
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
         return self._write(lambda t: outgoing.done(t, _outgoing(t, queue), token))
 
     def outgoing_return(self, queue: str, token: int) -> int:
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
         return self._write(lambda t: outgoing.give_back(t, _outgoing(t, queue), token))
 
     def outgoing_event(self, queues: list[str], event: str, detail: str = "",
@@ -192,6 +209,8 @@ class Forwarding:
         """Record a dispatch event on outgoing queues (state, last error, next retry, history);
         retry_at is a time in seconds since the epoch, like time.time(); `dead_lettered` counts
         by reason the arrivals the receiver dead-lettered (kept with a "sent" event)."""
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
         when = None if retry_at is None else int(retry_at * 1_000_000)
 
         def record(t: Write) -> None:
@@ -202,17 +221,23 @@ class Forwarding:
     # ---- arrivals -------------------------------------------------------------------------
 
     def receive(self, origin_guid: str, items: list[tuple[str, bytes]], incarnation: bytes,
-                sent_at: int = 0) -> outgoing.Received:
+                sent_at: int = 0) -> Received:
         """Store a batch received from the queue manager origin_guid in one durable commit; its
         sending incarnation and each record's seq name the transfers already received (dropped
         as duplicates), `sent_at` (µs) is when it left (Taken). Raises BadData, storing
         nothing, if any part is malformed."""
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
         batch = outgoing.decode_items(items)
         return self._write(lambda t: outgoing.receive(t, origin_guid, batch, incarnation, sent_at))
 
-    def prune_seen(self, older_than: float = outgoing.SEEN_RETENTION_US / 1e6) -> int:
-        """Forget the arrivals recorded more than `older_than` seconds ago (each receive also
-        forgets a few of those past the retention of 7 days)."""
+    def prune_seen(self, older_than: float | None = None) -> int:
+        """Forget the arrivals recorded more than `older_than` seconds ago (default: the
+        retention of 7 days; each receive also forgets a few of those past it)."""
+        from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
+        if older_than is None:
+            older_than = outgoing.SEEN_RETENTION_US / 1e6
         return self._write(lambda t: outgoing.prune_seen(t, t.now - int(older_than * 1_000_000)))
 
 
@@ -235,6 +260,8 @@ def _outgoing(t: Write, name: str) -> QueueInfo:
 
 
 def _describe(t: Write, q: QueueInfo, known: list[LinkInfo]) -> OutgoingInfo:
+    from . import outgoing  # docs/layers.md: the dispatcher's module, which put and get never load
+
     state = outgoing.load_state(t, q)
     link = outgoing.link_for(q, known)
     count, size = t.qstats(q.qid)

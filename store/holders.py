@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 import struct
 import time
 import weakref
@@ -65,6 +64,8 @@ _ALIVE_FOR = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Hold:
+    """A hold in place: its token, the holding process and the messages it holds (docs/holders.md)."""
+
     token: int
     holder: bytes
     pid: int
@@ -94,7 +95,7 @@ class Placed:
 
 
 def new_token() -> int:
-    return secrets.randbits(62) + 1
+    return (int.from_bytes(os.urandom(8), "big") >> 2) + 1  # 62 random bits, as secrets.randbits
 
 
 def decode(key: bytes, value: bytes) -> Hold:
@@ -130,7 +131,7 @@ class Holder:
 
     def __init__(self, store_dir: Path) -> None:
         self.dir = store_dir / HOLDERS_DIR
-        self.id = secrets.token_bytes(16)
+        self.id = os.urandom(16)
         self.pid = os.getpid()
         self._fd: int | None = None
         self._alive: dict[bytes, float] = {}

@@ -14,7 +14,7 @@ Operators' undo (`undo --all/--older-than`) and expiry are not lapses and leave 
 from __future__ import annotations
 
 import json
-import secrets
+import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -133,10 +133,15 @@ def claim(t: Write, tag: bytes, q: QueueInfo, ident: int, *, extend: bool = Fals
                       f"must not reach a new holder); use another id or auto")
 
 
+def random_id() -> int:
+    """63 random bits, as `secrets.randbits(63)` (which would load hmac and hashlib at start-up)."""
+    return int.from_bytes(os.urandom(8), "big") >> 1
+
+
 def draw(t: Write, tag: bytes, q: QueueInfo) -> int:
     """A fresh positive 63-bit id, neither pending in the queue nor reserved."""
     while True:
-        ident = secrets.randbits(63)
+        ident = random_id()
         if ident and not pending(t, tag, q.qid, ident) and lapse_of(t, tag, q.qid, ident) is None:
             return ident
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +28,8 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 @dataclass(frozen=True, slots=True)
 class LinkInfo:
+    """A link to another queue manager: its name, address and key file."""
+
     name: str
     host: str
     port: int
@@ -92,6 +93,8 @@ def generate_key_file(path: str | os.PathLike[str]) -> Path:
         raise InvalidArgument(f"cannot create {path}: {exc.strerror}") from None
     with os.fdopen(fd, "w") as f:
         os.fchmod(f.fileno(), 0o600)  # whatever the umask
+        import secrets  # only keygen draws a key: hmac and hashlib are not loaded otherwise
+
         f.write(secrets.token_hex(KEY_BYTES) + "\n")
     return path
 

@@ -41,6 +41,8 @@ class TxRecord(TypedDict):
 
 @dataclass(slots=True)
 class TxInfo:
+    """An MSMQ transaction as `mqcli tx list` and `show` report it."""
+
     tx: int
     created: int
     deadline: int | None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import select
 from pathlib import Path
 
@@ -26,7 +25,7 @@ class Waiter:
     def __init__(self, store_dir: Path, qid: int) -> None:
         self.dir = store_dir / WAIT_DIR
         self.dir.mkdir(mode=0o700, exist_ok=True)
-        name = f"{qid}.{os.getpid()}.{secrets.token_hex(4)}"
+        name = f"{qid}.{os.getpid()}.{os.urandom(4).hex()}"
         self.path = self.dir / name
         # made and opened under a name no writer looks at, then renamed into place: a writer
         # must never find it between mkfifo and open, take it for a dead getter's and remove it

@@ -42,6 +42,8 @@ def reasons_key(qid: int) -> bytes:
 
 @dataclass
 class QueueCounters:
+    """A queue's running counts of messages and bytes put and got."""
+
     put_messages: int = 0
     put_bytes: int = 0
     got_messages: int = 0

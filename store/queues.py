@@ -26,6 +26,8 @@ _NAME_PUNCTUATION = frozenset("._-/")
 
 @dataclass(slots=True)
 class QueueInfo:
+    """A queue's record: its name, ids and attributes."""
+
     name: str
     qid: int
     guid: str

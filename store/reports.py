@@ -45,16 +45,20 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from . import addressing, formatnames, trace
+from . import addressing, formatnames
 from .addressing import REPORT_QM_PROP
 from .errors import InvalidArgument, StoreError, TraceFormatError
 from .records import AVAILABLE, DEFAULT_PRIORITY, Message, guid_text
 
 if TYPE_CHECKING:
     from .queues import QueueInfo
+    from .trace import ReportBody, ReportLabel
     from .write import Write
 
-ENQUEUED, SENT, RECEIVED, CONFLICT = "enqueued", "sent", "received", trace.CONFLICT
+# a report's event: trace.py's label events (received, sent, conflict), and the first enqueue.
+# trace.py is loaded only where a label or body is made or read (docs/layers.md: it compiles
+# its grammar on import, a cost every put would pay); tests/test_trace_reports.py checks the names agree
+ENQUEUED, SENT, RECEIVED, CONFLICT = "enqueued", "sent", "received", "conflict"
 EVENT_PROP, DELIVERED_PROP = "mqcli.event", "mqcli.delivered"
 
 
@@ -103,6 +107,8 @@ def next_hop_address(*candidates: str | None) -> str:
     """The first of `candidates` that a report can name as an address (trace.py: an IPX
     address, or a host and an optional port); a link's host that is not one (an IPv6
     literal) falls back to the next candidate, and last to `unknown`."""
+    from . import trace
+
     for c in candidates:
         if c and trace._address_value(c) is not None:
             return c
@@ -111,6 +117,8 @@ def next_hop_address(*candidates: str | None) -> str:
 
 def _emit_one(t: Write, m: Message, event: str, delivered: bool, at: int | None = None,
               next_hop: str | None = None) -> int:
+    from . import trace
+
     try:
         q = addressing.for_put(t, m.report_queue or "", m)  # here, or the way back to its queue manager
     except StoreError:
@@ -170,6 +178,8 @@ def _own_report_queue(t: Write, m: Message) -> QueueInfo | None:
 
 
 def _emit_conflict(t: Write, own: QueueInfo, report: Message) -> None:
+    from . import trace
+
     n, _ = t.allocate_ids(1)
     conflict = Message(
         report.body, own.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n,
@@ -191,6 +201,8 @@ def describe(m: Message) -> dict[str, object]:
         "report_id": m.msg_id, "msg_id": m.correl_id, "event": m.props.get(EVENT_PROP),
         "delivered": m.props.get(DELIVERED_PROP) == "true" if DELIVERED_PROP in m.props else None,
         "time": m.put_time}
+    from . import trace
+
     try:
         label = trace.decode_label(m.label)
         body = trace.decode_body(m.body.decode("utf-8", "surrogateescape"))
@@ -201,10 +213,10 @@ def describe(m: Message) -> dict[str, object]:
     return row
 
 
-def describe_fields(label: trace.ReportLabel, body: trace.ReportBody) -> dict[str, object]:
+def describe_fields(label: ReportLabel, body: ReportBody) -> dict[str, object]:
     """The fields of a decoded report, as `describe` and `trace route --reports` show them."""
     event = label.event
-    if event == trace.RECEIVED and label.hops == 0:
+    if event == RECEIVED and label.hops == 0:
         event = ENQUEUED
     return {"event": event, "qm_id": label.qm_id,
             "message_id": label.message_id if label.message_id is not None else body.message_id,
@@ -217,7 +229,7 @@ def describe_fields(label: trace.ReportLabel, body: trace.ReportBody) -> dict[st
 def route(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     """One message's reports in route order (hop, then time), each with the µs since the
     previous one: the time a hop took."""
-    ordered = sorted((r for r in rows if "error" not in r and r["event"] != trace.CONFLICT),
+    ordered = sorted((r for r in rows if "error" not in r and r["event"] != CONFLICT),
                      key=lambda r: (r["hops"], r["time"]))
     previous = None
     for r in ordered:

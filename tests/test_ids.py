@@ -256,7 +256,7 @@ def test_auto_never_draws_an_id_that_is_pending_or_reserved(st, clock, monkeypat
     clock.advance(2)
     st.sweep()  # 12 lapsed: reserved
     draws = iter([11, 12, 0, 13])
-    monkeypatch.setattr(ids.secrets, "randbits", lambda bits: next(draws))
+    monkeypatch.setattr(ids, "random_id", lambda: next(draws))
     assert st.get("q", wait=0, confirm_id="auto").confirm_id == 13
 
 

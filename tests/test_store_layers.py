@@ -24,6 +24,11 @@ LAZY = {
     ("store.analytics.session", "store.analytics.source"): "the data source imports pyspark",
     ("store.analytics.pipeline", "store.reportfile"): "only `--reports FILE` reads a report file",
     ("store.analytics.routes", "store.analytics.columns"): "columns imports pyspark; the pure-Python pass does not need it",
+    ("store.engine", "store.check"): "start-up cost: only `mqcli check` runs the consistency check",
+    ("store.engine", "store.reports"): "start-up cost: only a traced put sends reports (reports loads the trace grammar's users)",
+    ("store.forwarding", "store.outgoing"): "start-up cost: only the dispatcher, listener and `outgoing` commands use outgoing queues",
+    ("store.reports", "store.trace"): "start-up cost: only a traced message makes a label and body (trace.py compiles its grammar)",
+    ("store.filters", "store.selectors"): "start-up cost: only a --where selector needs its parser and regexes",
 }
 
 

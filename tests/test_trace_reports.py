@@ -156,3 +156,10 @@ def test_an_unexpected_error_is_one_line_with_exit_1():
     assert report(ValueError("boom"), json_errors=True, stream=stream) == 1
     [obj] = stream.getvalue().splitlines()
     assert json.loads(obj)["error"]["status"] == "INTERNAL" and json.loads(obj)["error"]["exit"] == 1
+
+
+def test_the_report_events_are_the_label_events_of_trace():
+    """store/reports.py names the events without loading trace.py (start-up cost): the same words."""
+    from store import reports
+
+    assert (reports.RECEIVED, reports.SENT, reports.CONFLICT) == (trace.RECEIVED, trace.SENT, trace.CONFLICT)

@@ -47,7 +47,9 @@ def batch(
         prefix += ["-o", "json"]
     stream = inputs.open_text(file)
     first_failure: tuple[int, int, str] | None = None
-    from ..app import run  # the app is loaded already: batch runs in it
+    from ..app import full_command, run  # the app is loaded already: batch runs in it
+
+    tree = full_command()
 
     with shared_stores():
         for number, text in inputs.command_lines(stream):
@@ -63,9 +65,9 @@ def batch(
                 if "batch" in argv[:1]:
                     code = _report(s, number, text, ExitCode.USAGE, "a batch cannot run a batch", as_json)
                 elif as_json:
-                    code = _captured(s, number, text, prefix + argv, run)
+                    code = _captured(s, number, text, prefix + argv, lambda a: run(a, tree))
                 else:
-                    code = run(prefix + argv)
+                    code = run(prefix + argv, tree)
             if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
                 raise typer.Exit(code)
             if code and not first_failure:

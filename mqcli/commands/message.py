@@ -7,12 +7,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, ContextManager, Optional, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, ContextManager, Optional, TypedDict
 
 import typer
 
-from store import Message, NewMessage, Store, errors
-from store.selectors import SelectorError, compile_selector
+from store import errors
+from store.records import Message
+
+if TYPE_CHECKING:
+    from store import NewMessage, Store
 
 from .. import inputs, values
 from ..durations import parse_duration
@@ -45,6 +48,8 @@ class _Filters(TypedDict):
 def _selector(text: Optional[str]) -> Optional[str]:
     """A --where selector is checked as the command line is read (exit 2, naming the column)."""
     if text is not None:
+        from store.selectors import SelectorError, compile_selector  # only a --where loads the parser
+
         try:
             compile_selector(text)
         except SelectorError as exc:
@@ -259,10 +264,13 @@ def put(
         raise UsageError("--new-ids goes with --jsonl (every other put makes new ids)")
     if lease is not None and confirm_id is None:
         raise UsageError("--lease goes with --confirm-id (how long the put may stay unconfirmed)")
+    from store import NewMessage  # the engine loads with the store, not for `put --help`
+
     new = functools.partial(NewMessage, priority=priority, correl_id=correl_id, label=label, props=props or None,
                             app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
                             dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
     lease_s = _seconds(lease, "lease")
+
     with s.open() as st:
         if jsonl is not None:
             with inputs.opened(jsonl) as stream:

@@ -1,5 +1,5 @@
 """The mqcli command tree, read from the click command tree that Typer builds from
-`mqcli.app.app` (`typer.main.get_command`): commands in the order `mqcli --help` lists them, each
+`mqcli.app.full_command()` (every command of mqcli.registry, built by Typer): commands in the order `mqcli --help` lists them, each
 option with its names, metavar, help (with click's `[default: …]` notes), choices and whether it
 takes a value; and help text split the way click renders it."""
 
@@ -11,7 +11,6 @@ import textwrap
 from dataclasses import dataclass, field
 
 import click
-import typer
 
 from mqcli.complete import kind_of
 
@@ -166,9 +165,9 @@ def _build(command: click.Command, ctx: click.Context, path: tuple[str, ...]) ->
 
 def command_tree() -> Cmd:
     """The mqcli command tree, read from the Typer app."""
-    from mqcli.app import app
+    from mqcli.app import full_command
 
-    group = typer.main.get_command(app)
+    group = full_command()
     ctx = group.context_class(group, info_name=PROG, **group.context_settings)
     return _build(group, ctx, ())
 
