@@ -24,10 +24,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional
 
-from store import Message, NewMessage, errors
-from store.records import DEFAULT_PRIORITY
+from store import errors
+from store.records import DEFAULT_PRIORITY, Message
+
+if TYPE_CHECKING:  # the engine loads when a record is read, not with `put --help`
+    from store import NewMessage
 
 from .exits import UsageError
 
@@ -267,6 +270,8 @@ def put_record(record: Any, now_us: int) -> Message | NewMessage:
         expires = parse_iso_time(record["expires"], "field 'expires'")
         if expires <= now_us:  # the store would refuse it (exit 9) after the lines before it were put
             raise errors.BadData(f"field 'expires' has passed: {record['expires']}")
+    from store import NewMessage
+
     new = NewMessage(body, priority=record.get("priority", DEFAULT_PRIORITY), correl_id=record.get("correl_id"),
                      label=record.get("label", ""), props=props, app_specific=record.get("app_specific", 0),
                      ttl=ttl, express=record.get("express", False), expires=expires)

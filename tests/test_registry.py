@@ -134,6 +134,8 @@ def test_put_get_browse_import_no_other_command_and_nothing_heavy(args, store):
     # the parts of the store a put, get or browse never uses
     assert {"store.check", "store.selectors", "store.trace", "store.reports", "store.outgoing", "store.channel",
             "store.analytics"}.isdisjoint(modules)
+    if "--help" in args:  # a help text opens no store
+        assert "store.engine" not in modules
 
 
 def test_the_root_help_imports_no_command_module(store):
