@@ -16,6 +16,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -309,6 +310,7 @@ class Store(Forwarding):
         self.foreign_owner: str | None = None  # set by open: the owner of another user's store
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
+        self._as_is = 0  # > 0: inside `as_is()`, reads run no maintenance
 
     # ---- opening -----------------------------------------------------------------------
 
@@ -528,9 +530,21 @@ class Store(Forwarding):
                              f"({free if free is not None else '?'} bytes free); free space, or get or purge messages")
         return StoreCorrupt(f"{what}LMDB failed: {text}")
 
+    @contextmanager
+    def as_is(self) -> Iterator[Store]:
+        """Reads inside the block change nothing: no maintenance runs before them, so what is
+        expired or lapsed is read as such (docs/design.md#pipeline, "Reads do not write": export,
+        snapshot and the pipeline)."""
+        self._as_is += 1
+        try:
+            yield self
+        finally:
+            self._as_is -= 1
+
     def _read(self, fn: Callable[[Write], T]) -> T:
-        """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due."""
-        if self._maintenance_due():
+        """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due
+        (not inside `as_is()`)."""
+        if not self._as_is and self._maintenance_due():
             try:
                 self._write(lambda t: None)
             except StoreFull:

@@ -11,6 +11,9 @@ Options (names are case-insensitive, as Spark's are):
 
 - `path` / `paths` (what `load()` sets) or `stores`: store directories; `stores` takes several
   separated by the OS path separator (`:`).
+- `snapshots`: a directory of snapshots (`mqcli snapshot DIR`), read instead of stores: the
+  newest snapshot of each store, each copied to the local disk of every executor that reads it
+  (checksums verified) and opened there (snapshots.py, locate.py).
 - `table`: `messages` (default: the columns of columns.MESSAGE_COLUMNS, one row per message in
   any state) or `queues` (one row per queue, empty ones too, with its counters).
 - `queues`: comma-separated queue names to read (default all); queue names hold no comma.
@@ -25,7 +28,9 @@ Options (names are case-insensitive, as Spark's are):
 
 Partitions are plain data (scan.ScanRange); each one's `read()` opens the store's LMDB
 environment read-only in the worker that runs it and closes it when done (scan.py says why
-that is safe next to writers).
+that is safe next to writers). Each checks first that the store it opened has the GUID the
+driver planned (locate.open_planned): a missing store or another one at the same path fails
+the task, with a one-line error the driver finds in Spark's exception (session.py).
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..errors import InvalidArgument
-from . import scan
-from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, property_column, select, spark_schema
+from . import scan, snapshots
+from .locate import planned
+from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, property_column, select, spark_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,9 +56,10 @@ TABLES = {"messages": MESSAGE_COLUMNS, "queues": QUEUE_COLUMNS}
 
 
 class ScanPartition(InputPartition):
-    """A Spark partition: one scan.ScanRange (plain data), or for the queue table a store path."""
+    """A Spark partition: one scan.ScanRange (plain data), or for the queue table a store's
+    planned identity."""
 
-    def __init__(self, value: scan.ScanRange | str) -> None:
+    def __init__(self, value: scan.ScanRange | StoreIdentity) -> None:
         super().__init__(value)
 
 
@@ -113,8 +120,9 @@ class MqStoreDataSource(DataSource):
         klass = self.options.get("class")
         if klass is not None and klass not in ("report", "all"):
             raise InvalidArgument(f"option class must be report or all, got {klass!r}")
+        shots = self.options.get("snapshots")
         return MqStoreReader(
-            table=table, columns=columns, paths=store_paths(self.options),
+            table=table, columns=columns, paths=[] if shots else store_paths(self.options), snapshots=shots,
             queues=_list_option(self.options, "queues"), report_only=klass == "report",
             rows_per_partition=_int_option(self.options, "rowsPerPartition", scan.DEFAULT_ROWS_PER_RANGE),
             batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
@@ -127,18 +135,23 @@ class MqStoreReader(DataSourceReader):
 
     def __init__(self, *, table: str, columns: tuple[tuple[str, str], ...], paths: list[str],
                  queues: list[str] | None, report_only: bool, rows_per_partition: int,
-                 batch_rows: int) -> None:
+                 batch_rows: int, snapshots: str | None = None) -> None:
         self.table = table
         self.columns = columns
         self.paths = paths
+        self.snapshots = snapshots
         self.queues = queues
         self.report_only = report_only
         self.rows_per_partition = rows_per_partition
         self.batch_rows = batch_rows
 
     def partitions(self) -> list[InputPartition]:
+        if self.snapshots:
+            if self.table == "queues":
+                return [ScanPartition(w) for w in snapshots.identities(self.snapshots)]
+            return [ScanPartition(r) for r in snapshots.plan(self.snapshots, self.queues, self.rows_per_partition)]
         if self.table == "queues":
-            return [ScanPartition(p) for p in scan.distinct_stores(self.paths)]
+            return [ScanPartition(planned(p)) for p in scan.distinct_stores(self.paths)]
         return [ScanPartition(r) for r in scan.plan(self.paths, self.queues, self.rows_per_partition)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
