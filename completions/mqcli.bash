@@ -7,7 +7,7 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import redrive consume batch health listen dispatch bench qmgr queue tx trace link outgoing analyze" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import redrive consume batch health listen dispatch snapshot bench qmgr queue tx trace link outgoing analyze" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
@@ -47,6 +47,7 @@ _mqcli_options()
         "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output -q --quiet -h --help" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
+        "snapshot") REPLY="--store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
         "qmgr set") REPLY="--quota --throttle --no-throttle --name --max-message-size --report-queue --store -o --output -q --quiet -h --help" ;;
@@ -78,8 +79,8 @@ _mqcli_options()
         "outgoing hold") REPLY="--store -o --output -q --quiet -h --help" ;;
         "outgoing resume") REPLY="--store -o --output -q --quiet -h --help" ;;
         "analyze") REPLY="-h --help" ;;
-        "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
-        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
+        "analyze health") REPLY="--parquet --snapshots --queue --stuck-after --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
+        "analyze routes") REPLY="--parquet --snapshots --queue --reports --limit --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -112,6 +113,7 @@ _mqcli_value_options()
         "health") REPLY="--depth --age --inflight-age --dead-letters --quota-pct --store -o --output" ;;
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
+        "snapshot") REPLY="--store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
         "qmgr set") REPLY="--quota --name --max-message-size --report-queue --store -o --output" ;;
         "queue create") REPLY="--label --quota --max-backouts --store -o --output" ;;
@@ -136,8 +138,8 @@ _mqcli_value_options()
         "outgoing show") REPLY="--store -o --output" ;;
         "outgoing hold") REPLY="--store -o --output" ;;
         "outgoing resume") REPLY="--store -o --output" ;;
-        "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output" ;;
-        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --store -o --output" ;;
+        "analyze health") REPLY="--parquet --snapshots --queue --stuck-after --out --format --plot --master --store -o --output" ;;
+        "analyze routes") REPLY="--parquet --snapshots --queue --reports --limit --out --format --plot --master --store -o --output" ;;
         *) REPLY="" ;;
     esac
 }
@@ -146,7 +148,7 @@ _mqcli_value_options()
 _mqcli_option_value()
 {
     case "$1:$2" in
-        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--out|*:--plot) _mqcli_files "$3" ;;
+        *:--store|*:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--snapshots|*:--out|*:--plot) _mqcli_files "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body" -- "$3")) ;;
         *:--state) COMPREPLY=($(compgen -W "put-unconfirmed available locked-browse get-unconfirmed browse-get-unconfirmed tx-locked all" -- "$3")) ;;
         "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;
@@ -158,7 +160,7 @@ _mqcli_option_value()
 _mqcli_argument()
 {
     case "$1" in
-        "backup"|"import"|"batch"|"link keygen"|"analyze health"|"analyze routes") _mqcli_files "$2" ;;
+        "backup"|"import"|"batch"|"snapshot"|"link keygen"|"analyze health"|"analyze routes") _mqcli_files "$2" ;;
     esac
 }
 

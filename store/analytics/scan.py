@@ -34,7 +34,7 @@ from .. import holders, keys
 from ..errors import QueueNotAvailable
 from ..keys import queue_key
 from ..queues import decode_queue
-from ..records import GET_UNCONFIRMED, guid_text, held_records
+from ..records import GET_UNCONFIRMED, held_records
 from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, queue_batch, record_batch
 from .locate import identity, open_planned, open_readonly
 

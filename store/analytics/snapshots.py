@@ -99,7 +99,7 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
             try:
                 os.rename(building, target)
                 break
-            except OSError as exc:
+            except OSError:
                 if not target.exists():
                     raise
                 target = root / f"{name}-{n}"
