@@ -28,7 +28,8 @@ from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_
 from .consumer import Consumer
 from .environment import (
     DEFAULT_MAP_SIZE, check_permissions, creation_lock, discard_unfinished_data, layout_error,
-    open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
+    open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, sync_directory,
+    write_marker,
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
@@ -259,14 +260,6 @@ def _seal(file: Path) -> None:
     fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         os.fchmod(fd, 0o600)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -1517,7 +1510,7 @@ class Store(Forwarding):
                     raise StoreUnavailable(f"{target} is no longer empty (another backup or process "
                                            f"wrote there meanwhile); back up into a new directory") from None
                 raise
-            _sync_directory(target.parent)
+            sync_directory(target.parent)
         except BaseException as exc:
             shutil.rmtree(building, ignore_errors=True)
             if isinstance(exc, lmdb.Error):

@@ -40,7 +40,7 @@ def hosts(tmp_path_factory):
             guids[name] = st.info().guid
     with Store.open(stores / "qm1") as st:
         path = [guids["qm1"], guids["qm2"]]
-        put_reports(st, [report(guids["qm1"], i, "orders", ev, 1000 + 10 * i + k)
+        put_reports(st, [report(guids["qm1"], i, "DIRECT=OS:qm2\\orders", ev, 1000 + 10 * i + k)
                          for i in range(1, 6)
                          for k, ev in enumerate(route_events(path, T0 + i * 1000, [500 * i]))])
     for name in guids:

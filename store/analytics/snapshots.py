@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import Store
-from ..environment import layout_error
+from ..environment import layout_error, sync_directory
 from ..errors import StoreUnavailable
 from .columns import StoreIdentity
 from .locate import MANIFEST, STORE_DIR, local_copy, read_manifest
@@ -105,11 +105,7 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
                 target = root / f"{name}-{n}"
         else:
             raise StoreUnavailable(f"cannot name a new snapshot in {root}: too many named {name}")
-        dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        sync_directory(root)
     except OSError as exc:
         raise layout_error(building, exc) from None
     finally:
