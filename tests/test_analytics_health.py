@@ -145,7 +145,9 @@ def test_health_errors_are_one_line_with_their_exit_codes(tmp_path):
             ([tmp_path / "none"], 11, "no store at"),
             ([path, "--format", "xml"], 2, "--format must be one of parquet, csv, json"),
             ([path, "--plot", tmp_path / "x.jpg"], 2, "--plot writes a PNG"),
-            ([path, "--parquet", tmp_path], 2, "not both"),
+            ([path, "--parquet", tmp_path], 2, "--snapshots DIR or --parquet DIR: one of them"),
+            ([path, "--snapshots", tmp_path], 2, "--snapshots DIR or --parquet DIR: one of them"),
+            (["--snapshots", tmp_path], 11, f"no snapshots in {tmp_path} (take them with `mqcli snapshot"),
             ([path, "--stuck-after", "soon"], 2, "invalid --stuck-after"),
             (["--parquet", tmp_path / "none"], 2, "no Parquet export at")):
         result = invoke(["analyze", "health", *map(str, args)])
