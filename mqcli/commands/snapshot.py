@@ -34,7 +34,10 @@ def snapshot(
 
     with s.open() as st:
         path, manifest = take(st, target)
-    s.out.document({"snapshot": str(path), **{k: v for k, v in manifest.items() if k != "format"}})
+    doc = {"snapshot": str(path), **{k: v for k, v in manifest.items() if k != "format"}}
+    if s.out.mode == "text":
+        doc["files"] = ", ".join(f"{name} ({f['size']} bytes)" for name, f in manifest["files"].items())
+    s.out.document(doc)
 
 
 def register(app: typer.Typer) -> None:
