@@ -157,3 +157,15 @@ def test_a_store_missing_where_it_was_planned_fails_the_job(spark, tmp_path):
     assert exc.exit_code == 11
     assert exc.message == (f"the store {tmp_path / 'qm1'} is missing on executor host {socket.gethostname()} "
                            f"(expected store GUID {guid}, found none); the job reads nothing of it")
+
+
+def test_a_snapshot_into_a_file_is_refused_in_one_line(tmp_path):
+    with Store.open(tmp_path / "qm1", create=True, name="qm1"):
+        pass
+    (tmp_path / "file").write_bytes(b"")
+    result = invoke(["--store", tmp_path / "qm1", "snapshot", tmp_path / "file" / "snaps"])
+    assert result.code == 11, result
+    assert result.err_lines == [f"mqcli: error: cannot write a snapshot into {tmp_path / 'file' / 'snaps'}: "
+                                f"Not a directory [MQ_ERROR_STORE_UNAVAILABLE]"]
+    assert invoke(["--store", tmp_path / "none", "snapshot", tmp_path / "snaps"]).code == 11
+    assert not (tmp_path / "snaps").exists() or not list((tmp_path / "snaps").iterdir())

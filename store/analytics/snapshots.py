@@ -76,7 +76,8 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
-        raise layout_error(root, exc) from None
+        failed = layout_error(root, exc)  # its kind: no permission, a full disk, else unusable
+        raise type(failed)(f"cannot write a snapshot into {root}: {exc.strerror or exc}") from None
     with st.as_is():
         info = st.info()
     stamp = time.gmtime()
@@ -107,7 +108,8 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
             raise StoreUnavailable(f"cannot name a new snapshot in {root}: too many named {name}")
         sync_directory(root)
     except OSError as exc:
-        raise layout_error(building, exc) from None
+        failed = layout_error(building, exc)
+        raise type(failed)(f"cannot write a snapshot into {root}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return target, manifest
