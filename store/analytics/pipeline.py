@@ -22,7 +22,7 @@ from .outputs import to_records
 from .parquet import QUEUE_TABLE_FIELDS, queue_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
 
 @dataclass
@@ -114,7 +114,7 @@ class Source:
             reader = reader.option("properties", ",".join(properties))
         return reader.load() if self.snapshots is not None else reader.load(self.stores)
 
-    def _reader(self, spark: SparkSession) -> Any:
+    def _reader(self, spark: SparkSession) -> DataFrameReader:
         reader = spark.read.format("mqstore")
         if self.snapshots is not None:
             reader = reader.option("snapshots", self.snapshots)
