@@ -1,8 +1,9 @@
-"""python -m bench [store|cli|analytics|all] [--quick] [--messages N] [--out PATH] [--check] ...
+"""python -m bench [store|cli|analytics|channel|selectors|all] [--quick] [--messages N] [--out PATH] [--check] ...
 
 `python -m bench` (or `--suite store`) runs the store suite, `python -m bench cli` (or
 `--suite cli`) the command-line suite (bench/cli.py), `python -m bench analytics` the data
-pipeline suite (bench/analytics.py, needs the spark extra), `--suite all` every one."""
+pipeline suite (bench/analytics.py, needs the spark extra), `python -m bench selectors`
+`browse --where` against a plain browse (bench/selectors.py), `--suite all` every one."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from . import report, runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join("bench", "results", "store.json")
-SUITES = ("store", "cli", "analytics", "channel", "all")
+SUITES = ("store", "cli", "analytics", "channel", "selectors", "all")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -31,8 +32,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     "processes: cold start, bulk put/get, wait latency (suite 'cli'), and "
                     "`analyze routes` on Spark against one Python process (suite 'analytics').")
     p.add_argument("suite_arg", nargs="?", choices=SUITES, metavar="SUITE",
-                   help="store (default), cli, analytics or all; same as --suite")
-    p.add_argument("--suite", choices=SUITES, help="store (default), cli, analytics or all")
+                   help="store (default), cli, analytics, channel, selectors or all; same as --suite")
+    p.add_argument("--suite", choices=SUITES, help="store (default), cli, analytics, channel, selectors or all")
     p.add_argument("--quick", action="store_true",
                    help="small sizes for CI (store: 10,000 batched / 300 single messages, "
                         "3 rounds; cli: 20,000 bulk messages in 1 round, 10 start-up runs, "
@@ -56,7 +57,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "dir). Use a real disk: on tmpfs fsync is free and ratios mislead")
     p.add_argument("--only", action="append", metavar="WORKLOAD",
                    help="run only this workload or part (repeatable): put_single, put_batched, "
-                        "get_batched, get_confirm (store); startup, bulk, wait, stalled, consume, batch (cli)")
+                        "get_batched, get_confirm (store); startup, bulk, wait, stalled, consume, batch, stats (cli)")
     g = p.add_argument_group("cli suite")
     g.add_argument("--bulk-messages", type=int, metavar="N",
                    help="messages in the bulk put --jsonl / get --all measurements "
@@ -75,6 +76,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--profile", action="store_true",
                    help="also run bulk put and get once under cProfile (untimed) and keep the "
                         "top functions in the JSON")
+    from . import cli_stats
+    cli_stats.add_arguments(g)  # part 'stats' of suite 'cli': bench/cli_stats.py
     g = p.add_argument_group("analytics suite")
     g.add_argument("--reports", type=int, metavar="N",
                    help="trace reports in the stores (default 2,000,000; quick: 20,000)")
@@ -85,6 +88,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="build the stores again instead of using the cached ones")
     from . import channel
     channel.add_arguments(p)  # suite 'channel': bench/channel.py
+    from . import selectors
+    selectors.add_arguments(p)  # suite 'selectors': bench/selectors.py
     p.add_argument("--check", action="store_true",
                    help="exit 1 if any target is missed")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-round progress lines")
@@ -95,7 +100,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.suite == "all" and args.out:
         p.error("--out names one suite's file; with --suite all each suite writes its default")
     for name in ("messages", "sync_messages", "rounds", "bulk_messages", "bulk_rounds",
-                 "startup_runs", "latency_samples", "importtime_runs", "reports"):
+                 "startup_runs", "latency_samples", "importtime_runs", "reports", "stats_messages", "stats_runs"):
         v = getattr(args, name)
         if v is not None and v < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -127,7 +132,8 @@ def main(argv=None) -> int:
     run_cli = args.suite in ("cli", "all") and (not only or bool(cli_only))
     run_analytics = args.suite in ("analytics", "all") and not only
     run_channel = args.suite in ("channel", "all") and not only
-    if not (run_store or run_cli or run_analytics or run_channel):
+    run_selectors = args.suite in ("selectors", "all") and not only
+    if not (run_store or run_cli or run_analytics or run_channel or run_selectors):
         raise SystemExit(f"--only {only}: nothing of suite {args.suite!r} (store workloads: "
                          f"{', '.join(w.key for w in runner.WORKLOADS)}; cli parts: "
                          f"{', '.join(PARTS)})")
@@ -153,6 +159,10 @@ def main(argv=None) -> int:
         from . import channel
 
         status |= channel.main(args, log)
+    if run_selectors:
+        from . import selectors
+
+        status |= selectors.main(args, log)
     return status
 
 

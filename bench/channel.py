@@ -273,15 +273,5 @@ def render(doc: dict) -> str:
 def main(args, log) -> int:
     from . import report
 
-    base = args.tmpdir or tempfile.gettempdir()
-    os.makedirs(base, exist_ok=True)
-    tmp_root = tempfile.mkdtemp(prefix="mqcli-bench-channel-", dir=base)
-    try:
-        info = report.machine_info(tmp_root, REPO)
-        doc = run(args, tmp_root, info, log)
-    finally:
-        shutil.rmtree(tmp_root, ignore_errors=True)
-    print()
-    print(render(doc))
-    report.save(doc, args.out, DEFAULT_OUT, doc["parameters"]["elapsed_s"])
+    doc = report.run_suite(args, "channel", run, render, DEFAULT_OUT, REPO, log)
     return 1 if (args.check and not doc["target"]["met"]) else 0

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join("bench", "results", "cli.json")
-PARTS = ("startup", "bulk", "wait", "stalled", "consume", "batch")
+PARTS = ("startup", "bulk", "wait", "stalled", "consume", "batch", "stats")
 QUEUE = "q"
 BODY = (b"mqcli-bench-256-byte-body/" * 10)[:256]  # the store suite's body
 assert len(BODY) == 256
@@ -104,6 +104,7 @@ class Target:
 TARGETS = {
     "startup_put_ratio": Target("startup_put_ratio", "median wall(mqcli put q hello) / median wall(python -c pass)", "<=", 8, "x"),
     "startup_help_ratio": Target("startup_help_ratio", "median wall(mqcli --help) / median wall(python -c pass)", "<=", 10, "x"),
+    "startup_complete_ratio": Target("startup_complete_ratio", "median wall(mqcli __complete queue) / median wall(python -c pass)", "<=", 3, "x"),
     "bulk_put_rate": Target("bulk_put_rate", "mqcli put q --jsonl FILE, median msgs/s over rounds", ">=", 100_000, "msg/s"),
     "bulk_get_rate": Target("bulk_get_rate", "mqcli get q --all -o jsonl > /dev/null, median msgs/s over rounds", ">=", 100_000, "msg/s"),
     "bulk_put_max_rss": Target("bulk_put_max_rss", "max RSS of mqcli put --jsonl, worst round", "<=", 150, "MB"),
@@ -359,6 +360,8 @@ def startup_commands(py: str, mq: str) -> dict[str, tuple[list[str], str]]:
         "python -c pass": ([py, "-c", "pass"], "baseline"),
         "mqcli put q hello": ([mq, "put", QUEUE, "hello"], "target"),
         "mqcli --help": ([mq, "--help"], "target"),
+        # what a shell runs on a TAB after `mqcli get ` (mqcli/complete.py): the store's queue names
+        "mqcli __complete queue": ([mq, "__complete", "queue"], "target"),
         "python -c 'import typer'": ([py, "-c", "import typer"], "context"),
         # the bench's own environment without the private bytecode cache: with
         # PYTHONDONTWRITEBYTECODE=1 and no __pycache__ next to mqcli/ and store/, every start
@@ -517,6 +520,8 @@ def run_startup(sizes: CliSizes, tmp_root: str, log) -> dict:
                 "startup_put_ratio", commands["mqcli put q hello"]["ratio_to_python"]),
             "startup_help_ratio": _target_result(
                 "startup_help_ratio", commands["mqcli --help"]["ratio_to_python"]),
+            "startup_complete_ratio": _target_result(
+                "startup_complete_ratio", commands["mqcli __complete queue"]["ratio_to_python"]),
         },
     }
 
@@ -1101,7 +1106,8 @@ def render_table(doc: dict) -> str:
             value = target = met = ""
             if c["role"] != "baseline":
                 value = f"{c['ratio_to_python']:.2f}x"
-                key = {"mqcli put q hello": "startup_put_ratio", "mqcli --help": "startup_help_ratio"}.get(name)
+                key = {"mqcli put q hello": "startup_put_ratio", "mqcli --help": "startup_help_ratio",
+                       "mqcli __complete queue": "startup_complete_ratio"}.get(name)
                 if key:
                     target, met = tgt(s["targets"][key])
                 else:
@@ -1171,6 +1177,10 @@ def render_table(doc: dict) -> str:
         row("6. batch of put lines", "mqcli put processes", str(b["processes"]), f"{res['per_process_ms']:.1f} ms",
             "", "", "context", "")
         row("", "mqcli batch", str(b["lines"]), f"{res['per_line_ms']:.2f} ms", "", f"{res['speedup']:.0f}x", t, m)
+        lines.append("")
+    if doc.get("stats"):
+        from .cli_stats import render_rows
+        render_rows(doc, row, tgt)
         lines.append("")
     lines.append("spread = (max - min) / median over runs/rounds; value = ratio to python -c pass, "
                  "rate, max RSS or latency; MB = 10^6 bytes.")
@@ -1257,10 +1267,13 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
         doc["consume"] = run_consume(sizes, tmp_root, log)
     if "batch" in parts:
         doc["batch"] = run_batch(sizes, tmp_root, log)
+    if "stats" in parts:  # bench/cli_stats.py
+        from .cli_stats import run_stats
+        doc["stats"] = run_stats(args, tmp_root, log)
     elapsed = time.perf_counter() - t0
     info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     targets = {}
-    for part in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch"):
+    for part in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch", "stats"):
         targets.update(doc.get(part, {}).get("targets", {}))
     la0, la1 = info.get("loadavg_start"), info.get("loadavg_end")
     cpus = info.get("cpus_usable") or info.get("cpu_count") or 1
@@ -1288,7 +1301,8 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
                          "max RSS from os.wait4 (ru_maxrss); latency median and nearest-rank p99",
             "elapsed_s": round(elapsed, 1),
         },
-        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch")},
+        **{k: v for k, v in doc.items() if k in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch",
+                                                 "stats")},
         "targets": targets,
         "targets_met": all(t["met"] for t in targets.values()),
         "notes": notes,

@@ -228,6 +228,25 @@ def build_json(results: list[WorkloadResult], info: dict, sizes: Sizes, args,
     }
 
 
+def run_suite(args, name: str, run, render, default_out: str, repo: str, log) -> dict:
+    """One suite that builds its own document: `run(args, tmp_root, info, log)` in a fresh
+    temporary directory (removed after), its table printed by `render`, its JSON saved."""
+    import shutil
+    import tempfile
+
+    base = args.tmpdir or tempfile.gettempdir()
+    os.makedirs(base, exist_ok=True)
+    tmp_root = tempfile.mkdtemp(prefix=f"mqcli-bench-{name}-", dir=base)
+    try:
+        doc = run(args, tmp_root, machine_info(tmp_root, repo), log)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    print()
+    print(render(doc))
+    save(doc, args.out, default_out, doc["parameters"]["elapsed_s"])
+    return doc
+
+
 def save(doc: dict, out: str | None, default: str, elapsed_s: float) -> str:
     """Write a suite's JSON to `out` (--out) or its default path, say where; return the path."""
     path = os.path.abspath(out or default)

@@ -4,6 +4,10 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["__complete"]:  # a shell completing a name: nothing of the app is loaded
+        from .complete import main as complete
+
+        sys.exit(complete(sys.argv[2:]))
     try:
         from . import signals  # first: SIGTERM is an interruption from here on
 

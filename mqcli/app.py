@@ -69,6 +69,7 @@ def _register() -> None:
     from .commands import batch; batch.register(app)
     from .commands import health; health.register(app)
     from .commands import channel; channel.register(app)  # listen, dispatch
+    from .commands import completion; completion.register(app)
     from .commands import analyze; analyze.register(app)  # PySpark pipeline, imported lazily
     from .commands import snapshot; snapshot.register(app)  # snapshots for the pipeline
     from .commands import bench

@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Optional
 
-from store import Message, errors
+from store import Message, NewMessage, errors
+from store.records import DEFAULT_PRIORITY
 
 from .exits import UsageError
 
@@ -118,6 +119,35 @@ def _is_file(stream: BinaryIO) -> bool:
         return False
 
 
+def remaining_size(stream: BinaryIO) -> Optional[int]:
+    """How many bytes are left to read in a regular file (stdin too, when redirected from
+    one); None for a pipe, a terminal or a device, whose end is not known."""
+    if not _is_file(stream):
+        return None
+    try:
+        return max(os.fstat(stream.fileno()).st_size - stream.tell(), 0)
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def reading_progress(description: str, stream: BinaryIO) -> Iterator[Callable[[int], None]]:
+    """A progress bar of reading `stream` (mqcli/render.py `progress`): bytes read of a regular
+    file's size, with the rate and the time left; for a pipe, the records read. Yields
+    `step(records)`, called after each batch of records is handled."""
+    from .render import progress
+
+    size = remaining_size(stream)
+    if size is None:
+        with progress(description) as bar:
+            yield bar.advance
+        return
+    start = stream.tell()
+    with progress(description, total=size, unit="bytes") as bar:
+        # the position, not a sum of line lengths: what the readers took from the file
+        yield lambda records: bar.reached(stream.tell() - start)
+
+
 def too_large(limit: int, size: Optional[int] = None, where: str = "") -> errors.MessageTooLarge:
     """The store's refusal (store.write), for a body not read to its end: its size is the
     file's, or only known to be over the limit."""
@@ -176,6 +206,163 @@ def read_records(stream: BinaryIO, limit: int,
             yield number, Message.from_dict(record)
         except (errors.BadData, errors.InvalidArgument) as exc:
             raise errors.BadData(f"line {number}: {exc.message}") from None
+
+
+# ---- put --jsonl: your own records, all checked before any is stored (exit 12) ------------
+
+# A record without msg_id is a new message: any subset of these (README.md#your-own-jsonl).
+NEW_RECORD_FIELDS = frozenset(("body", "body_b64", "priority", "label", "correl_id", "props", "ttl",
+                               "expires", "app_specific", "express"))
+# A record with msg_id is a replay of the JSON form `get -o jsonl` and `export` write
+# (Message.to_dict), kept as it is: these are its fields.
+REPLAY_FIELDS = frozenset((
+    "msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "body", "body_b64", "size",
+    "props", "app_specific", "class", "delivery", "queue", "state", "put_time", "expires",
+    "dead_letter", "trace", "report_queue", "hops", "backouts", "confirm_id", "lock_id", "tx",
+    "lease_expires", "dead_letter_reason", "dead_letter_status", "original_queue"))
+# a new record's fields and the JSON types they take (a bool is no int here)
+_NEW_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "body": ((str,), "a string"), "body_b64": ((str,), "a base64 string"),
+    "priority": ((int,), "an integer 0..7"), "label": ((str,), "a string"),
+    "correl_id": ((str, type(None)), "a string or null"), "props": ((dict,), "an object of strings"),
+    "ttl": ((str, int, float), "a duration like \"30s\" or a number of seconds"),
+    "expires": ((str, type(None)), "an ISO-8601 time or null"),
+    "app_specific": ((int,), "an integer"), "express": ((bool,), "true or false"),
+}
+
+
+def put_record(record: Any, now_us: int) -> Message | NewMessage:
+    """One parsed line of `put --jsonl`: a new message (no msg_id), or a replayed record that
+    keeps its msg_id. An unknown field or a wrong type is BadData naming the field; `now_us` is
+    the time an `expires` is counted from (a new message has a time to be received)."""
+    if not isinstance(record, dict):
+        raise errors.BadData("a record must be a JSON object")
+    if "msg_id" in record:
+        if not REPLAY_FIELDS.issuperset(record):  # (no set built for the usual record)
+            unknown = record.keys() - REPLAY_FIELDS
+            raise errors.BadData(f"field {min(unknown)!r} is not a field of a message record "
+                                 f"(a record with msg_id is replayed as `get -o jsonl` wrote it)")
+        return Message.from_dict(record)
+    unknown = record.keys() - NEW_RECORD_FIELDS
+    if unknown:
+        raise errors.BadData(f"field {min(unknown)!r} is unknown: a new message takes "
+                             + ", ".join(sorted(NEW_RECORD_FIELDS)) + " (and msg_id to replay a record)")
+    for key, value in record.items():
+        kinds, what = _NEW_TYPES[key]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise errors.BadData(f"field {key!r} must be {what}, got {_json_shown(value)}")
+    if "body" in record and "body_b64" in record:
+        raise errors.BadData("a record has either 'body' or 'body_b64', not both")
+    if "ttl" in record and record.get("expires") is not None:
+        raise errors.BadData("a record has either 'ttl' or 'expires', not both")
+    body = record.get("body", "").encode("utf-8") if "body_b64" not in record else _b64(record["body_b64"])
+    props = record.get("props") or None
+    if props is not None and not all(type(v) is str for v in props.values()):
+        raise errors.BadData("field 'props' must map names to strings")
+    ttl = _ttl(record["ttl"]) if "ttl" in record else None
+    expires = None
+    if record.get("expires") is not None:
+        from store.records import parse_iso_time
+
+        expires = parse_iso_time(record["expires"], "field 'expires'")
+        if expires <= now_us:  # the store would refuse it (exit 9) after the lines before it were put
+            raise errors.BadData(f"field 'expires' has passed: {record['expires']}")
+    new = NewMessage(body, priority=record.get("priority", DEFAULT_PRIORITY), correl_id=record.get("correl_id"),
+                     label=record.get("label", ""), props=props, app_specific=record.get("app_specific", 0),
+                     ttl=ttl, express=record.get("express", False), expires=expires)
+    _check_fits(new)
+    return new
+
+
+def _json_shown(value: Any) -> str:
+    from . import jsonl
+
+    return jsonl.dumps(value).decode("utf-8")[:40]
+
+
+def _b64(text: str) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise errors.BadData("field 'body_b64' is not valid base64") from None
+
+
+def _ttl(value: str | int | float) -> float:
+    from .durations import MAX_SECONDS, parse_duration
+
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value, allow_forever=False, what="duration")
+        except UsageError as exc:
+            raise errors.BadData(f"field 'ttl': {exc}") from None
+        assert seconds is not None
+    else:
+        seconds = float(value)
+    if not 0 < seconds <= MAX_SECONDS:
+        raise errors.BadData(f"field 'ttl' must be a positive duration up to 100 years, got {value!r}")
+    return seconds
+
+
+def _check_fits(new: NewMessage) -> None:
+    """The checks a put makes of each message's fields (priority 0..7, label and correl_id
+    lengths, a 32-bit app_specific), made as the line is read, so a bad line stores nothing."""
+    from store.records import validate_fields
+
+    wrong = new.wrong_type()
+    if wrong is not None:
+        raise errors.BadData(wrong)
+    try:
+        validate_fields(Message(new.body, priority=new.priority, correl_id=new.correl_id, label=new.label,
+                                props=new.props or {}, app_specific=new.app_specific))
+    except errors.InvalidArgument as exc:
+        raise errors.BadData(exc.message) from None
+
+
+def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterator[tuple[int, Message | NewMessage]]:
+    """(line number, message) for each record of `put --jsonl`, every line read and checked
+    before the first is yielded: a bad line (BadData naming it and its field, exit 12) or an
+    oversized body (exit 8) stores nothing of the input. The lines of a pipe are kept in a
+    temporary file between the check and the put (a regular file is read twice instead), so
+    memory does not grow with the input."""
+    import tempfile
+    import time
+
+    from .jsonl import loads
+
+    now = int(time.time() * 1_000_000)  # an `expires` must be later than the start
+    seekable = _is_file(stream) and stream.seekable()
+    start = stream.tell() if seekable else 0
+    spool = None if seekable else tempfile.TemporaryFile(prefix="mqcli-put-jsonl-")
+    try:
+        for number, line in jsonl_lines(stream, limit):
+            if spool is not None:
+                spool.write(line if line.endswith(b"\n") else line + b"\n")
+            if line and not line.isspace():
+                m = _record_of(number, line, now, loads)
+                if len(m.body) > max_message_size:
+                    raise too_large(max_message_size, len(m.body), where=f"line {number}: ")
+        source: BinaryIO = stream if spool is None else spool  # type: ignore[assignment]
+        source.seek(start)
+        for number, line in jsonl_lines(source, limit):
+            if line and not line.isspace():
+                yield number, _record_of(number, line, now, loads)
+    finally:
+        if spool is not None:
+            spool.close()
+
+
+def _record_of(number: int, line: bytes, now_us: int, loads: Callable[[bytes], Any]) -> Message | NewMessage:
+    try:
+        record = loads(line)
+    except ValueError as exc:
+        raise errors.BadData(f"line {number}: not JSON: {exc}") from None
+    try:
+        return put_record(record, now_us)
+    except (errors.BadData, errors.InvalidArgument) as exc:
+        raise errors.BadData(f"line {number}: {exc.message}") from None
 
 
 # ---- small texts: a trace label or report body from stdin (exit 12) ----------------------

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import click
 import typer
 
-from . import values
+from . import default_store, values
 from .render import MODES, Output
 
 if TYPE_CHECKING:
@@ -30,16 +30,13 @@ SETTINGS_KEY = "mqcli"
 
 
 def default_store_path() -> Path:
-    """$MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store, else ~/.local/share/mqcli/store. An
-    empty MQCLI_STORE is a usage error: it would name the current directory."""
-    if "MQCLI_STORE" in os.environ:
-        if not os.environ["MQCLI_STORE"]:
-            from .exits import UsageError
+    """The store of mqcli/default_store.py's rule; an empty MQCLI_STORE is a usage error."""
+    path = default_store.from_environment()
+    if path is None:
+        from .exits import UsageError
 
-            raise UsageError("MQCLI_STORE is empty; set it to a store directory or unset it")
-        return Path(os.environ["MQCLI_STORE"])
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(data) / "mqcli" / "store"
+        raise UsageError("MQCLI_STORE is empty; set it to a store directory or unset it")
+    return path
 
 
 def _check_mode(value: Optional[str]) -> Optional[str]:
@@ -55,6 +52,7 @@ class _StorePath(click.Path):
 
     def __init__(self) -> None:
         super().__init__(readable=False, path_type=Path)
+        self.name = "directory"  # the completions offer directories (scripts/gendocs/tree.py)
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         if isinstance(value, str) and not value:
@@ -66,7 +64,7 @@ StoreOpt = Annotated[Optional[Path], typer.Option(
     "--store", metavar="PATH", show_default=False, click_type=_StorePath(),
     help="Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).")]
 OutputOpt = Annotated[Optional[str], typer.Option(
-    "--output", "-o", metavar="text|json|jsonl|body", callback=_check_mode, show_default=False,
+    "--output", "-o", metavar="text|json|jsonl|body|hex", callback=_check_mode, show_default=False,
     help="Output format.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No diagnostics on stderr.")]
 DelimiterOpt = Annotated[str, typer.Option(

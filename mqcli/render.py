@@ -1,8 +1,10 @@
-"""Rendering for every command: `text`, `json`, `jsonl`, `body` (the output modes of README.md#output).
+"""Rendering for every command: `text`, `json`, `jsonl`, `body`, `hex` (the output modes of README.md#output).
 
 Data goes to stdout, diagnostics to stderr. `json` prints one document (an object for a
 single-message command, an array for listings and multi-message commands), `jsonl` one object
-a line, `body` the raw body bytes separated by a delimiter. Everything is written as UTF-8 bytes
+a line, `body` the raw body bytes separated by a delimiter, `hex` a header block and a hex dump
+of the body per message (mqcli/hexdump.py); `--format` fills a template per message
+(mqcli/template.py). Everything is written as UTF-8 bytes
 and flushed per message, because a destructive get commits only after its output is written.
 rich is imported only when a text table or a progress bar is drawn.
 """
@@ -14,7 +16,7 @@ import errno
 import os
 import select
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
     from store import Message
     from store.errors import DiskFull
 
-MODES = ("text", "json", "jsonl", "body")
+    from .template import Template
+
+MODES = ("text", "json", "jsonl", "body", "hex")
 
 
 class OutputClosed(Exception):
@@ -80,6 +84,23 @@ def age(us: int | None, now_us: int) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
+_BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_bytes(n: int) -> str:
+    """A byte count in binary units, three significant digits: 512 B, 1.5 KiB, 23.4 MiB."""
+    if n < 1024:
+        return f"{n} B"
+    value, text, step = float(n), "", 0
+    while step < len(_BINARY_UNITS):
+        value /= 1024
+        text = f"{value:.3g}"
+        if "e" not in text:  # below 999.5 (1000 and up is the next unit's 0.977)
+            break
+        step += 1
+    return f"{text} {_BINARY_UNITS[min(step, len(_BINARY_UNITS) - 1)]}"
+
+
 def json_line(obj: Any) -> bytes:
     return jsonl.dumps(obj)
 
@@ -127,6 +148,7 @@ class Output:
         self.where = where  # what `out` writes to, named in a full-disk error; None: stdout
         self.err = stderr if stderr is not None else sys.stderr
         self.torn = False  # a write to stdout failed or was interrupted part-way
+        self.template: Template | None = None  # --format: each message fills it, whatever the mode
 
     # ---- diagnostics -------------------------------------------------------------------
 
@@ -186,7 +208,13 @@ class Output:
 
     def message(self, m: Message) -> None:
         """A single-message command's result (put, get without --count)."""
-        if self.mode == "json" or self.mode == "jsonl":
+        if self.template is not None:
+            self._write(self.template.render(m))
+        elif self.mode == "hex":
+            from . import hexdump
+
+            self._write(hexdump.message(m))
+        elif self.mode == "json" or self.mode == "jsonl":
             self._write(json_line(m.to_dict()) + b"\n")
         elif self.mode == "body":
             self._write(m.body + self.delimiter)
@@ -206,7 +234,7 @@ class Output:
 
     def msg_ids(self, messages: Sequence[Message]) -> None:
         """What a put prints: each new msg_id (text), or the records (json/jsonl)."""
-        if self.mode == "text" or self.mode == "body":
+        if self.mode in ("text", "body", "hex"):
             self._write("".join(m.msg_id + "\n" for m in messages).encode("utf-8"))
         elif self.mode == "jsonl" or len(messages) != 1:
             with self.messages() as stream:
@@ -254,6 +282,12 @@ class MessageStream:
     def _encode(self, m: Message, number: int) -> bytes:
         """Message `number` (1, 2, ...) of the stream."""
         o = self.output
+        if o.template is not None:
+            return o.template.render(m)
+        if o.mode == "hex":
+            from . import hexdump
+
+            return hexdump.message(m, number)
         if o.mode == "json":
             return (b"[" if number == 1 else b",\n") + json_line(m.to_dict())
         if o.mode == "jsonl":
@@ -285,7 +319,7 @@ class MessageStream:
     def close(self, failed: bool = False) -> None:
         """End the JSON array; after a failure with nothing written, or a torn write, write
         nothing."""
-        if self.output.mode == "json" and not (failed and (self.count == 0 or self.output.torn)):
+        if self.output.mode == "json" and self.output.template is None and not (failed and (self.count == 0 or self.output.torn)):
             self.output._write(b"[]\n" if self.count == 0 else b"]\n")
 
 
@@ -349,23 +383,51 @@ def _width() -> int:
 
 
 @contextmanager
-def progress(description: str, total: int | None = None, *, enabled: bool = True) -> Iterator[Any]:
-    """A rich progress bar on stderr, only when stderr is a terminal; else a silent stand-in."""
+def progress(description: str, total: int | Callable[[], int | None] | None = None, *,
+             unit: str = "messages", enabled: bool = True) -> Iterator[Any]:
+    """A progress bar on stderr (never stdout), only when stderr is a terminal; else a silent
+    stand-in. In "messages" it shows done of `total` with a rate and the time left; in "bytes"
+    (reading a file) bytes of `total` in binary units, the rate and the time left. `total` may
+    be a callable, asked only when a bar is drawn: a count read from the store costs nothing
+    when no one sees it. None: not known (a pipe), the count alone is shown."""
     if not (enabled and sys.stderr.isatty()):
         yield _NoProgress()
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                               TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+    from rich.text import Text
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    class _Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            # rich's estimate needs two updates; after one (a single batch), the mean so far
+            speed = task.finished_speed or task.speed or (task.completed / task.elapsed if task.elapsed else None)
+            if not speed:
+                return Text("")
+            return Text(f"{human_bytes(int(speed))}/s" if unit == "bytes" else f"{speed:,.0f} msg/s")
+
+    known = total() if callable(total) else total
+    done = DownloadColumn(binary_units=True) if unit == "bytes" else MofNCompleteColumn()
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), done, _Rate(),
+                   TimeRemainingColumn() if known is not None else TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True, redirect_stdout=False, redirect_stderr=False)
     with bar:
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(description, total=known)
         yield _Progress(bar, task)
+
+
+@contextmanager
+def counting(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+    """`progress` in messages, yielding only its `advance(n)`."""
+    with progress(description, total=total) as bar:
+        yield bar.advance
 
 
 class _NoProgress:
     def advance(self, n: int = 1) -> None:
+        pass
+
+    def reached(self, completed: int) -> None:
         pass
 
 
@@ -375,3 +437,6 @@ class _Progress:
 
     def advance(self, n: int = 1) -> None:
         self.bar.update(self.task, advance=n)
+
+    def reached(self, completed: int) -> None:
+        self.bar.update(self.task, completed=completed)

@@ -11,14 +11,15 @@ its names, metavar, help (with click's `[default: …]` notes), choices and whet
 value. Nothing else is read, so a new command or option reaches the completions and man pages
 on the next run, and tests/test_generated_docs.py fails until that run is committed.
 
-Completions are static scripts, not click's `_MQCLI_COMPLETE=bash_source` callbacks. Completing
-then never starts Python or opens a store: a TAB costs a few shell function calls instead of an
-interpreter start and the import of typer, rich and the store (about a quarter of a second),
-the scripts work where mqcli is installed but not on the completing shell's PATH, and they can
-be read and reviewed like any other file. What they cannot do is complete values that live in a
-store (queue names, msg ids); option values are completed from click Choices or from a metavar
-that lists the values (`text|json|jsonl|body`), and file names where the parameter is a path or
-its metavar names a FILE.
+Completions are scripts of each shell's own, not click's `_MQCLI_COMPLETE=bash_source`
+callbacks: commands, options and option values with fixed choices are completed by the script
+alone, so a TAB there never starts Python (where a click callback imports typer, rich and the
+command tree, about a quarter of a second) and the scripts can be read and reviewed like any
+other file. Values that live in a store (queue names, outgoing queues' format names,
+transaction ids, link names) are asked of `mqcli __complete KIND [--store PATH] -- WORD`,
+which loads none of the app (mqcli/complete.py, whose table says which parameter names what);
+file names are left to the shell where the parameter is a path or its metavar names a FILE,
+directories for a store path.
 
 Man pages are plain man(7) troff that must render with `groff -man -ww -z` silently
 (scripts/gendocs/man.py says how help text is escaped).

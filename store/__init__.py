@@ -21,18 +21,18 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-if TYPE_CHECKING:
-    from . import errors
-    from .engine import Imported, NewMessage, QueueStats, Store, StoreInfo, SweepResult
-    from .errors import StoreError
-    from .forwarding import OutgoingInfo, Route, Taken
-    from .links import LinkInfo
-    from .queues import DEAD_LETTER, DEAD_LETTER_TX, QueueInfo
-    from .records import (
-        AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, PUT_UNCONFIRMED,
-        STATES, TX_LOCKED, Message,
-    )
-
+if TYPE_CHECKING:  # `X as X`: re-exported names, for type checkers and linters
+    from . import errors as errors
+    from .engine import Imported as Imported, NewMessage as NewMessage, QueueStats as QueueStats
+    from .engine import Store as Store, StoreInfo as StoreInfo, SweepResult as SweepResult
+    from .errors import StoreError as StoreError
+    from .forwarding import OutgoingInfo as OutgoingInfo, Route as Route, Taken as Taken
+    from .links import LinkInfo as LinkInfo
+    from .queues import DEAD_LETTER as DEAD_LETTER, DEAD_LETTER_TX as DEAD_LETTER_TX, QueueInfo as QueueInfo
+    from .records import AVAILABLE as AVAILABLE, BROWSE_GET_UNCONFIRMED as BROWSE_GET_UNCONFIRMED
+    from .records import GET_UNCONFIRMED as GET_UNCONFIRMED, LOCKED_BROWSE as LOCKED_BROWSE
+    from .records import PUT_UNCONFIRMED as PUT_UNCONFIRMED, STATES as STATES, TX_LOCKED as TX_LOCKED
+    from .records import Message as Message
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:

@@ -78,6 +78,7 @@ class NewMessage:
     dead_letter: bool = True
     trace: bool = False
     report_queue: str | None = None
+    expires: int | None = None  # µs since the epoch, UTC: when given, the time to be received ends then (not ttl)
 
     def wrong_type(self) -> str | None:
         """Which field has a type a message cannot hold, said for a person; None if none has.
@@ -101,6 +102,7 @@ _NEW_MESSAGE_TYPES = (
     ("correl_id", (str, type(None)), "a str or None"), ("label", (str,), "a str"),
     ("props", (dict, type(None)), "a dict or None"), ("app_specific", (int,), "an int"),
     ("ttl", (int, float, type(None)), "a number of seconds or None"),
+    ("expires", (int, type(None)), "a time in µs since the epoch or None"),
     ("report_queue", (str, type(None)), "a queue name (str) or None"),
 )
 
@@ -735,7 +737,7 @@ class Store(Forwarding):
             out = []
             try:  # costs nothing until a field of the wrong type makes Python raise
                 for i, new in enumerate(batch):
-                    expires = None if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
+                    expires = new.expires if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
                     # positional for speed (this loop is the batched-put hot path); order as in Message
                     m = Message(
                         new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
@@ -1438,6 +1440,11 @@ class Store(Forwarding):
             return [self._queue_stats(t, t.queue(name)) for name in t.queue_names()]
         return self._read(read)
 
+    def queue_stats(self, name: str) -> QueueStats:
+        """One queue's `stats`, from its counters (no walk over its messages): how many a
+        drain or a move of the whole queue will take, for a progress bar."""
+        return self._read(lambda t: self._queue_stats(t, addressing.lookup(t, name)))
+
     @staticmethod
     def _queue_stats(t: Write, q: QueueInfo) -> QueueStats:
         """From the queue's counters and the ends of its position lists: no walk over its
@@ -1471,7 +1478,7 @@ class Store(Forwarding):
         for name in names:
             after: tuple[int, int] | None = None
             while True:
-                def read(t: Write) -> list[Message]:
+                def read(t: Write, name: str = name, after: tuple[int, int] | None = after) -> list[Message]:
                     return list(itertools.islice(t.queue_messages(addressing.lookup(t, name), after), batch))
                 chunk = self._read(read)
                 yield from (m for m in chunk if hidden or not m.hidden)
@@ -1569,7 +1576,7 @@ class Store(Forwarding):
         while True:
             forgotten = 0
 
-            def one(t: Write) -> SweepResult:
+            def one(t: Write, first: bool = first) -> SweepResult:
                 nonlocal forgotten
                 step = self._maintain(t)
                 if first:

@@ -255,7 +255,7 @@ def verify_data_file(path: Path) -> None:
     file = path / "data.mdb"
     if struct.calcsize("P") != 8 or not file.exists():
         return  # another meta layout; or a store being created
-    for attempt in (0, 1):  # twice: a meta page read while a commit rewrites it may be torn
+    for _attempt in (0, 1):  # twice: a meta page read while a commit rewrites it may be torn
         with open(file, "rb") as data:
             meta = read_meta(data)
             size = os.fstat(data.fileno()).st_size

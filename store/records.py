@@ -730,3 +730,167 @@ def validate_fields(m: Message) -> None:
     for k in m.props:
         if len(k.encode("utf-8")) > MAX_PROP_BYTES:
             raise InvalidArgument(f"property name {k[:20]!r}… is too long")
+
+
+# ---- one record, lazily ------------------------------------------------------------------
+
+class RecordView:
+    """A version-1 record as a selector reads it (store/selectors.py FIELDS), without decoding
+    it: the fixed header is unpacked once, a string field or a property is read from the bytes
+    when the expression asks for it, the body never. The candidate loop of a `--where` scan
+    (store/write.py `candidates`) tests each record through one and decodes only those that
+    match (README.md#selectors). A part of a malformed record is read as it lies; the
+    full decode of a match still raises BadData (`mqcli check` finds the others)."""
+
+    __slots__ = ("_buf", "_h", "queue")
+
+    def __init__(self, buf: bytes, queue: str = "") -> None:
+        if buf[0] != FORMAT_V1:
+            decode(buf)  # another version: raises BadData unless it knows it
+            raise BadData(f"record format {buf[0]} cannot be read lazily")
+        try:
+            self._h = _HEADER_AND_LENGTHS.unpack_from(buf)
+        except struct.error as exc:
+            raise BadData(f"malformed message record: {exc}") from None
+        self._buf = buf
+        self.queue = queue
+
+    def _string(self, index: int) -> str | None:
+        """The optional string whose length is at header position `index` (None if absent)."""
+        h = self._h
+        n = h[index]
+        if n == _NONE16:
+            return None
+        at = _FIXED
+        for i in _STRING_LENGTHS:
+            if i == index:
+                return self._buf[at:at + n].decode("utf-8")
+            if h[i] != _NONE16:
+                at += h[i]
+        raise AssertionError(index)
+
+    def _props_at(self) -> int:
+        h = self._h
+        at = _FIXED
+        for i in _STRING_LENGTHS:
+            n = h[i]
+            if n != _NONE16:
+                at += n
+        return at
+
+    @property
+    def priority(self) -> int:
+        return self._h[_H_PRIORITY]  # type: ignore[no-any-return]
+
+    @property
+    def label(self) -> str:
+        return self._string(_H_N_LABEL) or ""
+
+    @property
+    def correl_id(self) -> str | None:
+        return self._string(_H_N_CORREL)
+
+    @property
+    def dead_letter_reason(self) -> str | None:
+        return self._string(_H_N_REASON)
+
+    @property
+    def original_queue(self) -> str | None:
+        return self._string(_H_N_ORIG)
+
+    @property
+    def msg_id(self) -> str:
+        return msg_id_text(self._h[_H_ORIGIN], self._h[_H_MSG_N])
+
+    @property
+    def size(self) -> int:
+        return self._h[_H_N_BODY]  # type: ignore[no-any-return]
+
+    @property
+    def put_time(self) -> int:
+        return self._h[_H_PUT_TIME]  # type: ignore[no-any-return]
+
+    @property
+    def expires(self) -> int | None:
+        return self._h[_H_EXPIRES] or None
+
+    @property
+    def backouts(self) -> int:
+        return self._h[_H_BACKOUTS]  # type: ignore[no-any-return]
+
+    @property
+    def hops(self) -> int:
+        return self._h[_H_HOPS]  # type: ignore[no-any-return]
+
+    @property
+    def app_specific(self) -> int:
+        return self._h[_H_APP_SPECIFIC]  # type: ignore[no-any-return]
+
+    @property
+    def msg_class(self) -> str:
+        return "report" if self._h[_H_FLAGS] & _F_REPORT else "normal"
+
+    @property
+    def delivery(self) -> str:
+        return "express" if self._h[_H_FLAGS] & _F_EXPRESS else "recoverable"
+
+    @property
+    def state(self) -> str:
+        return _STATE_NAME[self._h[_H_STATE]]
+
+    @property
+    def props(self) -> PropsView:
+        at = self._props_at()
+        return PropsView(self._buf[at:at + self._h[_H_N_PROPS]])
+
+    @property
+    def body(self) -> bytes:
+        return self._buf[len(self._buf) - self._h[_H_N_BODY]:]
+
+    def message(self) -> Message:
+        """The whole message (a full decode)."""
+        return decode(self._buf, self.queue)
+
+
+class PropsView:
+    """A property block read one name at a time: `get` walks the entries comparing names as
+    bytes and decodes only the value asked for."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        raw = self._raw
+        if not raw:
+            return default
+        wanted = _name_bytes(name)
+        at, end = 0, len(raw)
+        try:
+            while at < end:
+                (nk,) = _PROP_KEY.unpack_from(raw, at)
+                at += _PROP_KEY.size
+                same = raw[at:at + nk] == wanted
+                at += nk
+                (nv,) = _PROP_VALUE.unpack_from(raw, at)
+                at += _PROP_VALUE.size
+                if same:
+                    return raw[at:at + nv].decode("utf-8")
+                at += nv
+        except (struct.error, UnicodeDecodeError) as exc:
+            raise BadData(f"malformed message properties: {exc}") from None
+        return default
+
+
+_NAME_BYTES: dict[str, bytes] = {}
+
+
+def _name_bytes(name: str) -> bytes:
+    """A property name's UTF-8 bytes; cached, as a selector asks for the same few names."""
+    b = _NAME_BYTES.get(name)
+    if b is None:
+        b = name.encode("utf-8")
+        if len(_NAME_BYTES) < 1024:
+            _NAME_BYTES[name] = b
+    return b

@@ -51,7 +51,7 @@ FIELDS: dict[str, tuple[str, Callable[[Message, int], Any]]] = {
     "label": (STRING, lambda m, now: m.label),
     "correl_id": (STRING, lambda m, now: m.correl_id),
     "msg_id": (STRING, lambda m, now: m.msg_id),
-    "size": (NUMBER, lambda m, now: len(m.body)),
+    "size": (NUMBER, lambda m, now: m.size),
     "put_time": (TIME, lambda m, now: m.put_time),
     "age": (NUMBER, lambda m, now: (now - m.put_time) / 1_000_000),
     "backouts": (NUMBER, lambda m, now: m.backouts),

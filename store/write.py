@@ -37,11 +37,12 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
-    PUT_UNCONFIRMED, TX_LOCKED, Message, at_rest, decode, encode, iso_time,
+    PUT_UNCONFIRMED, TX_LOCKED, Message, RecordView, at_rest, decode, encode, iso_time,
 )
 
 if TYPE_CHECKING:
     from .filters import Filter
+    from .selectors import Selector
 
 MAINTENANCE_BATCH = 256
 GONE = None  # where `Write.leave` sends a message that leaves the store
@@ -838,6 +839,16 @@ class Write:
         for _, record in self.positions(prefix, start):
             yield decode(record, q.name)
 
+    def available_selected(self, q: QueueInfo, selector: Selector, priority: int | None = None) -> Iterator[Message]:
+        """The available messages `selector` selects, in queue order: each record tested
+        through a RecordView (the fields the expression uses, read from its bytes) and only
+        the matches decoded (README.md#selectors)."""
+        prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
+        matches, now, name = selector.matches, self.now, q.name
+        for _, record in self.positions(prefix):
+            if matches(RecordView(record, name), now):  # type: ignore[arg-type]
+                yield decode(record, name)
+
     def by_index(self, prefix: bytes) -> Iterator[Message]:
         """The messages an index prefix points at, in index order."""
         for seq, location in [(keys.seq_of(key), value) for key, value in self.index_items(prefix)]:
@@ -946,9 +957,7 @@ class Write:
         if f.selector is None:
             yield from self.available(q, f.priority)
             return
-        for m in self.available(q, f.priority):
-            if f.selector.matches(m, self.now):
-                yield m
+        yield from self.available_selected(q, f.selector, f.priority)
 
     def get_next(self, q: QueueInfo, priority: int | None, count: int) -> list[Message]:
         """Destructive get of the next `count` available messages: cursor steps on the position

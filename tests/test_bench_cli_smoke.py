@@ -12,10 +12,12 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MQCLI = os.path.join(os.path.dirname(sys.executable), "mqcli")
 
-TARGETS = {"startup_put_ratio", "startup_help_ratio", "bulk_put_rate", "bulk_get_rate",
+TARGETS = {"startup_put_ratio", "startup_help_ratio", "startup_complete_ratio", "bulk_put_rate",
+           "bulk_get_rate",
            "bulk_put_max_rss", "bulk_get_max_rss", "wait_latency_median", "wait_latency_p99",
-           "stalled_put_p99", "consume_overhead", "batch_speedup"}
-STARTUP = {"python -c pass", "mqcli put q hello", "mqcli --help", "python -c 'import typer'",
+           "stalled_put_p99", "consume_overhead", "batch_speedup", "stats_prometheus_ratio"}
+STARTUP = {"python -c pass", "mqcli put q hello", "mqcli --help", "mqcli __complete queue",
+           "python -c 'import typer'",
            "mqcli put q hello, caller's env"}
 
 pytestmark = pytest.mark.skipif(not os.access(MQCLI, os.X_OK),
@@ -27,7 +29,8 @@ def test_bench_cli_quick_runs_and_writes_json(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "cli", "--quick", "--bulk-messages", "300",
          "--startup-runs", "2", "--latency-samples", "2", "--importtime-runs", "1",
-         "--settle-ms", "20", "--out", str(out), "--tmpdir", str(tmp_path / "work")],
+         "--settle-ms", "20", "--stats-messages", "300", "--stats-runs", "1",
+         "--out", str(out), "--tmpdir", str(tmp_path / "work")],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -80,6 +83,12 @@ def test_bench_cli_quick_runs_and_writes_json(tmp_path):
 
     b = doc["batch"]
     assert (b["lines"], b["processes"]) == (1000, 10) and b["results"]["speedup"] > 0
+
+    s = doc["stats"]  # bench/cli_stats.py: a deep store of 300 messages against an empty one
+    assert (s["queues"], s["messages"], s["held_in_flight"], s["runs"]) == (100, 300, 100, 1)
+    for name in ("empty", "deep"):
+        assert s["results"][name]["wall_s"]["median"] > 0 and s["results"][name]["in_process_read_s"]["median"] > 0
+    assert "stats --prometheus, 100 queues" in proc.stdout
 
     assert set(doc["targets"]) == TARGETS
     for key, t in doc["targets"].items():

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import click
@@ -28,7 +27,7 @@ import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as s
 
-from cli_helpers import Cli, invoke, mqcli_command
+from cli_helpers import Cli, mqcli_command
 from mqcli.app import app
 from mqcli.values import parse_escapes
 
@@ -286,13 +285,20 @@ def _leaf_commands():
     return list(walk(typer.main.get_command(app), []))
 
 
-# commands left out: they serve or watch until stopped (listen, dispatch --follow, stats --watch,
-# get --wait forever, consume), run other processes for long (bench, consume: its --exec is a
-# shell command) or start Spark (analyze); their options with values are fuzzed through the
-# commands that share them (--where, --lease, --count, --idle)
-NOT_FUZZED = {("listen",), ("dispatch",), ("bench",), ("analyze",), ("consume",)}
+# Commands that would serve, wait or run others' commands until stopped are run with arguments
+# that end them once their values are checked: `listen` on a path that holds no store (it
+# checks its values, then finds no store: exit 11, never a listener), `dispatch --once` (the
+# fuzz store has no links), `consume --idle 0` on a queue nobody puts to (no --exec command
+# ever runs). bench and analyze run for long or start Spark: their values are fuzzed up to the
+# end of click's parsing (test_no_option_value_of_a_long_running_command_breaks_its_parsing).
+ENDING = {("listen",): ("store", ["--store", str(Path(tempfile.gettempdir()) / "mqcli-fuzz-no-store")]),
+          ("dispatch",): ("once", ["--once"]),
+          ("consume",): ("idle", ["--idle", "0"])}
+NOT_FUZZED = {("bench",), ("analyze",)}
 UNTIL_STOPPED = {"store", "traceback", "watch", "follow"}  # flags that never end in-process
-COMMANDS = [(p, c) for p, c in _leaf_commands() if tuple(p[:1]) not in NOT_FUZZED]
+ALL_COMMANDS = _leaf_commands()
+COMMANDS = [(p, c) for p, c in ALL_COMMANDS if tuple(p[:1]) not in NOT_FUZZED]
+PARSED_ONLY = [(p, c) for p, c in ALL_COMMANDS if tuple(p[:1]) in NOT_FUZZED]
 
 DURATIONS = ["0", "0s", "0ms", "250ms", "30s", "5m", "2h", "forever", "-1s", "1.5", "1e9", "10d", "",
              "9" * 30 + "h", "100000000h", "0x10", "\x00", "١s"]
@@ -318,7 +324,7 @@ def _values(command: list[str], param: click.Parameter, safe_dir: Path):
                                str(safe_dir), str(safe_dir / "new.jsonl")])
     if name in {"wait", "idle"}:  # never a wait that blocks the test: a zero, or a bad one
         return s.sampled_from(["0", "0s", "0ms", "-1", "soon", ""])
-    if name in {"ttl", "lease", "timeout", "older_than", "interval", "retry_max", "idle_timeout"}:
+    if name in {"ttl", "lease", "timeout", "older_than", "interval", "retry_max", "idle_timeout", "handshake_timeout"}:
         return s.sampled_from(DURATIONS) | s.text(max_size=8)
     if name in {"quota", "max_message_size", "max_frame"}:
         return s.sampled_from(SIZES) | s.text(max_size=8)
@@ -340,11 +346,15 @@ def _valid(command: list[str], param: click.Parameter, safe_dir: Path) -> str:
     name = (param.name or "").lower()
     if isinstance(param.type, click.Path) or name in {"to", "file", "key_file", "jsonl", "lines"}:
         return str(safe_dir / "f")
-    if name in {"wait", "ttl", "lease", "timeout", "older_than", "interval", "retry_max", "idle_timeout"}:
-        return "0" if name == "wait" else "30s"
+    if name in {"wait", "ttl", "lease", "timeout", "older_than", "interval", "retry_max", "idle_timeout",
+                "handshake_timeout", "idle"}:
+        return "0" if name in {"wait", "idle"} else "30s"
     if name in {"quota", "max_message_size", "max_frame"}:
         return "64KiB"
-    return {"delimiter": "\\n", "output": "json", "address": "127.0.0.1:7000", "name": "qm2",
+    if command == ["consume"] and name == "queue":
+        return "idle"  # empty: no --exec value is ever run
+    return {"delimiter": "\\n", "output": "json", "address": "127.0.0.1:7000", "bind": "127.0.0.1:0", "name": "qm2",
+            "where": "priority >= 0",
             "text": "-"}.get(name, "q" if isinstance(param.type, click.types.StringParamType) else "1")
 
 
@@ -353,7 +363,7 @@ def command_lines(draw, command: list[str], fuzzed_name: str | None, safe_dir: P
     """`command` with its option or argument `fuzzed_name` given a fuzzed value, the others left
     out or given a value they accept: a bad value for an option parsed earlier would otherwise
     hide every later one."""
-    cmd = dict((tuple(p), c) for p, c in COMMANDS)[tuple(command)]
+    cmd = dict((tuple(p), c) for p, c in ALL_COMMANDS)[tuple(command)]
     params = [p for p in cmd.params if p.name not in UNTIL_STOPPED]  # no endless watch or follow
     fuzzed = next((p for p in params if p.name == fuzzed_name), None)
     argv = list(command)
@@ -371,6 +381,9 @@ def command_lines(draw, command: list[str], fuzzed_name: str | None, safe_dir: P
             argv += [draw(s.sampled_from(param.opts)), draw(_values(command, param, safe_dir))]
         elif param.required or draw(s.integers(0, 3)) == 0:
             argv += [param.opts[0], _valid(command, param, safe_dir)]
+    ending, args = ENDING.get(tuple(command), (None, []))
+    if ending != fuzzed_name and not set(args) & set(argv):
+        argv += args
     return argv
 
 
@@ -384,6 +397,7 @@ def _fuzz_store() -> Cli:
             shutil.rmtree(SAFE_DIR)
         SAFE_DIR.mkdir(mode=0o700)
         FUZZ_STORE["cli"] = new_store(SAFE_DIR / "s")
+        FUZZ_STORE["cli"].ok("queue", "create", "idle", "-q")
     return FUZZ_STORE["cli"]
 
 
@@ -393,18 +407,19 @@ def fuzz_dir():
     shutil.rmtree(SAFE_DIR, ignore_errors=True)
 
 
-def _fuzzed_values():
+def _fuzzed_values(commands):
     """(command, the option or argument given fuzzed values) for every command: each value
     option once per command; the options every command shares (-o, -q) with one command."""
     pairs = []
-    for path, cmd in COMMANDS:
+    for path, cmd in commands:
         names = [p.name for p in cmd.params if p.name not in UNTIL_STOPPED | {"quiet", "output"}
                  and not getattr(p, "is_flag", False)]
         pairs += [(path, name) for name in names] or [(path, None)]
     return [*pairs, (["get"], "output"), (["info"], "output")]
 
 
-FUZZED = _fuzzed_values()
+FUZZED = _fuzzed_values(COMMANDS)
+PARSE_FUZZED = [(p, n) for p, n in _fuzzed_values(PARSED_ONLY) if n not in {"output"}]
 
 
 @pytest.mark.slow
@@ -431,6 +446,26 @@ def test_no_option_value_of_any_command_is_an_internal_error(fuzz_dir, command, 
             else:
                 assert any(line.startswith("mqcli: error: ") for line in lines), r
     run()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command, fuzzed", PARSE_FUZZED, ids=[" ".join(p) + f" {n}" for p, n in PARSE_FUZZED])
+def test_no_option_value_of_a_long_running_command_breaks_its_parsing(command, fuzzed):
+    """listen, dispatch, consume, bench and analyze serve, watch or start Spark, so their values
+    are fuzzed through click's parsing and conversion (durations, sizes, ids, addresses, the
+    selector): a value either parses or is a usage error, never another exception."""
+    root = typer.main.get_command(app)
+    leaf = dict((tuple(p), c) for p, c in ALL_COMMANDS)[tuple(command)]
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(argv=command_lines(command, fuzzed, SAFE_DIR / "files"))
+    def parse(argv):
+        with click.Context(root, info_name="mqcli", obj={}) as parent:
+            try:
+                leaf.make_context(command[-1], argv[len(command):], parent=parent)
+            except (click.ClickException, click.exceptions.Exit):
+                pass  # a usage error (exit 2) or --help: what a user sees
+    parse()
 
 
 # ---- machine-readable output, prompts and Ctrl-C (item 5 of the issue) ----------------------

@@ -51,7 +51,7 @@ def test_followers_see_every_message_of_a_producer_once_in_order_and_ctrl_c_exit
         assert bodies(out) == expected  # "before" was there already: from now on only
         # the producer's messages move on to r, where the getter takes them as they come
         with Store.open(cli.store) as st:
-            for batch in st.move("q", "r", batch=7):
+            for _moved in st.move("q", "r", batch=7):
                 pass
         wait_until(lambda: not Store.open(cli.store).browse("r"), 60, "the getter to take every message")
         for p in (endless, getter):

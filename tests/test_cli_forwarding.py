@@ -30,7 +30,7 @@ def test_link_add_refuses_a_bad_address_a_duplicate_and_an_unsafe_key(cli, tmp_p
 
 def test_link_list_and_remove(cli, tmp_path):
     linked(cli, tmp_path)
-    assert [l["name"] for l in cli.json("link", "list")] == ["qm2"]
+    assert [link["name"] for link in cli.json("link", "list")] == ["qm2"]
     cli.ok("link", "remove", "qm2")
     assert cli.json("link", "list") == []
     cli.fails(6, "link", "remove", "qm2")

@@ -3,7 +3,6 @@
 import time
 from datetime import datetime, timezone
 
-import pytest
 
 from store import Store
 

@@ -89,7 +89,7 @@ def test_an_interrupted_bulk_put_prints_the_id_of_every_message_it_stored(cli, s
         ids = tmp_path / "ids.txt"
         with open(ids, "wb") as out:
             proc = spawn(cli, "put", queue, *args, stdout=out)
-            wait_for(lambda: ids.stat().st_size > 0, proc)
+            wait_for(lambda ids=ids: ids.stat().st_size > 0, proc)
             time.sleep(delay)
             proc.send_signal(signum)
             code, err = finish(proc)
@@ -117,7 +117,7 @@ def test_an_interrupted_get_all_json_printed_exactly_what_it_removed_as_a_whole_
         got = tmp_path / "got.json"
         with open(got, "wb") as out:
             proc = spawn(cli, "get", "q", "--all", "-o", "json", stdout=out)
-            wait_for(lambda: got.stat().st_size > 0, proc)
+            wait_for(lambda got=got: got.stat().st_size > 0, proc)
             time.sleep(delay)
             proc.send_signal(signum)
             code, err = finish(proc)

@@ -71,18 +71,24 @@ def test_an_indexed_selector_reads_the_index_not_the_queue(tmp_path, monkeypatch
     st.create_queue("q")
     st.put_many("q", [NewMessage(b"%d" % i, correl_id="rare" if i % 1000 == 0 else "common",
                                  props={"n": str(i)}) for i in range(5000)])
-    decoded = 0
-    real = records.decode
+    calls = {"decode": 0, "RecordView": 0}
 
-    def counting(*args, **kw):
-        nonlocal decoded
-        decoded += 1
-        return real(*args, **kw)
+    def counting(name):
+        real = getattr(records, name)
 
-    monkeypatch.setattr(write, "decode", counting)
+        def count(*args, **kw):
+            calls[name] += 1
+            return real(*args, **kw)
+        return count
+
+    for name in calls:
+        monkeypatch.setattr(write, name, counting(name))
     assert len(st.browse("q", where="correl_id = 'rare' AND props.n <> '0'")) == 4
-    assert decoded == 5  # the five messages the correl_id index names, and no other
-    decoded = 0
+    # the five messages the correl_id index names, and no other
+    assert calls == {"decode": 5, "RecordView": 0}
+    calls.update(decode=0)
     assert len(st.browse("q", where="props.n = '1000'")) == 1
-    assert decoded == 5000  # a property has no index: the queue is read
+    # a property has no index: every record of the queue is read, through a lazy view, and
+    # only the match is decoded
+    assert calls == {"decode": 1, "RecordView": 5000}
     st.close()

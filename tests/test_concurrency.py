@@ -6,11 +6,10 @@ queue (two-phase gets are always confirmed, never undone), so each consumer must
 messages of one producer at one priority in increasing sequence order.
 """
 
-import os
 import subprocess
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import pytest

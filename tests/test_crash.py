@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import lmdb
 import pytest
 
 from store import NewMessage, Store

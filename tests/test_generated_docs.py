@@ -197,7 +197,7 @@ def test_fish_completes_commands_and_output_modes():
 
     assert complete("mqcli qu") == {"queue"}
     assert complete("mqcli --store /tmp/x queue ") == set(GROUPS[("queue",)])
-    assert complete("mqcli put q -o ") == {"text", "json", "jsonl", "body"}
+    assert complete("mqcli put q -o ") == {"text", "json", "jsonl", "body", "hex"}
 
 
 # ---- (3) the pages render cleanly -------------------------------------------------------
@@ -255,7 +255,7 @@ def test_bash_completes_commands_options_and_values():
         {"queue"},
         {"create"},
         {"create"},
-        {"text", "json", "jsonl", "body"},
+        {"text", "json", "jsonl", "body", "hex"},
         {"json", "jsonl"},
         {"--no-throttle"},
         set(),

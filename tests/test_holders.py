@@ -4,7 +4,6 @@ blocks nobody; a holder that is killed gives back its messages, and only its own
 processes, real pipes, SIGKILL."""
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -16,7 +15,6 @@ import time
 import pytest
 
 from channel_helpers import ListenerProc, keygen, make_store, mqcli, wait_until
-from cli_helpers import mqcli_command
 from store import NewMessage, Store
 
 DEST = "DIRECT=OS:qmB\\q"

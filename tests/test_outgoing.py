@@ -80,7 +80,7 @@ def test_links_are_added_listed_and_removed(qms, key):
     with pytest.raises(LinkExists):
         a.add_link("QMB", "127.0.0.1:9", key)
     a.add_link("qmC", "[::1]:7003", key)
-    assert [(l.name, l.host, l.port) for l in a.links()] == [("qmB", "127.0.0.1", 7001), ("qmC", "::1", 7003)]
+    assert [(link.name, link.host, link.port) for link in a.links()] == [("qmB", "127.0.0.1", 7001), ("qmC", "::1", 7003)]
     a.remove_link("qmc")
     with pytest.raises(LinkNotFound):
         a.remove_link("qmC")

@@ -1,6 +1,5 @@
 """The record codec, its JSON form and the key layouts."""
 
-import struct
 
 import pytest
 from hypothesis import given, settings

@@ -165,7 +165,7 @@ def test_tx_locked_messages_are_in_flight_and_do_not_expire(txq, clock):
 
 def test_commit_of_10000_operations_is_one_lmdb_write_transaction(txq, monkeypatch):
     t = txq.tx_begin()
-    for i in range(10):
+    for _ in range(10):
         txq.put_many("a", [NewMessage(b"m") for _ in range(1000)], tx=t)
     writes = []
     real_begin = txq._env.begin

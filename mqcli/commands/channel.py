@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from store.errors import Interrupted
+from store.errors import ChannelError, Interrupted
 
 from ..durations import parse_duration, parse_size
 from ..exits import UsageError
@@ -74,7 +74,10 @@ def listen(
     from store.channel.listener import ListenerConfig, is_loopback, parse_bind, serve
     from store.links import load_key
 
-    host, port = parse_bind(bind)
+    try:
+        host, port = parse_bind(bind)
+    except ChannelError as exc:  # a value that cannot be valid: a usage error, as for the others
+        raise UsageError(str(exc)) from None
     frame = parse_size(max_frame, "--max-frame")
     if not MIN_MAX_FRAME <= frame <= MAX_MAX_FRAME:  # CHALLENGE carries it in 32 bits
         raise UsageError(f"invalid --max-frame {max_frame!r}: from 64KiB ({MIN_MAX_FRAME}) to 4GiB less "
@@ -136,7 +139,6 @@ def dispatch(
       mqcli dispatch --follow --link qm2
     """
     from store.channel.dispatcher import DispatchConfig, describe_dead_lettered, run
-    from store.errors import ChannelError
 
     if once == follow:
         raise UsageError("give exactly one of --once and --follow")

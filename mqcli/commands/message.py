@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, ContextManager, Optional
 
 import typer
 
@@ -17,8 +17,9 @@ from .. import inputs, values
 from ..durations import parse_duration
 from ..exits import UsageError
 from ..options import AUTO, NewConfirmOpt, NewLockOpt, Session, shared_options
-from ..render import Output, age, iso, progress
+from ..render import Output, age, counting, iso, progress
 from ..signals import Terminated, WritingGate, deferred
+from ..template import Template, TemplateError, compile_template
 
 BATCH = 1000
 
@@ -45,6 +46,33 @@ WhereOpt = Annotated[Optional[str], typer.Option(
     help="Only messages the selector selects: SQL92 conditions on header fields and props.NAME, "
          "e.g. \"priority > 4 AND props.region = 'eu'\" or \"age > 10m AND label LIKE 'inv%'\" "
          "(README: Selectors).")]
+def _template(text: Optional[str]) -> Optional[Template]:
+    """A --format template is compiled as the command line is read: an unknown placeholder is
+    exit 2 naming it, before any message is taken."""
+    if text is None:
+        return None
+    try:
+        return compile_template(text)
+    except TemplateError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+FormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", metavar="TEMPLATE", callback=_template,
+    help="Write each message as TEMPLATE fills it (kcat -f): {msg_id} {priority} {label} {correl_id} "
+         "{put_time} {size} {backouts} {props.NAME} {body} {body_hex} (and {queue} {state} {expires} "
+         "{app_specific} {hops} {lookup_id} {unique_id} {dead_letter_reason} {original_queue}), "
+         "{{ and }} for braces, escapes \\n \\t \\0 \\\\. Bodies are written as their bytes.")]
+
+
+def _formatted(s: Session, template: Optional[Template]) -> None:
+    """--format takes the place of -o: the two do not go together."""
+    if template is not None:
+        if s.out.mode != "text":
+            raise UsageError(f"--format writes each message as its template says; drop -o {s.out.mode}")
+        s.out.template = template
+
+
 ConfirmOpt = Annotated[Optional[int], typer.Option("--confirm-id", callback=values.positive_id, help="Confirm id (a positive 63-bit integer you choose).")]
 LockOpt = Annotated[Optional[int], typer.Option("--lock-id", callback=values.positive_id, help="Lock id of a browse with lock.")]
 LeaseOpt = Annotated[Optional[str], typer.Option("--lease", help="Undo automatically if not confirmed within this time, e.g. 30s.")]
@@ -70,16 +98,18 @@ def _seconds(text: Optional[str], what: str) -> Optional[float]:
 
 def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message] | list[NewMessage]],
                 keep_ids: bool, confirm_id: Optional[int | str], lease: Optional[float],
-                tx: Optional[int] = None, new_ids: bool = False) -> int:
+                tx: Optional[int] = None, new_ids: bool = False, *,
+                tracking: ContextManager[Callable[[int], None]]) -> int:
+    """Put the batches of `items`; `tracking` is the progress bar, told of each batch."""
     total = skipped = 0
     extend = False  # the later batches add to the confirm id the first one took
     try:
-        with progress(f"put {queue}") as bar, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
+        with tracking as step, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
             for batch in items:
                 with deferred():  # what is committed is printed: Ctrl-C waits for the ids
                     if keep_ids:
-                        done = st.import_messages(queue, batch, new_ids=new_ids)  # type: ignore[arg-type]
-                        skipped += len(done.skipped)
+                        done, n_skipped = _store_records(st, queue, batch, new_ids)  # type: ignore[arg-type]
+                        skipped += n_skipped
                     else:
                         done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
                                            extend=extend)
@@ -89,11 +119,33 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                         _note_id(out, "confirm id", done[0].confirm_id)
                     confirm_id, extend = done[0].confirm_id, True
                 total += len(done)
-                bar.advance(len(batch))
+                step(len(batch))
     finally:  # also when interrupted: the ids printed are not all the records read
         if skipped:
             out.note(f"skipped {skipped} already stored (their msg_ids are in the store; --new-ids stores copies)")
     return total
+
+
+def _store_records(st: Store, queue: str, batch: list[Message | NewMessage], new_ids: bool) -> tuple[list[Message], int]:
+    """A batch of `put --jsonl` records in input order: each run of replayed records (with
+    msg_id) imported keeping its ids, each run of new messages put; (stored, skipped)."""
+    done: list[Message] = []
+    skipped = 0
+    at = 0
+    while at < len(batch):
+        replay = isinstance(batch[at], Message)
+        end = at
+        while end < len(batch) and isinstance(batch[end], Message) == replay:
+            end += 1
+        run = batch[at:end]
+        if replay:
+            imported = st.import_messages(queue, run, new_ids=new_ids)  # type: ignore[arg-type]
+            skipped += len(imported.skipped)
+            done += imported
+        else:
+            done += st.put_many(queue, run)  # type: ignore[arg-type]
+        at = end
+    return done, skipped
 
 
 def _note_id(out: Output, what: str, ident: Optional[int]) -> None:
@@ -151,20 +203,25 @@ def put(
     lease: LeaseOpt = None,
     tx: TxOpt = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Put the body this many times.")] = 1,
-    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -), as `get -o jsonl` prints them, keeping their ids; a record whose msg_id is stored already is skipped.")] = None,
+    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). Every line is checked first: a bad one stores nothing (exit 12).")] = None,
     new_ids: Annotated[bool, typer.Option("--new-ids", help="With --jsonl: store each record as a copy with a new msg_id and put time.")] = False,
     lines: Annotated[Optional[str], typer.Option("--lines", metavar="FILE|-", help="Put one message per line of a file (or -).")] = None,
 ) -> None:
     """Put a message (or many) on a queue; prints each new msg_id.
 
-    --jsonl keeps the records' msg_ids; as a msg_id is unique within a store, a record whose
-    msg_id is stored already is skipped (not printed, counted on stderr); --new-ids makes copies.
+    --jsonl reads one JSON object a line: a new message takes any of body (or body_b64),
+    priority, label, correl_id, props, ttl (a duration) or expires, app_specific, express; a
+    record with a msg_id (as `get -o jsonl` prints it) keeps it, and as a msg_id is unique
+    within a store, one stored already is skipped (not printed, counted on stderr); --new-ids
+    makes copies. Every line is checked before any is stored: an unknown field or a wrong type
+    is exit 12 naming the line and the field, and nothing of the input is stored.
 
     \b
     Examples:
       mqcli put orders 'hello' --priority 5 --correl-id order-17
       mqcli put orders - < payload.bin
       mqcli put orders --lines events.txt
+      echo '{"body": "x", "priority": 5, "props": {"region": "eu"}, "ttl": "10m"}' | mqcli put orders --jsonl -
       mqcli get old -o jsonl --all | mqcli put new --jsonl -
       mqcli put orders 'hello' --tx "$(mqcli tx begin)"
     """
@@ -196,16 +253,18 @@ def put(
     with s.open() as st:
         if jsonl is not None:
             with inputs.opened(jsonl) as stream:
-                limit = inputs.record_line_limit(st.info().max_message_size)
-                records = (m for _, m in inputs.read_records(stream, limit))
+                max_size = st.info().max_message_size
+                limit = inputs.record_line_limit(max_size)
+                records = (m for _, m in inputs.put_records(stream, limit, max_size))
                 batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
-                _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids)
+                _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids,
+                            tracking=inputs.reading_progress(f"put {queue}", stream))
         elif lines is not None:
             with inputs.opened(lines) as stream:
                 bodies = inputs.body_lines(stream, st.info().max_message_size)
                 _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
                                                for chunk in _chunks(bodies, BATCH)),
-                            False, confirm_id, lease_s, tx)
+                            False, confirm_id, lease_s, tx, tracking=inputs.reading_progress(f"put {queue}", stream))
         elif count == 1 and confirm_id is None:
             message = NewMessage(inputs.message_body(body, file, lambda: st.info().max_message_size), **fields)
             with deferred():
@@ -214,7 +273,7 @@ def put(
             data = inputs.message_body(body, file, lambda: st.info().max_message_size)
             _put_stream(st, s.out, queue,
                         ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
-                        False, confirm_id, lease_s, tx)
+                        False, confirm_id, lease_s, tx, tracking=counting(f"put {queue}", count))
 
 
 def _chunks(items: Iterator, size: int) -> Iterator[list]:
@@ -234,6 +293,21 @@ def _sizes(total: int, size: int) -> Iterator[int]:
         total -= size
 
 
+_SELECTING = ("msg_id", "unique_id", "correl_id", "lookup_id", "priority", "where", "lock_id")
+
+
+def _to_take(st: Store, queue: str, count: Optional[int], filters: dict) -> Callable[[], Optional[int]]:
+    """How many messages a get or move of `queue` will take, for its progress bar (asked only
+    when one is drawn): its available messages (from the counters), at most `count`; with a
+    filter, only `count` is known."""
+    def known() -> Optional[int]:
+        if any(filters.get(k) is not None for k in _SELECTING):
+            return count
+        available = st.queue_stats(queue).by_state["available"]
+        return available if count is None else min(count, available)
+    return known
+
+
 # ---- get and browse ---------------------------------------------------------------------
 
 @shared_options(delimiter=True)
@@ -247,7 +321,7 @@ def get(
     all_: Annotated[bool, typer.Option("--all", help="Get every available message.")] = False,
     confirm_id: NewConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
     tx: TxOpt = None,
-    follow: FollowOpt = False, idle: IdleOpt = None,
+    follow: FollowOpt = False, idle: IdleOpt = None, template: FormatOpt = None,
 ) -> None:
     """Get (destructively) the next message; with --confirm-id, a two-phase get.
 
@@ -267,7 +341,10 @@ def get(
       mqcli get orders --unique-id "$(mqcli browse orders -n 1 -o json | jq -r '.[0].unique_id')"
       mqcli get orders --follow --where "props.region = 'eu'" -o jsonl
       mqcli get orders --follow --count 100 --idle 30s -o body
+      mqcli get orders --all -o hex
+      mqcli get orders --all --format '{msg_id}\\t{props.region}\\t{body}\\n'
     """
+    _formatted(s, template)  # type: ignore[arg-type]
     if follow:
         return _get_follow(s, queue, where=where, count=count, idle=idle, all_=all_, wait=wait,
                            others=(msg_id, unique_id, correl_id, lookup_id, priority, confirm_id, lock_id, lease, tx))
@@ -289,7 +366,7 @@ def get(
             return
         left = count
         empty: Optional[errors.Timeout] = None
-        with progress(f"get {queue}", total=count) as bar, s.out.messages() as stream:
+        with progress(f"get {queue}", total=_to_take(st, queue, count, filters)) as bar, s.out.messages() as stream:
             if all(v is None for k, v in filters.items() if k != "priority"):
                 # the plain bulk get: each batch's removal shares a commit with the next hold
                 def deliver(found: list[Message]) -> None:
@@ -407,6 +484,7 @@ def browse(
     lock_id: NewLockOpt = None, lease: LeaseOpt = None,
     follow: FollowOpt = False, idle: IdleOpt = None,
     from_start: Annotated[bool, typer.Option("--from-start", help="With --follow: first the messages available now, then the new ones.")] = False,
+    template: FormatOpt = None,
 ) -> None:
     """Show messages in queue order without taking them; --lock locks them (MQe browseWithLock).
 
@@ -422,7 +500,11 @@ def browse(
       L=$(mqcli browse orders --lock --limit 5 --lease 1m) && mqcli get orders --lock-id "$L"
       mqcli browse orders --follow --where "priority > 4"
       mqcli browse orders --follow --from-start --idle 10s -o jsonl
+      mqcli browse orders --msg-id "$ID" -o hex
+      mqcli browse orders --format '{put_time} {priority} {label} {size}\\n'
+      mqcli browse orders --format '{body_hex}\\n' --where "props.kind = 'bin'"
     """
+    _formatted(s, template)  # type: ignore[arg-type]
     filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
                    priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):
@@ -565,7 +647,8 @@ def move(
         moved = 0
         batches = st.move(source, target, count=count, copy=copy, tx=tx, **filters)  # type: ignore[arg-type]
         try:
-            with progress(f"{'copy' if copy else 'move'} {source} → {target}", total=count) as bar:
+            with progress(f"{'copy' if copy else 'move'} {source} → {target}",
+                          total=_to_take(st, source, count, filters)) as bar:
                 while True:
                     with deferred():  # a batch that commits is counted
                         batch = next(batches, None)

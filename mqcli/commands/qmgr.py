@@ -203,7 +203,10 @@ def stats(
 
     Read from counters the store keeps (no walk over the messages): cheap enough to run every
     few seconds on a deep queue. --prometheus adds the cumulative counts (put, got, expired,
-    backed out, dead-lettered by reason), quota use and the oldest in-flight age.
+    backed out, dead-lettered by reason), quota use and the oldest in-flight age. --watch
+    redraws a table that fits the terminal: put and get rates per second, bytes in KiB/MiB,
+    quota use, messages by priority, long queue names shortened in the middle; Ctrl-C ends it
+    with exit 0.
 
     \b
     Example:
@@ -239,39 +242,10 @@ def stats(
                 columns.append(("by_priority", "by priority"))
             s.out.table(rows, columns)
             return
+        from ..watch import watch
+
         seconds = parse_duration(interval, allow_forever=False, what="interval") or 1.0
-        _watch(st, columns, seconds)
-
-
-def _watch(st: Store, columns: list[tuple[str, str]], seconds: float) -> None:
-    from rich.console import Console
-    from rich.live import Live
-    from rich.table import Table
-
-    def table() -> Table:
-        t = Table(title=f"mqcli stats — {time.strftime('%H:%M:%S')}", header_style="bold")
-        for _, header in columns:
-            t.add_column(header)
-        for row in _stats_rows(st):
-            t.add_row(*(str(row.get(k, "")) for k, _ in columns))
-        return t
-
-    from ..signals import Terminated, deferred
-
-    live = Live(table(), console=Console(), refresh_per_second=4)
-    try:
-        with deferred():  # a signal inside rich's start or stop would leave stderr redirected into the table
-            live.start(refresh=True)
-        while True:
-            time.sleep(seconds)
-            live.update(table())
-    except Terminated:
-        raise  # SIGTERM stays exit 143
-    except KeyboardInterrupt:
-        return  # Ctrl-C is how a watch ends (like `watch` and `top`): exit 0
-    finally:
-        with deferred():
-            live.stop()
+        watch(st, seconds)
 
 
 def register(app: typer.Typer) -> None:

@@ -64,7 +64,8 @@ def _write_jsonl(st, queues: Optional[list[str]], sink) -> int:
     count = 0
     infos = st.list_queues() if queues is None else [st.queue_info(name) for name in queues]
     try:
-        with progress("export") as bar:
+        # the depths (an upper bound: messages awaiting a confirm or a commit are left out)
+        with progress("export", total=sum(q.depth for q in infos)) as bar:
             for q in infos:
                 # a queue's definition goes first, so that an import makes the queue as it was
                 # (a restored queue without its max-backouts would cycle its poison messages);
@@ -90,9 +91,15 @@ def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path])
     require(("pyarrow",), "export --format parquet")
     from store.analytics.parquet import write_messages
 
-    with s.open() as st, progress("export") as bar, writing_to(str(to)), written_whole(to) as path:
+    with s.open() as st, progress("export", total=lambda: _depth(st, queues)) as bar, writing_to(str(to)), \
+            written_whole(to) as path:
         count = write_messages(st, queues, path, bar.advance)
     s.out.note(f"exported {count} messages to {to}")
+
+
+def _depth(st, queues: Optional[list[str]]) -> int:
+    infos = st.list_queues() if queues is None else [st.queue_info(name) for name in queues]
+    return sum(q.depth for q in infos)
 
 
 @shared_options
@@ -120,9 +127,12 @@ def import_(
     with inputs.opened(source) as stream, s.open() as st:
         limit = inputs.record_line_limit(st.info().max_message_size)
         if stream.seekable():  # validation pass: nothing is stored if a line is bad
-            for number, m in _records(stream, limit):
-                if isinstance(m, Message):
-                    _target(number, m, queue)
+            with inputs.reading_progress("import: check", stream) as checked:
+                for number, m in _records(stream, limit):
+                    if isinstance(m, Message):
+                        _target(number, m, queue)
+                    if number % BATCH == 0:
+                        checked(BATCH)
             stream.seek(0)
         known = {q.name.casefold() for q in st.list_queues()}
         pending: list[Message] = []
@@ -138,10 +148,11 @@ def import_(
                 if target.casefold() not in known:  # type: ignore[union-attr]
                     known.add(target.casefold())  # type: ignore[union-attr]
                     s.out.note(f"created queue {target!r}")
+                step(len(pending))
                 pending.clear()
 
         try:
-            with progress("import") as bar:
+            with inputs.reading_progress("import", stream) as step:
                 for number, m in _records(stream, limit):
                     if not isinstance(m, Message):
                         if queue is None:  # with --queue the records' own queues are not made
@@ -153,7 +164,6 @@ def import_(
                         flush()
                         target = name
                     pending.append(m)
-                    bar.advance()
                 flush()
         except KeyboardInterrupt:
             # the batches that committed stay imported: say how many, then exit 130

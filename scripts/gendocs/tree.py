@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import click
 import typer
 
+from mqcli.complete import kind_of
+
 from . import PROG
 
 
@@ -24,7 +26,7 @@ class Opt:
     help: str                       # the help text alone
     help_full: str                  # with click's notes, as --help shows it ([default: 3])
     choices: tuple[str, ...]
-    complete: str                   # "file", "dir" or "" (nothing to offer)
+    complete: str                   # "file", "dir", a kind of mqcli/complete.py, or "" (nothing to offer)
     multiple: bool
 
     @property
@@ -65,6 +67,11 @@ class Cmd:
     def page(self) -> str:
         return "-".join((PROG,) + self.path)
 
+    @property
+    def words(self) -> str:
+        """The command path as the shells' completion functions key it: `queue create`."""
+        return " ".join(self.path)
+
     def walk(self) -> list[Cmd]:
         out = [self]
         for sub in self.commands:
@@ -81,8 +88,8 @@ def _completion(param: click.Parameter, metavar: str | None) -> tuple[tuple[str,
         return tuple(str(c) for c in param.type.choices), ""
     if metavar and _VALUE_LIST.match(metavar):
         return tuple(metavar.split("|")), ""
-    if isinstance(param.type, click.Path):
-        return (), "file" if param.type.file_okay else "dir"
+    if isinstance(param.type, click.Path):  # a store path (mqcli/options.py) is a directory
+        return (), "file" if param.type.file_okay and param.type.name != "directory" else "dir"
     if metavar and "FILE" in metavar:
         return (), "file"
     return (), ""
@@ -121,6 +128,7 @@ def _build(command: click.Command, ctx: click.Context, path: tuple[str, ...]) ->
         if isinstance(param, click.Option):
             metavar = None if param.is_flag or param.count else param.make_metavar(ctx)
             choices, complete = _completion(param, metavar)
+            complete = kind_of(path, param.name or "") or complete
             record = param.get_help_record(ctx)
             options.append(Opt(
                 names=tuple(sorted(param.opts, key=lambda n: n.startswith("--"))),  # shorts first
@@ -136,6 +144,7 @@ def _build(command: click.Command, ctx: click.Context, path: tuple[str, ...]) ->
             metavar = param.make_metavar(ctx)
             name = param.metavar or param.name.upper()
             choices, complete = _completion(param, name)
+            complete = kind_of(path, param.name or "") or complete
             arguments.append(Arg(
                 metavar=metavar, name=name,
                 help=_clean(getattr(param, "help", None) or declared.get(param.name, "")),

@@ -101,7 +101,7 @@ def plan(paths: Sequence[str | Path], queues: Sequence[str] | None = None,
             group: dict[int, str] = {}  # neighbouring small queues, read as one range
             group_rows = 0
 
-            def close_group() -> None:
+            def close_group(where: StoreIdentity = where) -> None:
                 nonlocal group, group_rows
                 if group:
                     first, last = min(group), max(group)
