@@ -84,6 +84,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--seed", type=int, default=7, help="seed of the generated routes (default 7)")
     g.add_argument("--master", metavar="URL",
                    help="Spark master (default: Spark's configuration, else local[*])")
+    g.add_argument("--cluster", metavar="URL",
+                   help="also run the Spark pass on this standalone master (spark://…) after local mode")
+    g.add_argument("--no-pushdown", action="store_true",
+                   help="skip the pushdown query (20 queues, with and without filters pushed down)")
     g.add_argument("--rebuild", action="store_true",
                    help="build the stores again instead of using the cached ones")
     from . import channel

@@ -81,7 +81,7 @@ _mqcli_options()
         "outgoing resume") REPLY="--store -o --output -q --quiet -h --help" ;;
         "analyze") REPLY="-h --help" ;;
         "analyze health") REPLY="--parquet --snapshots --queue --stuck-after --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
-        "analyze routes") REPLY="--parquet --snapshots --queue --reports --limit --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
+        "analyze routes") REPLY="--parquet --snapshots --queue --reports --limit --out --format --plot --master --follow --interval --checkpoint --count --idle --store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -141,7 +141,7 @@ _mqcli_value_options()
         "outgoing hold") REPLY="--store -o --output" ;;
         "outgoing resume") REPLY="--store -o --output" ;;
         "analyze health") REPLY="--parquet --snapshots --queue --stuck-after --out --format --plot --master --store -o --output" ;;
-        "analyze routes") REPLY="--parquet --snapshots --queue --reports --limit --out --format --plot --master --store -o --output" ;;
+        "analyze routes") REPLY="--parquet --snapshots --queue --reports --limit --out --format --plot --master --interval --checkpoint --count --idle --store -o --output" ;;
         *) REPLY="" ;;
     esac
 }
@@ -152,7 +152,7 @@ _mqcli_option_value()
     case "$1:$2" in
         *:--store) _mqcli_dirs "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body hex" -- "$3")) ;;
-        *:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--snapshots|*:--out|*:--plot) _mqcli_files "$3" ;;
+        *:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--snapshots|*:--out|*:--plot|*:--checkpoint) _mqcli_files "$3" ;;
         *:--report-queue|"redrive:--to"|"import:--queue"|*:-r) _mqcli_names queue "$3" ;;
         *:--tx) _mqcli_names tx "$3" ;;
         "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;

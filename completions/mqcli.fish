@@ -129,7 +129,7 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'analyze health'
             printf '%s\n' '--parquet' '--snapshots' '--queue' '--stuck-after' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
         case 'analyze routes'
-            printf '%s\n' '--parquet' '--snapshots' '--queue' '--reports' '--limit' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
+            printf '%s\n' '--parquet' '--snapshots' '--queue' '--reports' '--limit' '--out' '--format' '--plot' '--master' '--interval' '--checkpoint' '--count' '--idle' '--store' '-o' '--output'
     end
 end
 
@@ -316,7 +316,7 @@ complete -c mqcli -n '__mqcli_at \'put\'' -l confirm-id -x -d 'Confirm id: a pos
 complete -c mqcli -n '__mqcli_at \'put\'' -l lease -x -d 'Undo automatically if not confirmed within this time, e.g. 30s.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l tx -x -a '(__mqcli_names tx)' -d 'Inside this transaction (from `mqcli tx begin`): held tx-locked until `mqcli tx commit`.'
 complete -c mqcli -n '__mqcli_at \'put\'' -s n -l count -x -d 'Put the body this many times.'
-complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). Every line is checked first: a bad one stores nothing (exit 12).'
+complete -c mqcli -n '__mqcli_at \'put\'' -l jsonl -r -F -d 'Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). A file is checked whole first: a bad line stores nothing of it (exit 12); from a pipe, nothing of the bad line\'s batch of 1,000.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l new-ids -d 'With --jsonl: store each record as a copy with a new msg_id and put time.'
 complete -c mqcli -n '__mqcli_at \'put\'' -l lines -r -F -d 'Put one message per line of a file (or -).'
 complete -c mqcli -n '__mqcli_at \'put\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
@@ -793,6 +793,11 @@ complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l out -r -F -d 'Also write
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l format -x -a 'parquet csv json' -d 'Format of the --out datasets.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l plot -r -F -d 'Draw a chart into this PNG file.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l master -x -d 'Spark master (default: Spark\'s own configuration, else embedded local[*]).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l follow -d 'Keep reading reports as they arrive (a Spark stream) and print the per-link latency percentiles again after each batch of new ones.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l interval -x -d 'With --follow: how often to look for new reports.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l checkpoint -r -F -d 'With --follow: keep the stream\'s progress and the reports read in DIR, so that a restart neither loses nor counts twice a report (default: a temporary folder).'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l count -x -d 'With --follow: stop after N updates.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l idle -x -d 'With --follow: stop when no report came for this long.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -s q -l quiet -d 'No diagnostics on stderr.'

@@ -208,7 +208,7 @@ def read_records(stream: BinaryIO, limit: int,
             raise errors.BadData(f"line {number}: {exc.message}") from None
 
 
-# ---- put --jsonl: your own records, all checked before any is stored (exit 12) ------------
+# ---- put --jsonl: your own records; a bad one is exit 12 and stores nothing of its batch ---
 
 # A record without msg_id is a new message: any subset of these (README.md#your-own-jsonl).
 NEW_RECORD_FIELDS = frozenset(("body", "body_b64", "priority", "label", "correl_id", "props", "ttl",
@@ -322,36 +322,32 @@ def _check_fits(new: NewMessage) -> None:
 
 
 def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterator[tuple[int, Message | NewMessage]]:
-    """(line number, message) for each record of `put --jsonl`, every line read and checked
-    before the first is yielded: a bad line (BadData naming it and its field, exit 12) or an
-    oversized body (exit 8) stores nothing of the input. The lines of a pipe are kept in a
-    temporary file between the check and the put (a regular file is read twice instead), so
-    memory does not grow with the input."""
-    import tempfile
+    """(line number, message) for each record of `put --jsonl`. A regular file is read and
+    checked whole before the first record is yielded, then read again: a bad line (BadData
+    naming it and its field, exit 12) or an oversized body (exit 8) stores nothing of the file,
+    as `import FILE` does. A pipe is read as it comes (`get --follow -o jsonl | put --jsonl -`
+    never ends): the caller's batches of 1,000 are each all or nothing, and a bad line stores
+    nothing of its batch, as `import -` does."""
     import time
 
     from .jsonl import loads
 
     now = int(time.time() * 1_000_000)  # an `expires` must be later than the start
-    seekable = _is_file(stream) and stream.seekable()
-    start = stream.tell() if seekable else 0
-    spool = None if seekable else tempfile.TemporaryFile(prefix="mqcli-put-jsonl-")
-    try:
+
+    def records() -> Iterator[tuple[int, Message | NewMessage]]:
         for number, line in jsonl_lines(stream, limit):
-            if spool is not None:
-                spool.write(line if line.endswith(b"\n") else line + b"\n")
             if line and not line.isspace():
                 m = _record_of(number, line, now, loads)
                 if len(m.body) > max_message_size:
                     raise too_large(max_message_size, len(m.body), where=f"line {number}: ")
-        source: BinaryIO = stream if spool is None else spool  # type: ignore[assignment]
-        source.seek(start)
-        for number, line in jsonl_lines(source, limit):
-            if line and not line.isspace():
-                yield number, _record_of(number, line, now, loads)
-    finally:
-        if spool is not None:
-            spool.close()
+                yield number, m
+
+    if _is_file(stream) and stream.seekable():
+        start = stream.tell()
+        for _ in records():
+            pass
+        stream.seek(start)
+    yield from records()
 
 
 def _record_of(number: int, line: bytes, now_us: int, loads: Callable[[bytes], Any]) -> Message | NewMessage:

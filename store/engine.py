@@ -290,6 +290,12 @@ def _mark_backup(target: Path, map_size: int, now: int) -> None:
         env.close()
 
 
+# this process's id, kept current across fork() (read on every operation by Store._env)
+_PID = [os.getpid()]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+
 class Store(Forwarding):
     """An open store. Use `Store.open(path)`; one per process per directory."""
 
@@ -431,7 +437,7 @@ class Store(Forwarding):
         survive fork() ("use an MDB_env in the process which opened it, without fork()ing")."""
         if self._closed:
             raise StoreUnavailable(f"this handle on the store at {self.path} is closed; open the store again")
-        if os.getpid() != self._pid:
+        if _PID[0] != self._pid:  # every operation asks: no getpid() system call each time
             raise StoreUnavailable(
                 f"this handle on the store at {self.path} was opened by process {self._pid}, "
                 f"before a fork; open the store again in process {os.getpid()}")

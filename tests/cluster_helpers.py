@@ -1,34 +1,25 @@
-"""A real Spark standalone cluster for the pipeline's tests: a Master and Workers started from
-the pyspark package (`bin/spark-class`), separate JVMs on 127.0.0.1, 1 core and 1 GiB each,
-stopped by the caller (`Cluster.stop`).
+"""A real Spark standalone cluster for tests: a Master and two Workers, each its own JVM started
+from the pyspark package's `bin/spark-class`, on 127.0.0.1, one core and 1 GiB per Worker.
 
-`Cluster.worker(hide=DIR, plant={NAME: STORE})` starts a Worker in its own mount namespace
-(`unshare -m`, as root) with a tmpfs over DIR: the Worker and its executors see DIR empty (or
-holding only the planted copies), as an executor on another host would. `unshare_allowed()`
-says whether this machine lets the test do that.
+The Workers start executors that run Python workers on this interpreter, with this checkout
+first on their path (PYSPARK_PYTHON, PYTHONPATH), as a cluster whose hosts share the
+filesystem would. Each daemon is the leader of a process group of its own; `stop()` ends
+those groups (the executors a Worker started are in its group) and nothing else.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
-import shutil
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent
+START_TIMEOUT = 120.0
 
 
 def _free_port() -> int:
@@ -37,93 +28,72 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def unshare_allowed() -> str | None:
-    """None when `unshare -m` with a tmpfs mount works here, else why not."""
-    if shutil.which("unshare") is None:
-        return "no unshare command"
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
-                           capture_output=True, text=True, timeout=30)
-    if probe.returncode != 0:
-        return f"unshare -m with a tmpfs mount is not allowed here: {probe.stderr.strip()[:200]}"
-    return None
+class StandaloneCluster:
+    def __init__(self, root: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+        import pyspark
 
-
-class Cluster:
-    """A Master on 127.0.0.1 and the Workers started with `worker()`."""
-
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.port, self.ui = _free_port(), _free_port()
+        self.root = root
+        self.home = Path(pyspark.__file__).resolve().parent
+        self.workers = workers
+        self.cores = cores
+        self.memory = memory
+        self.port = _free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
-                    "SPARK_LOG_DIR": str(work / "logs"), "SPARK_WORKER_DIR": str(work / "worker"),
-                    "PYSPARK_PYTHON": sys.executable,
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        (work / "logs").mkdir(parents=True, exist_ok=True)
-        self._start("master", self._class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                          "--port", str(self.port), "--webui-port", str(self.ui)))
-        self._wait(lambda state: True, "the Master")
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
 
-    @staticmethod
-    def _class(*args: str) -> list[str]:
-        return [str(spark_home() / "bin" / "spark-class"), *args]
+    def _env(self) -> dict[str, str]:
+        path = os.environ.get("PYTHONPATH")
+        return {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable,
+                "PYTHONPATH": str(REPO) + (os.pathsep + path if path else ""),
+                "SPARK_LOG_DIR": str(self.root / "logs"), "SPARK_WORKER_DIR": str(self.root / "work")}
 
-    def _start(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
-        log = open(self.work / "logs" / f"{name}.out", "wb")
-        with log:
-            self.procs.append(subprocess.Popen(command, env={**self.env, **(env or {})}, stdout=log,
-                                               stderr=subprocess.STDOUT, start_new_session=True))
+    def _daemon(self, name: str, *args: str) -> Path:
+        log = self.root / f"{name}.log"
+        with open(log, "wb") as out:
+            self.procs.append(subprocess.Popen(
+                [str(self.home / "bin" / "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=self._env(), cwd=self.root, start_new_session=True))
+        self.logs.append(log)
+        return log
 
-    def state(self) -> dict | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=5) as r:
-                return json.loads(r.read())
-        except OSError:
-            return None
-
-    def _wait(self, ready, what: str, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
+    def _wait(self, log: Path, pattern: str, count: int = 1) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            state = self.state()
-            if state is not None and ready(state):
+            text = log.read_text(errors="replace") if log.exists() else ""
+            if len(re.findall(pattern, text)) >= count:
                 return
             if any(p.poll() is not None for p in self.procs):
-                raise RuntimeError(f"{what} exited; see {self.work / 'logs'}")
-            time.sleep(1)
-        raise RuntimeError(f"{what} did not start in {timeout:.0f}s; see {self.work / 'logs'}")
+                break
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"the standalone cluster did not start ({pattern!r} not in {log}):\n"
+                           + (log.read_text(errors="replace")[-3000:] if log.exists() else ""))
 
-    def worker(self, hide: Path | None = None, plant: dict[str, Path] | None = None) -> None:
-        """Start a Worker (1 core, 1 GiB); with `hide`, in its own mount namespace with a tmpfs
-        over `hide` holding only copies of the `plant` stores (under their given names), and a
-        $TMPDIR of its own (where executors keep their local copies of snapshots)."""
-        n = len(self.procs)
-        command = self._class("org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                              "--memory", "1g", "--webui-port", str(_free_port()),
-                              "--work-dir", str(self.work / f"worker{n}"), self.url)
-        if hide is not None:
-            steps = [f"mount -t tmpfs -o mode=0700 tmpfs {shlex.quote(str(hide))}"]
-            for name, store in (plant or {}).items():
-                steps.append(f"cp -a {shlex.quote(str(store))} {shlex.quote(str(hide / name))}")
-            # sh -c SCRIPT NAME ARGS...: the Worker's command comes in as "$@", word for word
-            command = ["unshare", "-m", "sh", "-c", " && ".join(steps) + ' && exec "$@"', "worker", *command]
-        tmp = self.work / f"worker{n}-tmp"
-        tmp.mkdir(mode=0o700)
-        self._start(f"worker{n}", command, {"TMPDIR": str(tmp)})
-        want = len(self.procs) - 1  # every process but the Master is a Worker
-        self._wait(lambda s: len([w for w in s.get("workers", []) if w.get("state") == "ALIVE"]) >= want,
-                   "a Worker")
+    def start(self) -> StandaloneCluster:
+        (self.root / "work").mkdir(parents=True, exist_ok=True)
+        master = self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                              "--port", str(self.port), "--webui-port", str(_free_port()))
+        self._wait(master, r"I have been elected leader")
+        for i in range(self.workers):
+            self._daemon(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                         "--webui-port", str(_free_port()), "--cores", str(self.cores), "--memory", self.memory,
+                         "--work-dir", str(self.root / "work"), self.url)
+        self._wait(master, r"Registering worker", self.workers)
+        return self
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
                 try:
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    os.killpg(p.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     continue
-        for proc in self.procs:
+        for p in reversed(self.procs):
             try:
-                proc.wait(timeout=30)
+                p.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs.clear()

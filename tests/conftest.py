@@ -85,3 +85,21 @@ def spark():
         "spark.ui.enabled": "false", "spark.driver.bindAddress": "127.0.0.1", "spark.driver.memory": "2g"})
     yield setup.spark
     setup.spark.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A real standalone cluster (tests/cluster_helpers.py): a Master and two Workers on
+    127.0.0.1, one core and 1 GiB each, stopped after the run. Yields its master URL."""
+    import shutil
+
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not __import__("os").environ.get("JAVA_HOME"):
+        pytest.skip("a standalone cluster needs Java")
+    from cluster_helpers import StandaloneCluster
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("cluster")).start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()

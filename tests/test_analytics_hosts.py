@@ -16,7 +16,7 @@ import pytest
 
 from analytics_helpers import put_reports, report, route_events
 from cli_helpers import invoke, run_mqcli
-from cluster_helpers import REPO, Cluster, unshare_allowed
+from hosts_cluster import REPO, Cluster, unshare_allowed
 from store import Store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.usefixtures("spark")]

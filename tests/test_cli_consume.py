@@ -3,6 +3,7 @@ confirm or undo, a hung command is killed at its lease, parallel commands handle
 once, Ctrl-C lets running commands finish, and a worker SIGKILLed at random moments loses
 nothing and never hands a message out twice without the store knowing (a backout)."""
 
+import hashlib
 import json
 import os
 import random
@@ -70,12 +71,43 @@ def test_the_command_sees_the_body_and_fields(cli, tmp_path):
     assert seen["MQ_MSG_ID"].endswith("\\1") and seen["MQ_PUT_TIME"].endswith("Z")
 
 
+def test_the_command_gets_a_large_body_whole_and_inherits_no_descriptor_or_ignored_sigpipe(cli, tmp_path):
+    body = bytes(range(256)) * 4096  # 1 MiB: many times a pipe's buffer, fed while the command runs
+    with Store.open(cli.store) as st:
+        st.put("q", body)
+    out = tmp_path / "seen"
+    script = ('grep SigIgn /proc/$$/status > "$OUT.sig"; python3 -c \'import hashlib, json, os, sys; json.dump({'
+              '"sha": hashlib.sha256(sys.stdin.buffer.read()).hexdigest(), '
+              '"fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")), '
+              '"sid": os.getsid(0) in (os.getpid(), os.getppid())}, open(os.environ["OUT"], "w"))\'')
+    assert cli.subprocess("consume", "q", "--exec", script, "--count", "1", env={"OUT": str(out)}).code == 0
+    seen = json.loads(out.read_text())
+    assert seen["sha"] == hashlib.sha256(body).hexdigest()
+    # 0-2, and the one python3 opened to list them; nothing of the worker's (store, pipes, FIFOs)
+    assert len(seen["fds"]) == 4 and seen["fds"][:3] == [0, 1, 2], seen["fds"]
+    assert seen["sid"]  # its own session: a Ctrl-C at the terminal is the worker's
+    ignored = int((tmp_path / "seen.sig").read_text().split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1))  # Python ignores SIGPIPE; the command must not
+
+
 def test_a_command_that_hangs_past_its_lease_is_killed_and_its_message_undone(cli, tmp_path):
     fill(cli, 1)
     result = cli.subprocess("consume", "q", "--exec", "sleep 600", "--lease", "1s", "--count", "1",
                             "-o", "json", timeout=60)
     assert result.code == 0, result
     assert result.json()["killed"] == 1 and "ran past --lease" in result.stderr
+    with Store.open(cli.store) as st:
+        [m] = st.browse("q", states="all")
+    assert (m.state, m.backouts) == ("available", 1)
+
+
+def test_a_command_that_hangs_without_reading_a_large_body_is_killed_at_its_lease(cli, tmp_path):
+    with Store.open(cli.store) as st:
+        st.put("q", b"x" * (1 << 20))  # more than a pipe holds: writing it blocks until killed
+    result = cli.subprocess("consume", "q", "--exec", "sleep 600", "--lease", "1s", "--count", "1",
+                            "-o", "json", timeout=60)
+    assert result.code == 0, result
+    assert result.json()["killed"] == 1
     with Store.open(cli.store) as st:
         [m] = st.browse("q", states="all")
     assert (m.state, m.backouts) == ("available", 1)
@@ -99,11 +131,12 @@ def test_ctrl_c_lets_running_commands_finish_and_exits_0(cli, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     started = tmp_path / "started"
+    started.mkdir()
     env = {**os.environ, **cli.env, "OUT": str(out)}
-    worker = subprocess.Popen([*mqcli_command(), "consume", "q", "--exec", f"touch {started}; sleep 2; {RECORD}",
+    worker = subprocess.Popen([*mqcli_command(), "consume", "q", "--exec", f"touch {started}/$$; sleep 2; {RECORD}",
                                "--parallel", "2"], env=env, stderr=subprocess.PIPE)
-    try:
-        wait_until(started.exists, 30, "a command to start")
+    try:  # both running (on a busy machine the second may start well after the first)
+        wait_until(lambda: len(list(started.iterdir())) == 2, 30, "two commands to start")
         worker.send_signal(signal.SIGINT)
         _, err = worker.communicate(timeout=60)
     finally:

@@ -5,11 +5,15 @@ Your own JSONL)."""
 
 import base64
 import json
+import os
 import re
+import subprocess
+import time
 from datetime import datetime, timezone
 
 import pytest
 
+from cli_helpers import mqcli_command
 from store import NewMessage, Store
 
 ALL_BYTES = bytes(range(256))
@@ -178,23 +182,38 @@ def test_a_bad_line_stores_nothing_of_the_input(cli, tmp_path, record, said):
     data = lines(*good[:1200], record, *good[1200:])
     path = tmp_path / "in.jsonl"
     path.write_bytes(data)
-    for source, stdin in ((str(path), None), ("-", data)):
-        result = cli.fails(12, "put", "q", "--jsonl", source, input=stdin)
-        line = cli.error_line(result)
-        assert line.startswith("mqcli: error: line 1201: ") and said in line, line
-        assert result.stdout == b""
-    assert cli.json("queue", "show", "q")["depth"] == 0
+    result = cli.fails(12, "put", "q", "--jsonl", str(path))  # a file: checked whole first
+    line = cli.error_line(result)
+    assert line.startswith("mqcli: error: line 1201: ") and said in line, line
+    assert result.stdout == b"" and cli.json("queue", "show", "q")["depth"] == 0
 
 
-def test_a_bad_line_from_a_pipe_stores_nothing(cli):
-    """A real pipe (the lines are kept in a temporary file between the check and the put)."""
+def test_a_bad_line_from_a_pipe_stores_nothing_of_its_batch(cli):
+    """A real pipe is read as it comes: the batches of 1,000 before the bad line are stored
+    (their ids printed), nothing of the bad line's batch is."""
     data = lines(*({"body": f"m{i}"} for i in range(2500)), {"body": "x", "colour": "red"})
     result = cli.subprocess("put", "q", "--jsonl", "-", input=data)
     assert result.code == 12 and "line 2501: field 'colour' is unknown" in result.stderr
     with Store.open(cli.store) as st:
-        assert st.queue_info("q").depth == 0
-    result = cli.subprocess("put", "q", "--jsonl", "-", input=data[:-len(lines({"body": "x", "colour": "red"}))])
-    assert result.code == 0 and len(result.stdout.split()) == 2500
+        assert [m.body for m in st.browse("q")] == [f"m{i}".encode() for i in range(2000)]
+    assert len(result.stdout.split()) == 2000
+
+
+def test_put_jsonl_from_a_pipe_stores_each_batch_before_the_input_ends(cli):
+    """`get --follow -o jsonl | put --jsonl -` never ends: a whole batch is stored while the
+    writer still holds the pipe open."""
+    proc = subprocess.Popen([*mqcli_command(), "put", "q", "--jsonl", "-", "-q"], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    try:
+        proc.stdin.write(lines(*({"body": f"m{i}"} for i in range(1000))))
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while cli.json("queue", "show", "q")["depth"] < 1000:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.1)
+    finally:
+        proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
 
 
 def test_a_body_over_the_max_message_size_stores_nothing(cli):

@@ -162,6 +162,21 @@ def routes(
              "Windows report queue, instead of stores.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Rows shown per table in text output.")] = 20,
     out: OutOpt = None, fmt: FormatOpt = "parquet", plot: PlotOpt = None, master: MasterOpt = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow", help="Keep reading reports as they arrive (a Spark stream) and print the per-link "
+                         "latency percentiles again after each batch of new ones.")] = False,
+    interval: Annotated[str, typer.Option(
+        "--interval", metavar="DURATION", help="With --follow: how often to look for new reports.")] = "5s",
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        "--checkpoint", metavar="DIR", show_default=False,
+        help="With --follow: keep the stream's progress and the reports read in DIR, so that a "
+             "restart neither loses nor counts twice a report (default: a temporary folder).")] = None,
+    count: Annotated[Optional[int], typer.Option(
+        "--count", metavar="N", min=1, show_default=False,
+        help="With --follow: stop after N updates.")] = None,
+    idle: Annotated[Optional[str], typer.Option(
+        "--idle", metavar="DURATION", show_default=False,
+        help="With --follow: stop when no report came for this long.")] = None,
 ) -> None:
     """Rebuild every traced message's route from its trace reports: per-link latency, routes
     that never reached their target queue, loops.
@@ -179,13 +194,25 @@ def routes(
     its last report is a `received by`. At most 256 MiB and 1,000,000 rows; a malformed row
     exits 12 naming the row and the column.
 
+    --follow streams the stores' reports (by SequentialID, as they are enqueued) and prints
+    the links again after each batch of new reports: one JSON object per update with -o json.
+    Stop it with Ctrl-C, or let --count or --idle end it.
+
     \b
     Examples:
       mqcli analyze routes /var/lib/mq/qm1 /var/lib/mq/qm2 --plot links.png
+      mqcli analyze routes --queue reports --follow --interval 10s --checkpoint ~/.mq-follow
       mqcli analyze routes --reports reports.csv -o json
       mqcli analyze routes --queue reports -o json | jq '.[] | select(.complete | not)'
       mqcli analyze routes --parquet exports/ --out results/ --format csv
     """
+    if follow:
+        if snapshots is not None:
+            raise UsageError("--follow reads stores as reports arrive: no --snapshots with it")
+        _follow(s, stores, parquet, queue, reports, out, plot, master, interval, checkpoint, count, idle)
+        return
+    if checkpoint is not None or count is not None or idle is not None:
+        raise UsageError("--checkpoint, --count and --idle go with --follow")
     source = _prepare(s, stores, parquet, queue, fmt, plot, reports, snapshots)
     from pyspark.sql import functions as F
 
@@ -214,6 +241,33 @@ def routes(
         s.out.table(rows, [])
         return
     _render_routes(s, report.summary, report.links, incomplete, loops, source.names, limit)
+
+
+def _follow(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], queues: Optional[list[str]],
+            reports: Optional[Path], out: Optional[Path], plot: Optional[Path], master: Optional[str],
+            interval: str, checkpoint: Optional[Path], count: Optional[int], idle: Optional[str]) -> None:
+    """`analyze routes --follow`: the links again after each batch of new reports."""
+    import tempfile
+
+    if parquet is not None or reports is not None or out is not None or plot is not None:
+        raise UsageError("--follow reads stores: no --parquet, --reports, --out or --plot with it")
+    every = parse_duration(interval, allow_forever=False, what="--interval") or 0.0
+    quiet_for = None if idle is None else parse_duration(idle, what="--idle")
+    source = _prepare(s, stores, None, queues, "parquet", None)
+    from store.analytics.session import spark_session
+    from store.analytics.stream import Update, follow_routes
+
+    def show(u: Update) -> None:
+        if s.out.mode in ("json", "jsonl"):
+            s.out.document({"batch": u.batch_id, "new_reports": u.new_reports, **u.summary, "links": u.links})
+            return
+        _render_routes(s, u.summary, u.links, [], [], source.names, 0)
+
+    with tempfile.TemporaryDirectory(prefix="mqcli-follow-") as scratch, \
+            spark_session(master, "mqcli analyze routes --follow") as setup:
+        folder = checkpoint if checkpoint is not None else Path(scratch)
+        follow_routes(setup.spark, source.stores, source.queues, checkpoint=folder, interval_s=every,
+                      count=count, idle_s=quiet_for, on_update=show)
 
 
 def _render_routes(s: Session, summary: dict[str, int], links: list[dict[str, Any]],

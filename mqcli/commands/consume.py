@@ -167,13 +167,9 @@ def _start(command: str, queue: str, m: Message, lease: float, results: queues.Q
         return _Nothing()  # type: ignore[return-value]
 
     def feed_and_wait() -> None:
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(m.body)
-            proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # it does not read its stdin: its exit status still decides
-        # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms
+        # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms.
+        # Started before the body is written: a command that hangs without reading a body
+        # larger than the pipe holds would otherwise block the write, and never be killed
         killed = threading.Event()
 
         def overdue() -> None:
@@ -183,6 +179,15 @@ def _start(command: str, queue: str, m: Message, lease: float, results: queues.Q
         timer = threading.Timer(lease, overdue)
         timer.daemon = True
         timer.start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(m.body)
+        except (BrokenPipeError, OSError):
+            pass  # it does not read its stdin (or was killed): its exit status still decides
+        try:
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
         code = proc.wait()
         timer.cancel()
         results.put(Outcome(m, None if killed.is_set() else code))

@@ -203,7 +203,7 @@ def put(
     lease: LeaseOpt = None,
     tx: TxOpt = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Put the body this many times.")] = 1,
-    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). Every line is checked first: a bad one stores nothing (exit 12).")] = None,
+    jsonl: Annotated[Optional[str], typer.Option("--jsonl", metavar="FILE|-", help="Put the records of a JSONL file (or -): your own, any of body|body_b64 priority label correl_id props ttl|expires app_specific express, or as `get -o jsonl` prints them, keeping their msg_ids (one stored already is skipped). A file is checked whole first: a bad line stores nothing of it (exit 12); from a pipe, nothing of the bad line's batch of 1,000.")] = None,
     new_ids: Annotated[bool, typer.Option("--new-ids", help="With --jsonl: store each record as a copy with a new msg_id and put time.")] = False,
     lines: Annotated[Optional[str], typer.Option("--lines", metavar="FILE|-", help="Put one message per line of a file (or -).")] = None,
 ) -> None:
@@ -213,8 +213,9 @@ def put(
     priority, label, correl_id, props, ttl (a duration) or expires, app_specific, express; a
     record with a msg_id (as `get -o jsonl` prints it) keeps it, and as a msg_id is unique
     within a store, one stored already is skipped (not printed, counted on stderr); --new-ids
-    makes copies. Every line is checked before any is stored: an unknown field or a wrong type
-    is exit 12 naming the line and the field, and nothing of the input is stored.
+    makes copies. An unknown field or a wrong type is exit 12 naming the line and the field: a
+    file is checked whole first, so nothing of it is stored; a pipe is stored as it comes, in
+    batches of 1,000 that are each all or nothing.
 
     \b
     Examples:

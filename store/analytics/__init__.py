@@ -3,6 +3,9 @@
 - `columns`  the message table's schema (Arrow and Spark) and its Arrow batch builders
 - `scan`     plans key ranges of stores and reads them read-only, as Arrow record batches
 - `source`   the `mqstore` Spark data source over `scan`
+- `planning` read partitions from the cluster's cores, shuffle partitions and settings of a session
+- `pushdown` a query's filters on queue, class, state, priority and put_time, taken by the source
+- `stream`   reports as a stream (`readStream`, by SequentialID) and `analyze routes --follow`
 - `parquet`  `mqcli export --format parquet`: the same schema, written by pyarrow
 - `session`  a quiet SparkSession (embedded `local[*]` unless configured otherwise)
 - `labels`   trace report labels and bodies decoded by Spark SQL expressions

@@ -105,7 +105,8 @@ class Source:
             if reports_only:
                 where = where.where(F.col("class") == "report")
             return where.select(*wanted)
-        reader = self._reader(spark)
+        # the key ranges are sized for the cores the job has (planning.py)
+        reader = self._reader(spark).option("partitions", str(spark.sparkContext.defaultParallelism))
         if columns:
             reader = reader.option("columns", ",".join(columns))
         if reports_only:

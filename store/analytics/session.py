@@ -7,7 +7,11 @@ the `mqstore` source registered, and Spark's own output kept off the terminal.
   `$SPARK_CONF_DIR/spark-defaults.conf` or `$SPARK_HOME/conf/spark-defaults.conf`, or
   `--master` in `PYSPARK_SUBMIT_ARGS`); else `local[*]`. An embedded session binds the driver
   to 127.0.0.1, runs without the web UI, gets a quarter of the machine's memory (1-8 GiB,
-  unless `SPARK_DRIVER_MEMORY` says otherwise) and few shuffle partitions.
+  unless `SPARK_DRIVER_MEMORY` says otherwise). A standalone master on loopback gets the
+  driver bound to 127.0.0.1 too.
+- A session made here is tuned (planning.tune): shuffle partitions from the cores, adaptive
+  coalescing; any session gets filter pushdown into the `mqstore` source. What a session was
+  started with is kept.
 - The JVM's stderr (its log4j console output, warnings such as the native-hadoop one, and the
   Python workers' stderr) goes to a log file instead of the terminal: the descriptor is pointed
   at the file while the JVM starts, and the JVM keeps it. `SparkSetup.log_file` names it, and
@@ -42,6 +46,7 @@ from ..ownership import private_folder
 from ..errors import StoreMismatch
 from . import AnalyticsFailed, AnalyticsUnavailable
 from .locate import unwire
+from .planning import tune
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -143,10 +148,14 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     active = SparkSession.getActiveSession()
     if active is not None:
         active.dataSource.register(MqStoreDataSource)
+        tune(active, owned=False)
         return SparkSetup(active, False, active.sparkContext.master, None, time.perf_counter() - started)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.task.maxFailures", "1")
+    # a Python worker that imports pyspark and the store on a busy machine can take longer
+    # than Spark's 15 s to connect back; the job then fails ("failed to connect back")
+    builder = builder.config("spark.python.authenticate.socketTimeout", "120s")
     # under spark-submit the JVM is already up with spark-submit's master and configuration
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     chosen = master or configured_master() or ("" if submitted else EMBEDDED)
@@ -157,10 +166,11 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
             # the driver is the whole cluster here: Spark's 1 GiB default spends its time in
             # garbage collection once a few million reports are shuffled
             builder = builder.config("spark.driver.memory", _embedded_memory())
-        builder = (builder.config("spark.ui.enabled", "false")
-                   .config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.driver.host", "127.0.0.1")
-                   .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 1)))))
+        builder = builder.config("spark.ui.enabled", "false")
+    if (chosen.startswith("local") or _loopback_master(chosen)) and not submitted:
+        # a cluster on this host's loopback (tests, a one-host trial) reaches the driver there
+        builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.driver.host", "127.0.0.1"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     log_file = None if submitted else _log_path()
@@ -174,6 +184,11 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
         where = f"; see {log_file}" if log_file else ""
         raise AnalyticsFailed(f"Spark could not start ({_first_line(exc)}){where}") from None
     spark.dataSource.register(MqStoreDataSource)
+    try:
+        tune(spark)
+    except Exception:
+        spark.stop()
+        raise
     return SparkSetup(spark, True, spark.sparkContext.master, log_file, time.perf_counter() - started)
 
 
@@ -207,6 +222,14 @@ def _log(log_file: str | None, line: str) -> None:
             log.write(line + "\n")
     except OSError:
         pass  # the error still reaches the command line
+
+
+def _loopback_master(url: str) -> bool:
+    """A standalone master on this host's loopback (`spark://127.0.0.1:7077`, `localhost`)."""
+    if not url.startswith("spark://"):
+        return False
+    host = url[len("spark://"):].split(",")[0].rsplit(":", 1)[0]
+    return host in ("localhost", "[::1]") or host.startswith("127.")
 
 
 def _is_spark_error(exc: BaseException) -> bool:

@@ -15,9 +15,10 @@ names starting with a dot. Nothing of the store is changed: taking a snapshot ru
 maintenance (`Store.as_is`).
 
 `find(DIR)` lists the snapshots of DIR (or DIR itself when it is one), the newest of each
-store; `plan(...)` gives the `mqstore` source its partitions over them: each planned on this
-host's local copy (locate.local_copy), named by the store's original path (so rows equal a
-direct scan's) and carrying the snapshot directory each executor copies and opens in turn.
+store; the `mqstore` source plans its partitions over them on this host's local copies
+(`local_copies`, locate.local_copy) and names them by the stores' original paths (`renamed`:
+rows equal a direct scan's), each carrying the snapshot directory every executor copies and
+opens in turn.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from ..errors import StoreUnavailable
 from .columns import StoreIdentity
 from .locate import MANIFEST, STORE_DIR, local_copy, read_manifest
 from .scan import ScanRange
-from .scan import plan as plan_stores
 
 FORMAT = 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -144,11 +144,13 @@ def identities(root: str | Path) -> list[StoreIdentity]:
                           snapshot=str(p.absolute())) for p, m in find(root)]
 
 
-def plan(root: str | Path, queues: Sequence[str] | None, rows_per_range: int) -> list[ScanRange]:
-    """The scan ranges of every snapshot of `root`: planned on this host's local copies and
-    named as the stores they copy, each carrying its snapshot directory."""
-    by_copy: dict[str, StoreIdentity] = {}
-    for where in identities(root):
-        by_copy[str(local_copy(where).absolute())] = where
-    ranges = plan_stores(list(by_copy), queues, rows_per_range)
+def local_copies(root: str | Path) -> dict[str, StoreIdentity]:
+    """This host's verified local copy (locate.local_copy) of every snapshot `find` gives:
+    copy path -> the planned identity (the original store's path, the snapshot directory)."""
+    return {str(local_copy(where).absolute()): where for where in identities(root)}
+
+
+def renamed(ranges: Sequence[ScanRange], by_copy: dict[str, StoreIdentity]) -> list[ScanRange]:
+    """Ranges planned on local copies, named as the stores they copy, each carrying its
+    snapshot directory (what every executor copies and opens in turn)."""
     return [replace(r, store=by_copy[r.store.path]) for r in ranges]

@@ -25,6 +25,18 @@ Options (names are case-insensitive, as Spark's are):
 - `rowsPerPartition` (default 250,000): a queue's positions and the in-flight table are cut
   into key ranges of about this many entries, one Spark partition each.
 - `batchRows` (default 8192): rows per Arrow record batch.
+- `partitions`: the cores the job has (what `analyze` passes: the session's default
+  parallelism); the ranges are then sized so that there are about that many, each at most
+  `rowsPerPartition` (planning.py).
+- `pushdown` (default true): false reads without taking filters, for a session where
+  `spark.sql.python.filterPushdown.enabled` is off (Spark refuses a source's filter pushdown
+  then).
+- `readLog`: a file to which every partition appends one JSON line per key range it read
+  (store, table, bounds, queues, rows): what a query read (pushdown.py).
+
+Filters on `queue`, `class`, `state`, `priority` and `put_time` are pushed into the reader
+(pushdown.py; Spark 4.1+ with `spark.sql.python.filterPushdown.enabled`): fewer key ranges are
+read and only the rows that pass reach Spark.
 
 Partitions are plain data (scan.ScanRange); each one's `read()` opens the store's LMDB
 environment read-only in the worker that runs it and closes it when done (scan.py says why
@@ -40,12 +52,13 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from ..errors import InvalidArgument
-from . import scan, snapshots
-from .locate import planned
+from . import planning, pushdown, scan, snapshots
+from .stream import MqStoreStreamReader
 from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, property_column, select, spark_schema
+from .locate import planned
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -120,13 +133,29 @@ class MqStoreDataSource(DataSource):
         klass = self.options.get("class")
         if klass is not None and klass not in ("report", "all"):
             raise InvalidArgument(f"option class must be report or all, got {klass!r}")
+        # Spark refuses a reader that implements pushFilters while its setting is off: the
+        # option `pushdown` false reads without it (the setting's default is off; analyze
+        # turns it on)
+        pushes = str(self.options.get("pushdown", "true")).lower() != "false"
         shots = self.options.get("snapshots")
-        return MqStoreReader(
+        return (MqStorePushdownReader if pushes and table == "messages" else MqStoreReader)(
             table=table, columns=columns, paths=[] if shots else store_paths(self.options), snapshots=shots,
             queues=_list_option(self.options, "queues"), report_only=klass == "report",
             rows_per_partition=_int_option(self.options, "rowsPerPartition", scan.DEFAULT_ROWS_PER_RANGE),
             batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
+            partitions=_int_option(self.options, "partitions", 0), read_log=self.options.get("readLog"),
         )
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """`spark.readStream.format("mqstore")`: the reports of the stores' queues as they come
+        (stream.py)."""
+        table, columns = self._table()
+        if table != "messages":
+            raise InvalidArgument("a stream reads messages (reports), not the queue table")
+        return MqStoreStreamReader(
+            paths=store_paths(self.options), queues=_list_option(self.options, "queues"), columns=columns,
+            batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
+            starting=str(self.options.get("startingOffsets", "earliest")).lower())
 
 
 class MqStoreReader(DataSourceReader):
@@ -135,7 +164,8 @@ class MqStoreReader(DataSourceReader):
 
     def __init__(self, *, table: str, columns: tuple[tuple[str, str], ...], paths: list[str],
                  queues: list[str] | None, report_only: bool, rows_per_partition: int,
-                 batch_rows: int, snapshots: str | None = None) -> None:
+                 batch_rows: int, partitions: int = 0, read_log: str | None = None,
+                 snapshots: str | None = None) -> None:
         self.table = table
         self.columns = columns
         self.paths = paths
@@ -144,19 +174,56 @@ class MqStoreReader(DataSourceReader):
         self.report_only = report_only
         self.rows_per_partition = rows_per_partition
         self.batch_rows = batch_rows
+        self.cores = partitions
+        self.read_log = read_log
+        self.pushed = pushdown.Pushed()
 
     def partitions(self) -> list[InputPartition]:
-        if self.snapshots:
-            if self.table == "queues":
-                return [ScanPartition(w) for w in snapshots.identities(self.snapshots)]
-            return [ScanPartition(r) for r in snapshots.plan(self.snapshots, self.queues, self.rows_per_partition)]
+        paths, by_copy = self.paths, None
+        if self.snapshots:  # planned on this host's local copies, named as the stores they copy
+            by_copy = snapshots.local_copies(self.snapshots)
+            paths = list(by_copy)
         if self.table == "queues":
-            return [ScanPartition(planned(p)) for p in scan.distinct_stores(self.paths)]
-        return [ScanPartition(r) for r in scan.plan(self.paths, self.queues, self.rows_per_partition)]
+            if by_copy is not None:
+                return [ScanPartition(w) for w in by_copy.values()]
+            return [ScanPartition(planned(p)) for p in scan.distinct_stores(paths)]
+        if self.pushed.empty():
+            return []
+        queues = self.queues
+        chosen = pushdown.queue_names(self.pushed, planning.queue_names(paths))
+        if chosen is not None:
+            asked = None if queues is None else {q.casefold() for q in queues}
+            queues = [q for q in chosen if asked is None or q.casefold() in asked]
+            if not queues:
+                return []
+        rows = self.rows_per_partition
+        if self.cores:
+            rows = planning.rows_per_range(planning.rows_in(paths, queues), self.cores, rows)
+        ranges = pushdown.narrow(scan.plan(paths, queues, rows), self.pushed)
+        if by_copy is not None:
+            ranges = snapshots.renamed(ranges, by_copy)
+        return [ScanPartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        value = partition.value
+    def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
+        value = None if partition is None else partition.value
+        if value is None:  # partitions() planned nothing: Spark still reads one, empty
+            return
         if self.table == "queues":
             yield from scan.read_queue_table(value, self.queues, self.columns)
             return
-        yield from scan.read_range(value, self.columns, self.batch_rows, self.report_only)
+        report_only = self.report_only or pushdown.reads_reports_only(self.pushed)
+        rows = 0
+        for batch in scan.read_range(value, self.columns, self.batch_rows, report_only):
+            batch = pushdown.keep(batch, self.pushed)
+            rows += batch.num_rows
+            if batch.num_rows:
+                yield batch
+        if self.read_log:
+            pushdown.log_read(self.read_log, value, rows)
+
+
+class MqStorePushdownReader(MqStoreReader):
+    """MqStoreReader that takes the filters pushdown.py handles (`pushFilters`)."""
+
+    def pushFilters(self, filters: list[Any]) -> list[Any]:
+        return pushdown.push(filters, self.pushed, [name for name, _ in self.columns])

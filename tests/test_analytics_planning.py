@@ -1,0 +1,73 @@
+"""Planning a read (store/analytics/planning.py, pushdown.py) without starting Spark: the key
+ranges follow the cores a job has, and pushed filters narrow them. The reader is plain Python
+here, as Spark's planning worker runs it."""
+
+from __future__ import annotations
+
+import pytest
+
+from store import NewMessage, Store
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from datetime import datetime, timezone  # noqa: E402
+
+from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan, Not  # noqa: E402
+
+from store.analytics import planning, pushdown  # noqa: E402
+from store.analytics.columns import MESSAGE_COLUMNS  # noqa: E402
+from store.analytics.source import MqStorePushdownReader  # noqa: E402
+
+
+def _reader(path, cores=0, rows=250_000):
+    return MqStorePushdownReader(table="messages", columns=MESSAGE_COLUMNS, paths=[str(path)], queues=None,
+                                 report_only=False, rows_per_partition=rows, batch_rows=100, partitions=cores)
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store.open(tmp_path / "qm", create=True, name="qm") as st:
+        for name in ("a", "b", "c"):
+            st.create_queue(name)
+            st.put_many(name, [NewMessage(b"x", priority=i % 8) for i in range(400)])
+        st.get_many("a", 3, confirm_id=4)
+    return tmp_path / "qm"
+
+
+def test_ranges_follow_the_cores_and_stay_under_the_ceiling(store):
+    # the queues' counters (in-flight messages included) plus the in-flight table, read whole
+    assert planning.rows_in([store]) == 1200 + 3
+    assert planning.rows_per_range(1200, 8, 250_000) == 150
+    assert planning.rows_per_range(1200, 8, 100) == 100
+    assert planning.rows_per_range(0, 8, 100) == 100
+    one = _reader(store).partitions()
+    eight = _reader(store, cores=8).partitions()
+    assert len(one) == 2  # the three small queues in one range, and the in-flight table
+    assert len(eight) >= 8
+    assert planning.shuffle_partitions(1) == 4 and planning.shuffle_partitions(8) == 16
+
+
+def test_pushed_filters_are_taken_or_handed_back(store):
+    reader = _reader(store)
+    taken = [EqualTo(("queue",), "b"), In(("priority",), (6, 7)), EqualTo(("state",), "available"),
+             GreaterThanOrEqual(("put_time",), datetime(2020, 1, 1, tzinfo=timezone.utc))]
+    kept = [Not(EqualTo(("queue",), "a")), LessThan(("label",), "z"), In(("priority",), (1, 5)),
+            EqualTo(("priority",), "7")]
+    assert reader.pushFilters(taken + kept) == kept
+    assert reader.pushed.sets == {"queue": frozenset({"b"}), "state": frozenset({"available"})}
+    assert reader.pushed.priority == (6, 7)
+    ranges = [p.value for p in reader.partitions()]
+    assert ranges and all(r.table == "pos" and list(r.queues.values()) == ["b"] for r in ranges)
+    # priorities 7 and 6 are the bytes 0 and 1 after the queue id: one key range
+    assert all(r.start[5:6] == b"\x00" and r.end[5:6] == b"\x02" for r in ranges)
+
+
+def test_a_filter_no_row_can_pass_plans_nothing(store):
+    reader = _reader(store)
+    reader.pushFilters([EqualTo(("queue",), "a"), EqualTo(("queue",), "b")])
+    assert reader.pushed.empty() and reader.partitions() == []
+    reader = _reader(store)
+    reader.pushFilters([EqualTo(("queue",), "nowhere")])
+    assert reader.partitions() == []
+    assert pushdown.Pushed().any() is False
