@@ -82,7 +82,7 @@ _register()
 _command = None
 
 
-def click_command():  # type: ignore[no-untyped-def]
+def click_command():
     """The click command tree of the app, built once (`mqcli batch` runs many commands)."""
     global _command
     if _command is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal, overload
 
 from .exits import UsageError
 
@@ -11,6 +12,12 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
 MAX_SECONDS = 100 * 365 * 86400.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 FOREVER = "forever"
+
+
+@overload
+def parse_duration(text: str, *, allow_forever: Literal[False], what: str = "duration") -> float: ...
+@overload
+def parse_duration(text: str, *, allow_forever: bool = True, what: str = "duration") -> float | None: ...
 
 
 def parse_duration(text: str, *, allow_forever: bool = True, what: str = "duration") -> float | None:

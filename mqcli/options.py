@@ -142,7 +142,7 @@ class Session:
             key = os.path.abspath(self.store_path)
             if key not in _shared:
                 _shared[key] = self._open(create=create, name=name)
-            return _Lent(_shared[key])  # type: ignore[return-value]
+            return _Lent(_shared[key])  # type: ignore[return-value]  # a Store proxy
         return self._open(create=create, name=name)
 
     def _open(self, *, create: bool, name: str | None) -> Store:
@@ -256,11 +256,11 @@ def shared_options(command: Optional[Callable[..., None]] = None, *, store: bool
                                   delimiter=chosen.get("delimiter", b"\n"))
             return fn(*args, **kwargs)
 
-        run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]  # read by typer
         # typer reads the types from here too; these are the evaluated ones
         run.__annotations__ = {p.name: p.annotation for p in params}
         run.__annotations__["return"] = signature.return_annotation
-        run.shared_options = tuple(name for name, _, _ in added)  # type: ignore[attr-defined]
+        run.shared_options = tuple(name for name, _, _ in added)  # type: ignore[attr-defined]  # for the tests
         return run
 
     return decorate if command is None else decorate(command)

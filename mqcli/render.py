@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, overload
 
 from . import jsonl
 
@@ -62,6 +62,12 @@ def writing_to(where: str | None) -> Iterator[None]:
         if no_room(exc):
             raise disk_full(where) from None
         raise
+
+
+@overload
+def iso(us: int) -> str: ...
+@overload
+def iso(us: int | None) -> str | None: ...
 
 
 def iso(us: int | None) -> str | None:
@@ -183,9 +189,9 @@ class Output:
             # get removes only the `delivered` first ones)
             if isinstance(exc, BrokenPipeError) or no_room(exc):
                 exc = OutputClosed() if isinstance(exc, BrokenPipeError) else disk_full(self.where)
-                exc.delivered = delivered  # type: ignore[attr-defined]
+                exc.delivered = delivered  # type: ignore[union-attr]  # read by Store.get's deliver
                 raise exc from None
-            exc.delivered = delivered  # type: ignore[attr-defined]
+            exc.delivered = delivered  # type: ignore[attr-defined]  # read by Store.get's deliver
             raise
 
     def _write(self, data: bytes) -> None:

@@ -6,10 +6,12 @@ mistake, so neither accepts it.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from .errors import InvalidArgument
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:  # not TypeIs: a bool is an int, yet not one of these
     return isinstance(value, int) and not isinstance(value, bool)
 
 

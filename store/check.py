@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import struct
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import lmdb
 
@@ -124,7 +124,7 @@ def _check(t: Write, report: Callable[[str], None]) -> None:
     seen: set[int] = set()
     identities: dict[int, tuple[bytes, int, int, bytes]] = {}  # seq -> origin, msg_n, put time, location
 
-    def records():
+    def records() -> Iterator[tuple[str, int, bytes, bool]]:
         """Every record: the values of the position entries, then the held records."""
         for key, raw in t.lt.cursor(db=dbs["pos"]):
             problem = _key_problem("position", key, _POS_KEY_SIZE)
@@ -137,7 +137,7 @@ def _check(t: Write, report: Callable[[str], None]) -> None:
             if problem:
                 report(problem)
                 continue
-            yield "held record", keys.U64.unpack(key)[0], raw, False
+            yield "held record", keys.seq_of(key), raw, False
 
     for where, seq, raw, positioned in records():
         try:
@@ -193,15 +193,15 @@ def _check(t: Write, report: Callable[[str], None]) -> None:
     total = [0, 0]
     for qid, q in queues.items():
         actual = counted.get(qid, [0, 0])
-        raw = t.lt.get(keys.qstats_key(qid), db=t.dbs["meta"])
-        malformed = raw is not None and len(raw) != keys.QSTATS.size  # _check_queue_meta says so
+        stats_raw = t.lt.get(keys.qstats_key(qid), db=t.dbs["meta"])
+        malformed = stats_raw is not None and len(stats_raw) != keys.QSTATS.size  # _check_queue_meta says so
         if not malformed and (stored := t.qstats(qid)) != actual:
             report(f"queue {q.name!r}: counters say {stored[0]} messages / {stored[1]} bytes, found {actual[0]} / {actual[1]}")
         total[0] += actual[0]
         total[1] += actual[1]
-        raw = t.lt.get(queue_counters.counters_key(qid), db=t.dbs["meta"])
-        if raw is not None and len(raw) == queue_counters.SIZE:  # absent: computed when first used
-            stored_c, found = QueueCounters.decode(bytes(raw)), shapes[qid]
+        counters_raw = t.lt.get(queue_counters.counters_key(qid), db=t.dbs["meta"])
+        if counters_raw is not None and len(counters_raw) == queue_counters.SIZE:  # absent: computed when first used
+            stored_c, found = QueueCounters.decode(counters_raw), shapes[qid]
             if (stored_c.in_flight, stored_c.by_priority) != (found.in_flight, found.by_priority):
                 report(f"queue {q.name!r}: counters say {_shape(stored_c)}, found {_shape(found)}")
     store_counts = [t.counters.count, t.counters.bytes]
@@ -324,7 +324,7 @@ def _check_seen(t: Write, report: Callable[[str], None]) -> None:
             report(f"seen entry {key.hex()}: its time-ordered entry is missing, so it is never forgotten")
 
 
-def _check_holds(t: Write, queues: dict, report: Callable[[str], None]) -> None:
+def _check_holds(t: Write, queues: dict[int, QueueInfo], report: Callable[[str], None]) -> None:
     """Each message a hold holds in place is an available message of the hold's queue, held
     once."""
     held_by: dict[int, int] = {}

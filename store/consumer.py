@@ -53,12 +53,12 @@ class Consumer:
                                                   where=self.where)
         self.failed += [(acked[confirm_id], exc) for confirm_id, exc in failed]
         if message is not None:
-            self.in_flight[message.confirm_id] = message  # type: ignore[index]
+            self.in_flight[message.confirm_id] = message  # type: ignore[index]  # got under a confirm id
         return message
 
     def confirm(self, m: Message) -> None:
         """`m` was handled: confirm it with the next get, or at close (flush)."""
-        self._acked[m.confirm_id] = self._handed_out(m)  # type: ignore[index]
+        self._acked[m.confirm_id] = self._handed_out(m)  # type: ignore[index]  # got under a confirm id
 
     def undo(self, m: Message) -> None:
         """`m` was not handled: back to the queue now, with a backout (at the queue's
@@ -98,7 +98,7 @@ class Consumer:
         self.close()
 
     def _handed_out(self, m: Message) -> Message:
-        found = self.in_flight.pop(m.confirm_id, None)  # type: ignore[arg-type]
+        found = self.in_flight.pop(m.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
         if found is None:
             raise InvalidArgument(f"message {m.msg_id} is not in flight from this consumer (acked already?)")
         return found

@@ -19,10 +19,10 @@ from .records import POISON_STATUS, Message, dead_letter_status, iso_time  # noq
 DEAD_LETTER_TIME = "mqcli.dead_letter_time"
 DEAD_LETTER_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
 
-def dead_lettered(m: Message, reason: str, original_queue: str, now: int, **changes: object) -> Message:
+def dead_lettered(m: Message, reason: str, original_queue: str, now: int, *, expires: int | None) -> Message:
     """The copy of `m` that a dead-letter queue keeps: its reason, original queue and time."""
-    return replace(m, dead_letter_reason=reason, original_queue=original_queue,  # type: ignore[arg-type]
-                   props={**m.props, DEAD_LETTER_TIME: iso_time(now)}, **changes)
+    return replace(m, dead_letter_reason=reason, original_queue=original_queue,
+                   props={**m.props, DEAD_LETTER_TIME: iso_time(now)}, expires=expires)
 
 
 def fresh(m: Message) -> Message:

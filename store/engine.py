@@ -15,11 +15,11 @@ import shutil
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, Unpack, overload
 
 import lmdb
 
@@ -42,7 +42,7 @@ from .keys import U32, U64, queue_key
 from .notify import WAIT_DIR, Waiter, wake
 from .ownership import check_store, open_checked
 from .queues import (
-    DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueInfo, encode_queue, validate_attrs,
+    DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueAttrs, QueueInfo, encode_queue, validate_attrs,
     validate_name,
 )
 from .records import (
@@ -160,12 +160,18 @@ class SweepResult:
     transactions_aborted: int = 0
 
 
-def _check_id(value: int | None, what: str, *, auto: bool = False) -> None:
+def _check_id(value: NewId | None, what: str, *, auto: bool = False) -> None:
     if auto and value == AUTO:
         return
     if value is not None and (not is_int(value) or not 0 < value <= MAX_ID):
         also = f" or {AUTO!r}" if auto else ""
         raise InvalidArgument(f"{what} must be a positive 63-bit integer{also}, got {value!r}")
+
+
+@overload
+def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId, extend: bool = False) -> int: ...
+@overload
+def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None: ...
 
 
 def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None:
@@ -175,8 +181,14 @@ def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: boo
         return None
     if ident == AUTO:
         return ids.draw(t, tag, q)
-    ids.claim(t, tag, q, ident, extend=extend)  # type: ignore[arg-type]
-    return ident  # type: ignore[return-value]
+    ids.claim(t, tag, q, ident, extend=extend)
+    return ident
+
+
+@overload
+def _seconds(value: float, what: str) -> int: ...
+@overload
+def _seconds(value: float | None, what: str) -> int | None: ...
 
 
 def _seconds(value: float | None, what: str) -> int | None:
@@ -568,12 +580,11 @@ class Store(Forwarding):
 
     def info(self) -> StoreInfo:
         def read(t: Write) -> StoreInfo:
-            meta = self._dbs["meta"]
             stat = self._env.stat()
             einfo = self._env.info()
             return StoreInfo(
                 guid=guid_text(t.origin),
-                name=bytes(t.lt.get(keys.META_NAME, db=meta)).decode(),
+                name=t.qm_name,
                 path=str(self.path),
                 created=t.meta_int(keys.META_CREATED),
                 sequential_id=t.counters.seq,
@@ -637,7 +648,7 @@ class Store(Forwarding):
         return self._create_queue(name, label=label, quota=quota, transactional=transactional,
                                   journal=journal, max_backouts=max_backouts)
 
-    def _create_queue(self, name: str, **attrs: Any) -> QueueInfo:
+    def _create_queue(self, name: str, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
         return self._write(lambda t: t.create_queue(name, **attrs))
 
     def _queue_info(self, t: Write, q: QueueInfo) -> QueueInfo:
@@ -691,7 +702,7 @@ class Store(Forwarding):
             if q.system:
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
             doomed = list(t.queue_messages(q))
-            open_txs = sorted({m.tx for m in doomed if m.state == TX_LOCKED})
+            open_txs = sorted({m.tx for m in doomed if m.state == TX_LOCKED and m.tx is not None})
             if open_txs:  # as IBM MQ's DELETE QLOCAL refuses a queue with uncommitted messages
                 raise TransactionError(
                     f"queue {q.name!r} has messages of open transaction "
@@ -743,7 +754,7 @@ class Store(Forwarding):
             out = []
             try:  # costs nothing until a field of the wrong type makes Python raise
                 for i, new in enumerate(batch):
-                    expires = new.expires if new.ttl is None else now + _seconds(new.ttl, "ttl")  # type: ignore[operator]
+                    expires = new.expires if new.ttl is None else now + _seconds(new.ttl, "ttl")
                     # positional for speed (this loop is the batched-put hot path); order as in Message
                     m = Message(
                         new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
@@ -1015,7 +1026,7 @@ class Store(Forwarding):
         placed = None
         if held_at is not None:
             found = [decode(raw, queue_name) for _, raw in held_at]
-            placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]
+            placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]  # set with held_at
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
             end = self._deliver(queue, found, deliver, hold=token, placed=placed, two_phase=two_phase,
@@ -1100,7 +1111,7 @@ class Store(Forwarding):
         return self._read(read)
 
     def follow(self, queue: str, *, where: str | None = None, from_start: bool = False,
-               idle: float | None = None) -> Iterator[list[Message]]:
+               idle: float | None = None) -> Generator[list[Message], None, None]:
         """Browse a queue as messages become available, without taking them: yields each
         look's new matches in queue order, each batch read in its own read transaction and
         yielded with none open. From now (the messages available at the start are not
@@ -1137,9 +1148,9 @@ class Store(Forwarding):
                         if f.matches(m, t.now):
                             found.append(m)
                 for p7, seq in pending:
-                    m = t.available_at(q, p7, seq)
-                    if m is not None and f.matches(m, t.now):
-                        found.append(m)
+                    back = t.available_at(q, p7, seq)  # in flight at the last look, available again
+                    if back is not None and f.matches(back, t.now):
+                        found.append(back)
             in_flight = t.in_flight_places(q)
             new_high = max([new_high, *(seq for _, seq in in_flight)])
             pending = {place for place in in_flight if start is None or place[1] <= new_high}
@@ -1186,7 +1197,7 @@ class Store(Forwarding):
         def lock_them(t: Write) -> list[Message]:
             nonlocal lock
             q = addressing.lookup(t, queue)
-            lock = _new_id(t, keys.LOCK, q, lock_id or AUTO)  # type: ignore[assignment]
+            lock = _new_id(t, keys.LOCK, q, lock_id or AUTO)
             found = _first(t.candidates(q, f), limit)
             for m in found:
                 t.transition(m, durable=False, state=LOCKED_BROWSE, lock_id=lock, since=t.now,
@@ -1248,7 +1259,7 @@ class Store(Forwarding):
                 _not_held_by_a_process(t, confirm_id)
                 pending = t.with_confirm_id(q, confirm_id)
             else:
-                pending = [m for m in t.with_lock_id(q, lock_id) if m.state == LOCKED_BROWSE]  # type: ignore[arg-type]
+                pending = [m for m in t.with_lock_id(q, lock_id) if m.state == LOCKED_BROWSE]  # type: ignore[arg-type]  # one id is given
                 if not pending:
                     raise AlreadyReceived(f"the messages under lock id {lock_id} are got, pending confirm; undo their confirm id")
             for m in pending:
@@ -1267,7 +1278,7 @@ class Store(Forwarding):
 
         def delete(t: Write) -> Message:
             q = addressing.lookup(t, queue)
-            found = [m for m in t.by_msg_id(*f.msg_id_parts)  # type: ignore[misc]
+            found = [m for m in t.by_msg_id(*f.msg_id_parts)  # type: ignore[misc]  # Filter parsed msg_id
                      if m.qid == q.qid and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message with msg_id {msg_id} in queue {q.name!r}")
@@ -1290,7 +1301,7 @@ class Store(Forwarding):
     def move(self, source: str, target: str, *, count: int | None = None, copy: bool = False,
              msg_id: str | None = None, unique_id: str | None = None, correl_id: str | None = None,
              lookup_id: int | None = None, priority: int | None = None, batch: int = 1000, tx: int | None = None,
-             where: str | None = None) -> Iterator[list[Message]]:
+             where: str | None = None) -> Generator[list[Message], None, None]:
         """Move (or copy) available messages in queue order, one commit per batch.
 
         Yields each batch after its commit, so a caller can show progress; a batch is atomic.

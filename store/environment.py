@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NotRequired, TypedDict
 
 import lmdb
 
@@ -129,11 +129,18 @@ def discard_unfinished_data(path: Path) -> None:
         raise layout_error(path, exc) from None
 
 
+class Marker(TypedDict):
+    """The marker file (`MARKER`) that says a directory holds a store."""
+    format: int  # STORE_FORMAT of the mqcli that made it
+    map_size: int  # chosen at creation, kept for every later open
+    creating: NotRequired[bool]  # `init` has not made the LMDB part yet
+
+
 def write_marker(path: Path, map_size: int, *, creating: bool = False) -> None:
     """Write the marker whole or not at all (0600): a temporary file, synced, renamed.
     `creating`: the LMDB part is not made yet (Store.open finishes such a store)."""
     temp = path / _MARKER_TEMP
-    marker = {"format": STORE_FORMAT, "map_size": map_size}
+    marker: Marker = {"format": STORE_FORMAT, "map_size": map_size}
     if creating:
         marker["creating"] = True
     try:
@@ -167,9 +174,9 @@ def sync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def read_marker(path: Path) -> dict:
+def read_marker(path: Path) -> Marker:
     try:
-        marker = json.loads((path / MARKER).read_text())
+        marker: Marker = json.loads((path / MARKER).read_text())
         if not isinstance(marker.get("map_size"), int):
             raise ValueError("no map size")
     except FileNotFoundError:
@@ -295,7 +302,8 @@ def reserve_lock_file(path: Path) -> None:
 _ADDED_LATER = frozenset((b"ids",))
 
 
-def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple[lmdb.Environment, dict]:
+def open_environment(path: Path, map_size: int, readonly: bool = False,
+                     ) -> tuple[lmdb.Environment, dict[str, lmdb._Database]]:
     verify_data_file(path)
     if not readonly:
         reserve_lock_file(path)
@@ -314,14 +322,14 @@ def open_environment(path: Path, map_size: int, readonly: bool = False) -> tuple
                 f"cannot open the store at {path}: its map needs {map_size:,} bytes of address "
                 f"space (reserved, not used); a limit on virtual memory (`ulimit -v`) forbids it") from None
         raise StoreUnavailable(f"cannot open the store at {path}: {exc}") from None
-    for name in ("data.mdb", "lock.mdb"):
-        file = path / name
+    for file_name in ("data.mdb", "lock.mdb"):
+        file = path / file_name
         if not readonly and file.exists() and stat.S_IMODE(file.stat().st_mode) != 0o600:
             os.chmod(file, 0o600)
     env.reader_check()
     try:
         if readonly:
-            dbs = {}
+            dbs: dict[str, lmdb._Database] = {}
             for name in DATABASES:
                 try:
                     dbs[name.decode()] = env.open_db(name, create=False)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import addressing, holders, links, outgoing
-from .errors import InvalidArgument, QueueNotAvailable
-from .links import LinkExists, LinkInfo, LinkNotFound
+from .errors import InvalidArgument, LinkExists, LinkNotFound, QueueNotAvailable
+from .links import LinkInfo
 from .queues import QueueInfo
 from .records import AVAILABLE
 
@@ -58,12 +58,16 @@ class OutgoingInfo:
     history: list[dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class Forwarding:
-    _write: Callable[..., Any]
-    _read: Callable[..., Any]
+    """The links, outgoing queues and arrivals of `Store` (store/engine.py), which runs each
+    function in one LMDB transaction: `_write` a write, `_read` a read."""
+
+    if TYPE_CHECKING:
+        def _write(self, fn: Callable[[Write], T], maintain: bool = True) -> T: ...
+        def _read(self, fn: Callable[[Write], T]) -> T: ...
     _now: Callable[[], int]
     _holder: holders.Holder
     path: Path
@@ -230,7 +234,7 @@ def _outgoing(t: Write, name: str) -> QueueInfo:
     return q
 
 
-def _describe(t: Write, q, known: list[LinkInfo]) -> OutgoingInfo:
+def _describe(t: Write, q: QueueInfo, known: list[LinkInfo]) -> OutgoingInfo:
     state = outgoing.load_state(t, q)
     link = outgoing.link_for(q, known)
     count, size = t.qstats(q.qid)

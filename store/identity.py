@@ -22,7 +22,7 @@ find still carries the id they looked for.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import lmdb
 
@@ -81,7 +81,7 @@ def _emit(out: list[tuple[bytes, bytes]], qid: int, first: Message, count: int) 
     out.append((keys.ORIGIN_TIME_SEQ_KEY.pack(u_tag, first.origin, first.put_time, first.seq), value))
 
 
-def members(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int) -> list[tuple[int, bytes]]:
+def members(cur: lmdb.Cursor[bytes], tag: bytes, origin: bytes, ordinal: int) -> list[tuple[int, bytes]]:
     """(seq, location) of every message the index says has this msg_id number (tag M) or put
     time (tag U), seq ascending: the messages' own entries under the id's prefix, then the runs
     that cover the id."""
@@ -97,7 +97,7 @@ def members(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int) -> list[t
     return found
 
 
-def none_between(cur: lmdb.Cursor, origin: bytes, first: int, last: int) -> bool:
+def none_between(cur: lmdb.Cursor[bytes], origin: bytes, first: int, last: int) -> bool:
     """Whether the index certainly holds no message with a msg_id `origin\\n`, first ≤ n ≤ last:
     no own entry in that span and no run reaching into it (a few cursor steps for a whole
     batch). False only means "look each id up": a run outlives some of its messages."""
@@ -115,7 +115,8 @@ def none_between(cur: lmdb.Cursor, origin: bytes, first: int, last: int) -> bool
     return True
 
 
-def _runs_covering(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int):
+def _runs_covering(cur: lmdb.Cursor[bytes], tag: bytes, origin: bytes, ordinal: int,
+                   ) -> Iterator[tuple[bytes, int, int, int, bytes]]:
     """(key, member seq, first seq, count, location) of each run covering the id, walking back
     from it over the runs whose first id is within MAX_RUN (a copy's run may cover an id from
     behind shorter ones)."""
@@ -135,7 +136,7 @@ def _runs_covering(cur: lmdb.Cursor, tag: bytes, origin: bytes, ordinal: int):
         ok = cur.prev()
 
 
-def release(lt: lmdb.Transaction, dbs: dict, messages: Iterable[Message]) -> None:
+def release(lt: lmdb.Transaction[bytes], dbs: dict[str, lmdb._Database], messages: Iterable[Message]) -> None:
     """Delete the runs of removed `messages` that no message is left in (call it after their
     records are gone)."""
     idx = dbs["idx"]
@@ -164,7 +165,7 @@ def release(lt: lmdb.Transaction, dbs: dict, messages: Iterable[Message]) -> Non
         lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ_RUN, m.origin, put_time, seq), db=idx)
 
 
-def _any_left(cur: lmdb.Cursor, prefix: bytes, seq: int, count: int) -> bool:
+def _any_left(cur: lmdb.Cursor[bytes], prefix: bytes, seq: int, count: int) -> bool:
     """Whether a key `prefix seq(8)` with seq in [seq, seq+count) exists."""
     if not cur.set_range(prefix + keys.seq_key(seq)):
         return False

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from . import keys
 from .errors import (
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 RETENTION_US = 24 * 3600 * 1_000_000  # how long a lapsed id is remembered, and reserved
 PRUNE_BATCH = 16  # expired records forgotten by each write that records a lapse
-AUTO = "auto"  # as a confirm id or lock id: a fresh one, drawn by `draw`
+AUTO: Final = "auto"  # as a confirm id or lock id: a fresh one, drawn by `draw`
 
 _BY_TIME = b"T"
 _WHAT = {keys.CONFIRM: "confirm id", keys.LOCK: "lock id"}

@@ -169,8 +169,10 @@ def deadline_key(tag: bytes, deadline: int, seq: int) -> bytes:
 
 def seq_of(key: bytes) -> int:
     """The seq is the last eight bytes of every index key."""
-    return U64.unpack_from(key, len(key) - SEQ_SIZE)[0]
+    seq: int = U64.unpack_from(key, len(key) - SEQ_SIZE)[0]
+    return seq
 
 
 def deadline_of(key: bytes) -> int:
-    return _TIME_SEQ.unpack(key)[1]
+    deadline: int = _TIME_SEQ.unpack(key)[1]
+    return deadline

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from . import keys
 from .arguments import is_int
@@ -29,6 +30,13 @@ from .write import GONE, Write
 MAX_TX_ID = (1 << 63) - 1
 DEFAULT_TIMEOUT = 600.0
 """Seconds a transaction may stay open when `Store.tx_begin` is not told (docs/store-api.md)."""
+
+
+class TxRecord(TypedDict):
+    """A transaction's record in the `txs` table (JSON)."""
+    created: int  # µs since the epoch
+    deadline: int | None  # when it times out, µs since the epoch; None: never
+    qids: list[int]  # the queues it has operations in
 
 
 @dataclass(slots=True)
@@ -44,21 +52,22 @@ def _key(tx_id: int) -> bytes:
     return keys.U64.pack(tx_id)
 
 
-def load(t: Write, tx_id: int) -> dict:
+def load(t: Write, tx_id: int) -> TxRecord:
     """The record of an active transaction; TransactionError for unknown or finished ones."""
     if not is_int(tx_id) or not 0 < tx_id <= MAX_TX_ID:
         raise TransactionError(f"a transaction id is a positive 63-bit integer, got {tx_id!r}")
     raw = t.lt.get(_key(tx_id), db=t.dbs["txs"])
     if raw is None:
         raise TransactionError(f"transaction {tx_id} is unknown, finished or timed out (start one with `mqcli tx begin`)")
-    return json.loads(raw)
+    record: TxRecord = json.loads(raw)
+    return record
 
 
 def begin(t: Write, timeout_us: int | None) -> int:
     tx_id = t.meta_int(keys.META_TX_ID) + 1
     t.set_meta_int(keys.META_TX_ID, tx_id)
     deadline = t.now + timeout_us if timeout_us else None
-    record = {"created": t.now, "deadline": deadline, "qids": []}
+    record: TxRecord = {"created": t.now, "deadline": deadline, "qids": []}
     t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
     if deadline:
         t.lt.put(keys.deadline_key(keys.TX_TIMEOUT, deadline, tx_id), b"", db=t.idx_db)
@@ -66,14 +75,14 @@ def begin(t: Write, timeout_us: int | None) -> int:
     return tx_id
 
 
-def touch(t: Write, tx_id: int, record: dict, qid: int) -> None:
+def touch(t: Write, tx_id: int, record: TxRecord, qid: int) -> None:
     """Remember that T has operations in queue `qid` (commit and abort visit those queues)."""
     if qid not in record["qids"]:
         record["qids"].append(qid)
         t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
 
 
-def operations(t: Write, tx_id: int, record: dict) -> list[Message]:
+def operations(t: Write, tx_id: int, record: TxRecord) -> list[Message]:
     found: list[Message] = []
     for qid in record["qids"]:
         found += t.by_index(keys.id_in_queue_prefix(keys.TX, qid, tx_id))
@@ -97,13 +106,14 @@ def finish(t: Write, tx_id: int, *, commit: bool) -> int:
     return len(ops)
 
 
-def _forget(t: Write, tx_id: int, record: dict) -> None:
+def _forget(t: Write, tx_id: int, record: TxRecord) -> None:
     t.lt.delete(_key(tx_id), db=t.dbs["txs"])
-    if record.get("deadline"):
-        t.lt.delete(keys.deadline_key(keys.TX_TIMEOUT, record["deadline"], tx_id), db=t.idx_db)
+    deadline = record.get("deadline")
+    if deadline:
+        t.lt.delete(keys.deadline_key(keys.TX_TIMEOUT, deadline, tx_id), db=t.idx_db)
 
 
-def lock_for_dequeue(t: Write, tx_id: int, record: dict, m: Message) -> None:
+def lock_for_dequeue(t: Write, tx_id: int, record: TxRecord, m: Message) -> None:
     """Dequeue inside T ([MS-MQDMPR] 3.1.7.1.10): the message is locked with reason AckReceive."""
     touch(t, tx_id, record, m.qid)
     # a message got in T under a browse lock leaves the lock (and its lease); abort makes it
@@ -112,14 +122,14 @@ def lock_for_dequeue(t: Write, tx_id: int, record: dict, m: Message) -> None:
                  lock_id=None, lease_expires=None)
 
 
-def prepare_enqueue(t: Write, tx_id: int, record: dict, qid: int, messages: list[Message]) -> None:
+def prepare_enqueue(t: Write, tx_id: int, record: TxRecord, qid: int, messages: list[Message]) -> None:
     """Enqueue inside T ([MS-MQDMPR] 3.1.7.1.9): the new positions are locked until commit."""
     touch(t, tx_id, record, qid)
     for m in messages:
         m.state, m.tx, m.tx_put, m.since = TX_LOCKED, tx_id, True, t.now
 
 
-def info(t: Write, tx_id: int, record: dict) -> TxInfo:
+def info(t: Write, tx_id: int, record: TxRecord) -> TxInfo:
     ops = operations(t, tx_id, record)
     # a queue T touched may have been purged of T's messages and then deleted
     queues = [t.queue_name(q) for q in record["qids"] if t.queue_exists(q)]

@@ -198,6 +198,7 @@ def sending_incarnation(t: Write, data_file: tuple[int, int]) -> bytes:
     raw = t.lt.get(keys.META_INCARNATION, db=meta)
     restored = t.lt.get(keys.META_BACKUP, db=meta) is not None
     if raw is not None and len(raw) == _INCARNATION.size and not restored:
+        incarnation: bytes
         incarnation, dev, ino = _INCARNATION.unpack(raw)
         if (dev, ino) == tuple(data_file):
             return incarnation

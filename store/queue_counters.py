@@ -67,13 +67,13 @@ class QueueCounters:
 
 SIZE = _LAYOUT.size
 
-_KIND = re.compile(r"[^:(]*")
+_KIND_END = re.compile(r"[:(]")
 
 
 def reason_kind(reason: str) -> str:
     """A dead-letter reason without its details, for counting and metric labels:
     "queue quota exceeded (100 bytes)" → "queue quota exceeded"."""
-    kind = (_KIND.match(reason) or _KIND.match("")).group().strip()  # type: ignore[union-attr]
+    kind = _KIND_END.split(reason, maxsplit=1)[0].strip()
     return kind or "other"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import asdict, dataclass
+from typing import TypedDict, Unpack
 
 from .arguments import is_int
 from .errors import InvalidArgument, StoreCorrupt
@@ -47,7 +48,7 @@ class QueueInfo:
     last_put: int | None = None
     last_get: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -75,8 +76,19 @@ def validate_name(name: str) -> str:
     return name
 
 
-def new_queue(name: str, qid: int, created: int, **attrs: object) -> QueueInfo:
-    return QueueInfo(name=name, qid=qid, guid=str(uuid.uuid4()), created=created, **attrs)  # type: ignore[arg-type]
+class QueueAttrs(TypedDict, total=False):
+    """The attributes a new queue may be given (the rest of QueueInfo is made or counted)."""
+    label: str
+    quota: int
+    transactional: bool
+    journal: bool
+    max_backouts: int
+    system: bool
+    outgoing: str | None
+
+
+def new_queue(name: str, qid: int, created: int, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
+    return QueueInfo(name=name, qid=qid, guid=str(uuid.uuid4()), created=created, **attrs)
 
 
 def encode_queue(q: QueueInfo) -> bytes:

@@ -365,7 +365,7 @@ def decode(buf: bytes, queue: str = "") -> Message:
 
 
 def _encode_props(props: dict[str, str]) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     for k, v in props.items():
         kb, vb = k.encode("utf-8"), v.encode("utf-8")
         parts += (_PROP_KEY.pack(len(kb)), kb, _PROP_VALUE.pack(len(vb)), vb)

@@ -68,7 +68,7 @@ def _too_many(p: Path, max_rows: int) -> BadData:
 
 
 def _jsonl_rows(p: Path, text: str, max_rows: int) -> list[tuple[int, dict[str, object]]]:
-    rows = []
+    rows: list[tuple[int, dict[str, object]]] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -95,7 +95,7 @@ def _csv_rows(p: Path, text: str, max_rows: int) -> list[tuple[int, dict[str, ob
         if missing:
             raise BadData(f"{p}: row 0 (the header): no column {missing[0]!r} (the columns are "
                           f"{', '.join(COLUMNS)})")
-        rows = []
+        rows: list[tuple[int, dict[str, object]]] = []
         for n, cells in enumerate(reader, 1):
             if not cells:
                 continue

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from . import addressing, formatnames, trace
 from .addressing import REPORT_QM_PROP
-from .errors import InvalidArgument, StoreError
+from .errors import InvalidArgument, StoreError, TraceFormatError
 from .records import AVAILABLE, DEFAULT_PRIORITY, Message, guid_text
 
 if TYPE_CHECKING:
@@ -127,11 +127,13 @@ def _emit_one(t: Write, m: Message, event: str, delivered: bool, at: int | None 
     departure = event == SENT
     hop = next_hop_address(next_hop) if departure else None
     label = trace.encode_label(guid_text(m.origin)[:4].upper(), message_id, hops, computer, when, next_hop=hop)
-    extra = {"next_hop": hop, "hop_count": hops} if departure else {}
+    hop_count = hops if departure else None
     try:
-        body = trace.encode_body(message_id, target_format_name(t, m), **extra).encode("utf-8")
+        body = trace.encode_body(message_id, target_format_name(t, m), next_hop=hop,
+                                 hop_count=hop_count).encode("utf-8")
     except InvalidArgument:  # a queue manager name no DIRECT=OS: name can hold
-        body = trace.encode_body(message_id, f"PUBLIC={t.queue(m.queue).guid}", **extra).encode("utf-8")
+        body = trace.encode_body(message_id, f"PUBLIC={t.queue(m.queue).guid}", next_hop=hop,
+                                 hop_count=hop_count).encode("utf-8")
     report = Message(
         body, q.name, AVAILABLE, DEFAULT_PRIORITY, origin=t.origin, msg_n=n, put_time=put_time,
         correl_id=m.msg_id, label=label, report=True, express=True, dead_letter=False,
@@ -192,7 +194,7 @@ def describe(m: Message) -> dict[str, object]:
     try:
         label = trace.decode_label(m.label)
         body = trace.decode_body(m.body.decode("utf-8", "surrogateescape"))
-    except trace.TraceFormatError as exc:
+    except TraceFormatError as exc:
         row["error"] = str(exc)
         return row
     row.update(describe_fields(label, body))
@@ -219,6 +221,7 @@ def route(rows: list[dict[str, object]]) -> list[dict[str, object]]:
                      key=lambda r: (r["hops"], r["time"]))
     previous = None
     for r in ordered:
-        r["since_previous_us"] = None if previous is None else int(r["time"]) - previous  # type: ignore[call-overload]
-        previous = int(r["time"])  # type: ignore[call-overload]
+        time_us = int(r["time"])  # type: ignore[call-overload]  # a row's time is µs, an int
+        r["since_previous_us"] = None if previous is None else time_us - previous
+        previous = time_us
     return ordered

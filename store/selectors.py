@@ -146,6 +146,7 @@ class _Operand:
     text: str
     field: str | None = None    # a header field's name, or the property's, for `fields`
     literal: bool = False
+    index: dict[str, Any] | None = None  # a parenthesised condition's equalities (Selector.index)
 
 
 @dataclass
@@ -200,7 +201,8 @@ class _Parser:
         token = self.token
         if token.kind == "op" and token.value in ops:
             self.at += 1
-            return token.value
+            matched: str = token.value  # an op token's value is its text (`!=` spelt `<>`)
+            return matched
         return None
 
     def expected(self, what: str) -> SelectorError:
@@ -265,13 +267,13 @@ class _Parser:
         op = self.op(*_COMPARE)
         if op is None:
             if left.type == BOOL:  # TRUE, FALSE, or a parenthesised condition
-                return left.fn, getattr(left, "index", {})
+                return left.fn, left.index or {}
             raise _error(self.text, start.column, f"{left.text!r} is not a condition: compare it "
                                                   "(= <> < <= > >=), or use LIKE, IN, BETWEEN or IS NULL")
         right = self.operand()
         index: dict[str, Any] = {}
         if op == "=" and left.field in INDEXED and right.literal and right.type == FIELDS[left.field][0]:
-            value = right.fn(None, 0)  # type: ignore[arg-type]
+            value = right.fn(None, 0)  # type: ignore[arg-type]  # a literal reads no message
             if left.field != "priority" or (type(value) is int and 0 <= value <= 7):
                 index = {left.field: value}
         return self.compare(left, op, right), index
@@ -283,7 +285,7 @@ class _Parser:
             if not self.op(")"):
                 raise self.expected("')'")
             operand = _Operand(BOOL, inner, token.column, "(…)")
-            operand.index = index  # type: ignore[attr-defined]
+            operand.index = index
             return operand
         self.at += 1
         if token.kind == "op" and token.value in "+-" and self.token.kind == "number":
@@ -337,7 +339,7 @@ class _Parser:
         if not (operand.literal and operand.type == STRING and other.type == TIME):
             return operand
         try:
-            us = parse_iso_time(operand.fn(None, 0))  # type: ignore[arg-type]
+            us = parse_iso_time(operand.fn(None, 0))  # type: ignore[arg-type]  # a literal reads no message
         except BadData:
             raise _error(self.text, operand.column, f"{other.text} compares with a timestamp such as "
                                                     f"'2026-11-23T10:00:00Z', not {operand.text}") from None
@@ -377,7 +379,7 @@ class _Parser:
                 raise _error(self.text, item.column, "IN lists values, not NULL")
             if left.type is not None and item.type != left.type:
                 raise _error(self.text, item.column, f"{left.text} is a {left.type}; {item.text} is a {item.type}")
-            values.append(item.fn(None, 0))  # type: ignore[arg-type]
+            values.append(item.fn(None, 0))  # type: ignore[arg-type]  # a literal reads no message
             if self.op(")"):
                 break
             if not self.op(","):

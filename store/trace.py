@@ -84,7 +84,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from .abnf import Scanner, abnf_equal
 from .errors import BadData, FormatNameSyntaxError, InvalidArgument, TraceFormatError
@@ -300,7 +300,7 @@ def _fast_label(text: str, strict: bool = False) -> ReportLabel | None:
         return None
     first = 5 if strict else 7  # the time-date's groups
     when = text[m.start(first):m.end(first + 7)]
-    value = _TIMES.get(when, False)
+    value: tuple[datetime, bool] | None | Literal[False] = _TIMES.get(when, False)
     if value is False:
         if len(_TIMES) >= 65536:
             _TIMES.clear()
@@ -520,7 +520,7 @@ class _Parser(Scanner):
             self.end("expected end of body after CR LF", rule="Report")
             return ReportBody(message_id, queue)
         next_hop = hop_count = None
-        options = ("<NEXT HOP>", "<HOP COUNT>")
+        options: tuple[str, ...] = ("<NEXT HOP>", "<HOP COUNT>")
         while self.pos < self.limit and options:
             # each element at most once, in this order: what comes next is one that is left
             picked = options[self.choice(options, "an element or the end of the body", rule="Report")]

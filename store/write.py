@@ -19,7 +19,7 @@ import struct
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import lmdb
 
@@ -33,7 +33,7 @@ from .deadletters import dead_lettered
 from .keys import U32, U64, queue_key
 from .queue_counters import QueueCounters
 from .queues import (
-    QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name, new_queue,
+    QueueAttrs, QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name, new_queue,
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
@@ -66,7 +66,7 @@ class Counters:
 class Write:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
 
-    def __init__(self, lt: lmdb.Transaction, dbs: dict[str, lmdb._Database], now: int,
+    def __init__(self, lt: lmdb.Transaction[bytes], dbs: dict[str, lmdb._Database], now: int,
                  queue_cache: dict[bytes, tuple[bytes, QueueInfo]] | None = None) -> None:
         self.lt = lt
         self.dbs = dbs
@@ -117,7 +117,9 @@ class Write:
     @property
     def origin(self) -> bytes:
         if self._origin is None:
-            self._origin = bytes(self.lt.get(keys.META_GUID, db=self.dbs["meta"]))
+            guid = self.lt.get(keys.META_GUID, db=self.dbs["meta"])
+            assert guid is not None, "Store.open refuses a store without its GUID"
+            self._origin = guid
         return self._origin
 
     @property
@@ -179,7 +181,7 @@ class Write:
             self._queues[key] = q
         return q
 
-    def create_queue(self, name: str, **attrs: object) -> QueueInfo:
+    def create_queue(self, name: str, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
         key = queue_key(name)
         if self.lt.get(key, db=self.dbs["queues"]) is not None:
             raise QueueExists(f"queue {name!r} already exists")
@@ -441,7 +443,9 @@ class Write:
         """Store messages of one queue that already have their seqs, with every index entry."""
         if not messages:
             return
-        held, positions, entries = [], [], []
+        held: list[tuple[bytes, bytes]] = []
+        positions: list[tuple[bytes, bytes]] = []
+        entries: list[tuple[bytes, bytes]] = []
         append = entries.append
         size = 0
         qid = q.qid
@@ -937,7 +941,7 @@ class Write:
             elif f.unique_id_parts is not None:
                 source = self.by_unique_id(*f.unique_id_parts)
             else:
-                source = self.by_lookup_id(q, f.lookup_id)  # type: ignore[arg-type]
+                source = self.by_lookup_id(q, f.lookup_id)  # type: ignore[arg-type]  # f.exact: it is set
             found = [m for m in source if m.qid == q.qid and f.matches(m, self.now) and not m.hidden]
             if not found:
                 raise MessageNotFound(f"no message {f.describe()} in queue {q.name!r}")

@@ -87,7 +87,7 @@ def listen(
         raise UsageError("--handshake-timeout must be positive")
     config = ListenerConfig(
         host, port, max_frame=frame, handshake_timeout=deadline,
-        idle_timeout=parse_duration(idle_timeout, what="--idle-timeout"))  # type: ignore[arg-type]
+        idle_timeout=parse_duration(idle_timeout, what="--idle-timeout"))
     key = load_key(key_file)
 
     def ready(host: str, port: int) -> None:

@@ -95,7 +95,7 @@ def consume(
         last = time.monotonic()
 
         def settle(outcome: Outcome) -> None:
-            running.pop(outcome.message.confirm_id, None)  # type: ignore[arg-type]
+            running.pop(outcome.message.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
             if outcome.code == 0:
                 consumer.confirm(outcome.message)
                 tally.confirmed += 1
@@ -144,7 +144,7 @@ def consume(
                 continue
             last = time.monotonic()
             tally.messages += 1
-            running[m.confirm_id] = _start(command, queue, m, lease_s, results)  # type: ignore[index]
+            running[m.confirm_id] = _start(command, queue, m, lease_s, results)  # type: ignore[index]  # got under a confirm id
         for m, exc in consumer.failed:
             tally.lapsed += 1
             s.out.note(f"mqcli: message {m.msg_id}: {exc.message}")
@@ -164,7 +164,7 @@ def _start(command: str, queue: str, m: Message, lease: float, results: queues.Q
                                 start_new_session=True)
     except OSError as exc:
         results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}"))
-        return _Nothing()  # type: ignore[return-value]
+        return _Nothing()  # type: ignore[return-value]  # stands in for the Popen
 
     def feed_and_wait() -> None:
         # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms.

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, ContextManager, Optional
+from typing import Annotated, Any, ContextManager, Optional, TypedDict
 
 import typer
 
@@ -29,6 +30,16 @@ UniqueOpt = Annotated[Optional[str], typer.Option("--unique-id", callback=values
 CorrelOpt = Annotated[Optional[str], typer.Option("--correl-id", help="Only messages with this correlation id.")]
 LookupOpt = Annotated[Optional[str], typer.Option("--lookup-id", help="Only the message with this lookup id (decimal or 0x hex).")]
 PriorityOpt = Annotated[Optional[int], typer.Option("--priority", min=0, max=7, help="Only messages of this priority (0-7).")]
+
+
+class _Filters(TypedDict):
+    """The options that choose messages, as browse, browse_lock and move take them."""
+    msg_id: Optional[str]
+    unique_id: Optional[str]
+    correl_id: Optional[str]
+    lookup_id: Optional[int]
+    priority: Optional[int]
+    where: Optional[str]
 
 
 def _selector(text: Optional[str]) -> Optional[str]:
@@ -107,6 +118,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
         with tracking as step, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
             for batch in items:
                 with deferred():  # what is committed is printed: Ctrl-C waits for the ids
+                    done: list[Message]
                     if keep_ids:
                         done, n_skipped = _store_records(st, queue, batch, new_ids)  # type: ignore[arg-type]
                         skipped += n_skipped
@@ -247,9 +259,9 @@ def put(
         raise UsageError("--new-ids goes with --jsonl (every other put makes new ids)")
     if lease is not None and confirm_id is None:
         raise UsageError("--lease goes with --confirm-id (how long the put may stay unconfirmed)")
-    fields = dict(priority=priority, correl_id=correl_id, label=label, props=props or None,
-                  app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
-                  dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
+    new = functools.partial(NewMessage, priority=priority, correl_id=correl_id, label=label, props=props or None,
+                            app_specific=app_specific, ttl=_seconds(ttl, "ttl"), express=express,
+                            dead_letter=not no_dead_letter, trace=trace, report_queue=report_queue)
     lease_s = _seconds(lease, "lease")
     with s.open() as st:
         if jsonl is not None:
@@ -263,17 +275,17 @@ def put(
         elif lines is not None:
             with inputs.opened(lines) as stream:
                 bodies = inputs.body_lines(stream, st.info().max_message_size)
-                _put_stream(st, s.out, queue, ([NewMessage(b, **fields) for b in chunk]
+                _put_stream(st, s.out, queue, ([new(b) for b in chunk]
                                                for chunk in _chunks(bodies, BATCH)),
                             False, confirm_id, lease_s, tx, tracking=inputs.reading_progress(f"put {queue}", stream))
         elif count == 1 and confirm_id is None:
-            message = NewMessage(inputs.message_body(body, file, lambda: st.info().max_message_size), **fields)
+            message = new(inputs.message_body(body, file, lambda: st.info().max_message_size))
             with deferred():
                 s.out.msg_ids(st.put_many(queue, [message], lease=lease_s, tx=tx))
         else:
             data = inputs.message_body(body, file, lambda: st.info().max_message_size)
             _put_stream(st, s.out, queue,
-                        ([NewMessage(data, **fields) for _ in range(n)] for n in _sizes(count, BATCH)),
+                        ([new(data) for _ in range(n)] for n in _sizes(count, BATCH)),
                         False, confirm_id, lease_s, tx, tracking=counting(f"put {queue}", count))
 
 
@@ -297,7 +309,7 @@ def _sizes(total: int, size: int) -> Iterator[int]:
 _SELECTING = ("msg_id", "unique_id", "correl_id", "lookup_id", "priority", "where", "lock_id")
 
 
-def _to_take(st: Store, queue: str, count: Optional[int], filters: dict) -> Callable[[], Optional[int]]:
+def _to_take(st: Store, queue: str, count: Optional[int], filters: Mapping[str, Any]) -> Callable[[], Optional[int]]:
     """How many messages a get or move of `queue` will take, for its progress bar (asked only
     when one is drawn): its available messages (from the counters), at most `count`; with a
     filter, only `count` is known."""
@@ -453,7 +465,7 @@ def _browse_follow(st: Store, out: Output, queue: str, *, where: Optional[str], 
             batches.close()
 
 
-def _delivered(get, *args, deliver, **kw):  # type: ignore[no-untyped-def]
+def _delivered(get, *args, deliver, **kw):
     """`get(*args, deliver=...)`, the store calling `deliver` with each batch with no write
     transaction open. Ctrl-C and SIGTERM act at once while the get waits; once output has
     started they stop it after the batch being written (or interrupt a write stalled for
@@ -506,8 +518,8 @@ def browse(
       mqcli browse orders --format '{body_hex}\\n' --where "props.kind = 'bin'"
     """
     _formatted(s, template)  # type: ignore[arg-type]
-    filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
-                   priority=priority, where=where)
+    filters: _Filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
+                             priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):
         raise UsageError("--lock-id and --lease go with --lock")
     if not follow and (idle is not None or from_start):
@@ -520,7 +532,7 @@ def browse(
         if lock:
             if state:
                 raise UsageError("--state does not go with --lock (only available messages are locked)")
-            lid, locked = st.browse_lock(queue, limit=limit, lock_id=lock_id,
+            lid, locked = st.browse_lock(queue, limit=limit, lock_id=lock_id,  # type: ignore[arg-type]  # int|AUTO
                                          lease=_seconds(lease, "lease"), **filters)
             if s.out.mode == "text":
                 s.out.value(lid, "lock_id")  # the data a script needs; the messages go to stderr
@@ -532,10 +544,10 @@ def browse(
                 with s.out.messages() as stream:
                     stream.extend(locked)
             return
-        states: object = None
+        states: str | list[str] | None = None
         if state:
             states = "all" if "all" in state else [x for part in state for x in part.split(",")]
-        found = st.browse(queue, limit=limit, states=states, **filters)  # type: ignore[arg-type]
+        found = st.browse(queue, limit=limit, states=states, **filters)
         with s.out.messages() as stream:
             stream.extend(found)
 
@@ -578,7 +590,7 @@ def undo(
         raise UsageError("--confirm-id and --lock-id need the QUEUE")
     with s.open() as st:
         if confirm_id is not None or lock_id is not None:
-            n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]
+            n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]  # QUEUE given
         else:
             n = st.undo_inflight(queue, older_than=_seconds(older_than, "age"))
     s.out.document({"queue": queue, "undone": n})
@@ -637,16 +649,16 @@ def move(
       mqcli move dead-letter orders --where "original_queue = 'orders' AND dead_letter_reason = 'expired'"
       mqcli move inbox work --count 10 --tx "$T"
     """
-    filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
-                   priority=priority, where=where)
+    filters: _Filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=_lookup(lookup_id),
+                             priority=priority, where=where)
     with s.open() as st:
         if dry_run:
             st.queue_info(target)
-            n = len(st.browse(source, limit=count, **filters))  # type: ignore[arg-type]
+            n = len(st.browse(source, limit=count, **filters))
             s.out.document({"source": source, "target": target, "would_move": n, "dry_run": True})
             return
         moved = 0
-        batches = st.move(source, target, count=count, copy=copy, tx=tx, **filters)  # type: ignore[arg-type]
+        batches = st.move(source, target, count=count, copy=copy, tx=tx, **filters)
         try:
             with progress(f"{'copy' if copy else 'move'} {source} → {target}",
                           total=_to_take(st, source, count, filters)) as bar:

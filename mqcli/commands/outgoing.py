@@ -32,7 +32,7 @@ def outgoing_doc(o: OutgoingInfo, now: int) -> dict[str, Any]:
     d["oldest_age_s"] = None if o.oldest is None else round((now - o.oldest) / 1e6, 3)
     d["oldest"] = iso(o.oldest)
     d["next_retry"] = iso(o.next_retry)
-    d["history"] = [{**h, "time": iso(h["time"])} for h in o.history]  # type: ignore[arg-type]
+    d["history"] = [{**h, "time": iso(h["time"])} for h in o.history]
     return d
 
 

@@ -242,10 +242,10 @@ def stats(
                 columns.append(("by_priority", "by priority"))
             s.out.table(rows, columns)
             return
-        from ..watch import watch
+        from ..watch import watch as watch_stats
 
         seconds = parse_duration(interval, allow_forever=False, what="interval") or 1.0
-        watch(st, seconds)
+        watch_stats(st, seconds)
 
 
 def register(app: typer.Typer) -> None:

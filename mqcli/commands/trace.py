@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from store import reportfile, reports, trace
-from store.errors import BadData, MessageNotFound
+from store.errors import BadData, MessageNotFound, TraceFormatError
 from store.records import guid_text, parse_msg_id
 
 from .. import inputs
@@ -173,7 +173,7 @@ def _file_route_rows(path: Path, msg_id: str) -> list[dict]:
         try:
             label = trace.decode_label(r.label)
             body = trace.decode_body(r.body)
-        except trace.TraceFormatError:
+        except TraceFormatError:
             continue
         fields = reports.describe_fields(label, body)
         mine = (fields["message_id"] == message_id and

@@ -136,17 +136,18 @@ def import_(
             stream.seek(0)
         known = {q.name.casefold() for q in st.list_queues()}
         pending: list[Message] = []
-        target = None
+        target: str | None = None
 
         def flush() -> None:
             nonlocal imported, skipped
             if pending:
+                assert target is not None  # set with the first pending record
                 with deferred():  # a batch that commits is counted
-                    done = st.import_messages(target, pending, create=True, new_ids=new_ids)  # type: ignore[arg-type]
+                    done = st.import_messages(target, pending, create=True, new_ids=new_ids)
                     imported += len(done)
                     skipped += len(done.skipped)
-                if target.casefold() not in known:  # type: ignore[union-attr]
-                    known.add(target.casefold())  # type: ignore[union-attr]
+                if target.casefold() not in known:
+                    known.add(target.casefold())
                     s.out.note(f"created queue {target!r}")
                 step(len(pending))
                 pending.clear()

@@ -316,7 +316,7 @@ class Dispatcher:
                 await conn.close()
         return result
 
-    async def _failed(self, link: LinkInfo, queues: list[str], exc: BaseException, result: LinkResult,
+    async def _failed(self, link: LinkInfo, queues: list[str], exc: StoreError | OSError, result: LinkResult,
                       retry: bool, conn: Connection | None) -> None:
         reason = exc.message if isinstance(exc, StoreError) else (exc.strerror or str(exc))
         message = f"link {link.name!r} ({link.address}): {reason}"

@@ -20,9 +20,10 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..errors import ChannelErrorCode as ErrorCode  # the codes of ERROR frames
-from ..errors import FrameTooLarge, TruncatedFrame, UnknownFrameType
+from ..errors import ChannelErrorCode, FrameTooLarge, TruncatedFrame, UnknownFrameType
 from ..errors import PeerError, ProtocolError  # noqa: F401 (importable from here too)
+
+ErrorCode = ChannelErrorCode  # the codes of ERROR frames
 
 HEADER = struct.Struct(">IB")
 HEADER_SIZE = HEADER.size  # 5

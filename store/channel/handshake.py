@@ -30,8 +30,8 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from ..errors import AuthenticationFailed, ChannelError, VersionMismatch
-from .frames import HEADER, MIN_MAX_FRAME, FrameType, ProtocolError
+from ..errors import AuthenticationFailed, ChannelError, ProtocolError, VersionMismatch
+from .frames import HEADER, MIN_MAX_FRAME, FrameType
 
 MAGIC = b"MQCF"
 #: Versions this implementation speaks, lowest and highest. Version 2 names each transfer by

@@ -47,14 +47,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ChannelError, ListenerBusy, StoreError
+from ..errors import ChannelError, ChannelTimeout, ConnectionLost, ListenerBusy, PeerError, StoreError
 from .batches import decode_batch, decode_bye, encode_ack
 from .frames import (
-    DEFAULT_MAX_FRAME, HANDSHAKE_MAX_FRAME, MAX_MAX_FRAME, MIN_MAX_FRAME, ErrorCode, FrameType, PeerError,
-    encode_frame,
+    DEFAULT_MAX_FRAME, HANDSHAKE_MAX_FRAME, MAX_MAX_FRAME, MIN_MAX_FRAME, ErrorCode, FrameType, encode_frame,
 )
 from .handshake import ServerHandshake, Session, check_key
-from .wire import STREAM_LIMIT, ChannelTimeout, Connection, ConnectionLost, error_code_for
+from .wire import STREAM_LIMIT, Connection, error_code_for
 
 if TYPE_CHECKING:
     from ..engine import Store
@@ -76,7 +75,7 @@ class ListenerConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     max_frame: int = DEFAULT_MAX_FRAME
-    idle_timeout: float = 60.0       # no frame started for this long: close
+    idle_timeout: float | None = 60.0  # no frame started for this long: close; None: never
     handshake_timeout: float = 5.0   # accept to READY: a connection not authenticated by then is closed
     frame_timeout: float = 30.0      # a frame's first byte to its last
     write_timeout: float = 30.0
@@ -430,6 +429,7 @@ class Listener:
 
     async def _serve(self, peer: _Peer, session: Session, stats: list[int]) -> None:
         conn = peer.conn
+        assert conn is not None  # _authenticate set it
         loop = asyncio.get_running_loop()
         while True:
             frame = await conn.expect((FrameType.BATCH, FrameType.BYE), self.config.idle_timeout,
