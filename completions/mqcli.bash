@@ -7,7 +7,7 @@
 _mqcli_commands()
 {
     case "$1" in
-        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import redrive consume batch health listen dispatch completion bench qmgr queue tx trace link outgoing analyze" ;;
+        "") REPLY="init info check backup sweep stats put get browse unlock confirm undo delete move inflight export import redrive consume batch health listen dispatch completion snapshot bench qmgr queue tx trace link outgoing analyze" ;;
         "qmgr") REPLY="set" ;;
         "queue") REPLY="create list show set purge delete" ;;
         "tx") REPLY="begin commit abort list show" ;;
@@ -48,6 +48,7 @@ _mqcli_options()
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output -q --quiet -h --help" ;;
         "dispatch") REPLY="--once --follow --batch --link --timeout --retry-max --store -o --output -q --quiet -h --help" ;;
         "completion") REPLY="-o --output -q --quiet -h --help" ;;
+        "snapshot") REPLY="--store -o --output -q --quiet -h --help" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --two-phase --express --scratch --in-store --store -o --output -q --quiet -h --help" ;;
         "qmgr") REPLY="-h --help" ;;
         "qmgr set") REPLY="--quota --throttle --no-throttle --name --max-message-size --report-queue --store -o --output -q --quiet -h --help" ;;
@@ -79,8 +80,8 @@ _mqcli_options()
         "outgoing hold") REPLY="--store -o --output -q --quiet -h --help" ;;
         "outgoing resume") REPLY="--store -o --output -q --quiet -h --help" ;;
         "analyze") REPLY="-h --help" ;;
-        "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
-        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --follow --interval --checkpoint --count --idle --store -o --output -q --quiet -h --help" ;;
+        "analyze health") REPLY="--parquet --snapshots --queue --stuck-after --out --format --plot --master --store -o --output -q --quiet -h --help" ;;
+        "analyze routes") REPLY="--parquet --snapshots --queue --reports --limit --out --format --plot --master --follow --interval --checkpoint --count --idle --store -o --output -q --quiet -h --help" ;;
         *) REPLY="" ;;
     esac
 }
@@ -114,6 +115,7 @@ _mqcli_value_options()
         "listen") REPLY="--key-file --bind --max-frame --idle-timeout --handshake-timeout --store -o --output" ;;
         "dispatch") REPLY="--batch --link --timeout --retry-max --store -o --output" ;;
         "completion") REPLY="-o --output" ;;
+        "snapshot") REPLY="--store -o --output" ;;
         "bench") REPLY="-m --messages --size --producers --pub --consumers --sub --batch --store -o --output" ;;
         "qmgr set") REPLY="--quota --name --max-message-size --report-queue --store -o --output" ;;
         "queue create") REPLY="--label --quota --max-backouts --store -o --output" ;;
@@ -138,8 +140,8 @@ _mqcli_value_options()
         "outgoing show") REPLY="--store -o --output" ;;
         "outgoing hold") REPLY="--store -o --output" ;;
         "outgoing resume") REPLY="--store -o --output" ;;
-        "analyze health") REPLY="--parquet --queue --stuck-after --out --format --plot --master --store -o --output" ;;
-        "analyze routes") REPLY="--parquet --queue --reports --limit --out --format --plot --master --interval --checkpoint --count --idle --store -o --output" ;;
+        "analyze health") REPLY="--parquet --snapshots --queue --stuck-after --out --format --plot --master --store -o --output" ;;
+        "analyze routes") REPLY="--parquet --snapshots --queue --reports --limit --out --format --plot --master --interval --checkpoint --count --idle --store -o --output" ;;
         *) REPLY="" ;;
     esac
 }
@@ -150,7 +152,7 @@ _mqcli_option_value()
     case "$1:$2" in
         *:--store) _mqcli_dirs "$3" ;;
         *:-o|*:--output) COMPREPLY=($(compgen -W "text json jsonl body hex" -- "$3")) ;;
-        *:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--out|*:--plot|*:--checkpoint) _mqcli_files "$3" ;;
+        *:--textfile|*:-f|*:--file|*:--jsonl|*:--lines|"export:--to"|*:--key-file|*:--reports|*:--parquet|*:--snapshots|*:--out|*:--plot|*:--checkpoint) _mqcli_files "$3" ;;
         *:--report-queue|"redrive:--to"|"import:--queue"|*:-r) _mqcli_names queue "$3" ;;
         *:--tx) _mqcli_names tx "$3" ;;
         "export:--format") COMPREPLY=($(compgen -W "jsonl parquet" -- "$3")) ;;
@@ -164,7 +166,7 @@ _mqcli_option_value()
 _mqcli_argument()
 {
     case "$1" in
-        "backup"|"import"|"batch"|"link keygen") case $3 in 0) _mqcli_files "$2" ;; esac ;;
+        "backup"|"import"|"batch"|"snapshot"|"link keygen") case $3 in 0) _mqcli_files "$2" ;; esac ;;
         "put"|"get"|"browse"|"unlock"|"confirm"|"undo"|"delete"|"inflight"|"redrive"|"consume"|"queue show"|"queue set"|"queue purge"|"queue delete"|"trace show") case $3 in 0) _mqcli_names queue "$2" ;; esac ;;
         "move") case $3 in 0|1) _mqcli_names queue "$2" ;; esac ;;
         "export"|"health") case $3 in *) _mqcli_names queue "$2" ;; esac ;;

@@ -6,7 +6,7 @@
 function __mqcli_commands --argument-names path --description 'mqcli: the subcommands of a command path'
     switch $path
         case ''
-            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'redrive' 'consume' 'batch' 'health' 'listen' 'dispatch' 'completion' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
+            printf '%s\n' 'init' 'info' 'check' 'backup' 'sweep' 'stats' 'put' 'get' 'browse' 'unlock' 'confirm' 'undo' 'delete' 'move' 'inflight' 'export' 'import' 'redrive' 'consume' 'batch' 'health' 'listen' 'dispatch' 'completion' 'snapshot' 'bench' 'qmgr' 'queue' 'tx' 'trace' 'link' 'outgoing' 'analyze'
         case 'qmgr'
             printf '%s\n' 'set'
         case 'queue'
@@ -76,6 +76,8 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
             printf '%s\n' '--batch' '--link' '--timeout' '--retry-max' '--store' '-o' '--output'
         case 'completion'
             printf '%s\n' '-o' '--output'
+        case 'snapshot'
+            printf '%s\n' '--store' '-o' '--output'
         case 'bench'
             printf '%s\n' '-m' '--messages' '--size' '--producers' '--pub' '--consumers' '--sub' '--batch' '--store' '-o' '--output'
         case 'qmgr set'
@@ -125,9 +127,9 @@ function __mqcli_value_options --argument-names path --description 'mqcli: the o
         case 'outgoing resume'
             printf '%s\n' '--store' '-o' '--output'
         case 'analyze health'
-            printf '%s\n' '--parquet' '--queue' '--stuck-after' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
+            printf '%s\n' '--parquet' '--snapshots' '--queue' '--stuck-after' '--out' '--format' '--plot' '--master' '--store' '-o' '--output'
         case 'analyze routes'
-            printf '%s\n' '--parquet' '--queue' '--reports' '--limit' '--out' '--format' '--plot' '--master' '--interval' '--checkpoint' '--count' '--idle' '--store' '-o' '--output'
+            printf '%s\n' '--parquet' '--snapshots' '--queue' '--reports' '--limit' '--out' '--format' '--plot' '--master' '--interval' '--checkpoint' '--count' '--idle' '--store' '-o' '--output'
     end
 end
 
@@ -237,6 +239,7 @@ complete -c mqcli -n '__mqcli_at \'\'' -a 'health' -d 'A Nagios / Icinga check: 
 complete -c mqcli -n '__mqcli_at \'\'' -a 'listen' -d 'Receive messages from other queue managers into this store until stopped.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'dispatch' -d 'Send the outgoing queues to their links\' listeners.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'completion' -d 'Print the completion script of a shell (queue names, transactions and links come from the store).'
+complete -c mqcli -n '__mqcli_at \'\'' -a 'snapshot' -d 'Write a snapshot of the store into a new subdirectory of DIR, for `mqcli analyze --snapshots DIR` on any host.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'bench' -d 'Measure throughput and latency with real producer and consumer processes.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'qmgr' -d 'Queue manager settings.'
 complete -c mqcli -n '__mqcli_at \'\'' -a 'queue' -d 'Queue administration.'
@@ -519,6 +522,13 @@ complete -c mqcli -n '__mqcli_at \'completion\'' -s o -l output -x -a 'text json
 complete -c mqcli -n '__mqcli_at \'completion\'' -s q -l quiet -d 'No diagnostics on stderr.'
 complete -c mqcli -n '__mqcli_at \'completion\'' -s h -l help -d 'Show this message and exit.'
 
+# mqcli snapshot
+complete -c mqcli -n '__mqcli_at \'snapshot\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
+complete -c mqcli -n '__mqcli_at \'snapshot\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'
+complete -c mqcli -n '__mqcli_at \'snapshot\'' -s q -l quiet -d 'No diagnostics on stderr.'
+complete -c mqcli -n '__mqcli_at \'snapshot\'' -s h -l help -d 'Show this message and exit.'
+complete -c mqcli -n '__mqcli_at \'snapshot\'' -F
+
 # mqcli bench
 complete -c mqcli -n '__mqcli_at \'bench\'' -s m -l messages -x -d 'Messages in all.'
 complete -c mqcli -n '__mqcli_at \'bench\'' -l size -x -d 'Body size in bytes.'
@@ -760,6 +770,7 @@ complete -c mqcli -n '__mqcli_at \'analyze\'' -s h -l help -d 'Show this message
 
 # mqcli analyze health
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -l parquet -r -F -d 'Read Parquet exports (`mqcli export --format parquet`) instead of stores.'
+complete -c mqcli -n '__mqcli_at \'analyze health\'' -l snapshots -r -F -d 'Read the newest snapshot of each store in DIR (`mqcli snapshot DIR` on each host) instead of stores: each executor copies what it reads to its local disk.'
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -l queue -x -d 'Only this queue (repeatable).'
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -l stuck-after -x -d 'A message in flight (locked, unconfirmed, in a transaction) longer than this counts as stuck.'
 complete -c mqcli -n '__mqcli_at \'analyze health\'' -l out -r -F -d 'Also write the result datasets under DIR (each replaced if it exists).'
@@ -774,6 +785,7 @@ complete -c mqcli -n '__mqcli_at \'analyze health\'' -F
 
 # mqcli analyze routes
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l parquet -r -F -d 'Read Parquet exports (`mqcli export --format parquet`) instead of stores.'
+complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l snapshots -r -F -d 'Read the newest snapshot of each store in DIR (`mqcli snapshot DIR` on each host) instead of stores: each executor copies what it reads to its local disk.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l queue -x -d 'Only this queue (repeatable).'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l reports -r -F -d 'Read reports from FILE (JSONL or CSV rows of label, body, arrived), e.g. an export of a Windows report queue, instead of stores.'
 complete -c mqcli -n '__mqcli_at \'analyze routes\'' -l limit -x -d 'Rows shown per table in text output.'

@@ -64,6 +64,8 @@ COMMANDS: dict[str, Entry] = {
     "dispatch": Entry("channel", "dispatch", "Send the outgoing queues to their links' listeners."),
     "completion": Entry("completion", "completion", "Print the completion script of a shell (queue names, "
                         "transactions and links come from the store)."),
+    "snapshot": Entry("snapshot", "snapshot", "Write a snapshot of the store into a new subdirectory of DIR, for "
+                      "`mqcli analyze --snapshots DIR` on any host."),
     "bench": Entry("bench", "bench", "Measure throughput and latency with real producer and consumer processes."),
     "qmgr": Entry("qmgr", "qmgr_app", "Queue manager settings."),
     "queue": Entry("queue", "app", "Queue administration."),

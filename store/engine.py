@@ -14,6 +14,7 @@ import shutil
 import struct
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Unpack, overload
@@ -25,7 +26,8 @@ from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_
 from .consumer import Consumer
 from .environment import (
     DEFAULT_MAP_SIZE, check_permissions, creation_lock, discard_unfinished_data, layout_error,
-    open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, write_marker,
+    open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, sync_directory,
+    write_marker,
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
@@ -281,14 +283,6 @@ def _seal(file: Path) -> None:
         os.close(fd)
 
 
-def _sync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _qmgr_name(name: object) -> str:
     """A queue manager name a caller gives: text, not blank, no control characters (it is
     shown on one line by `info`, in trace reports and by peers)."""
@@ -333,6 +327,7 @@ class Store(Forwarding):
         self.foreign_owner: str | None = None  # set by open: the owner of another user's store
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
+        self._as_is = 0  # > 0: inside `as_is()`, reads run no maintenance
 
     # ---- opening -----------------------------------------------------------------------
 
@@ -552,9 +547,21 @@ class Store(Forwarding):
                              f"({free if free is not None else '?'} bytes free); free space, or get or purge messages")
         return StoreCorrupt(f"{what}LMDB failed: {text}")
 
+    @contextmanager
+    def as_is(self) -> Iterator[Store]:
+        """Reads inside the block change nothing: no maintenance runs before them, so what is
+        expired or lapsed is read as such (docs/design.md#pipeline, "Reads do not write": export,
+        snapshot and the pipeline)."""
+        self._as_is += 1
+        try:
+            yield self
+        finally:
+            self._as_is -= 1
+
     def _read(self, fn: Callable[[Write], T]) -> T:
-        """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due."""
-        if self._maintenance_due():
+        """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due
+        (not inside `as_is()`)."""
+        if not self._as_is and self._maintenance_due():
             try:
                 self._write(lambda t: None)
             except StoreFull:
@@ -1534,7 +1541,7 @@ class Store(Forwarding):
                     raise StoreUnavailable(f"{target} is no longer empty (another backup or process "
                                            f"wrote there meanwhile); back up into a new directory") from None
                 raise
-            _sync_directory(target.parent)
+            sync_directory(target.parent)
         except BaseException as exc:
             shutil.rmtree(building, ignore_errors=True)
             if isinstance(exc, lmdb.Error):

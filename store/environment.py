@@ -156,17 +156,22 @@ def write_marker(path: Path, map_size: int, *, creating: bool = False) -> None:
             os.close(fd)
         os.chmod(temp, 0o600)
         os.rename(temp, path / MARKER)
-        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        sync_directory(path)
     except OSError as exc:
         try:
             temp.unlink()
         except OSError:
             pass
         raise layout_error(path, exc) from None
+
+
+def sync_directory(path: Path) -> None:
+    """fsync a directory, so that a rename into it survives a crash."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_marker(path: Path) -> Marker:

@@ -158,6 +158,13 @@ class StoreCorrupt(StoreUnavailable):
     entry = Status.MQ_ERROR_STORE_CORRUPT
 
 
+class StoreMismatch(StoreUnavailable):
+    """A Spark task found another store (another GUID), or none, where the driver planned one
+    (docs/design.md#pipeline); the message names the path, both GUIDs and the executor host."""
+
+    entry = Status.MQ_ERROR_STORE_MISMATCH
+
+
 class StorePermission(StoreUnavailable):
     entry = Status.MQ_ERROR_ACCESS_DENIED
 

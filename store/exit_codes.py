@@ -65,7 +65,8 @@ class ExitCode(IntEnum):
         "rules of the queue broken.")
     STORE = 11, (
         "Store error: no store at the path (only `init` makes one), or the store cannot be "
-        "opened, is corrupt, or not permitted (owned by another user, writable by others).")
+        "opened, is corrupt, or not permitted (owned by another user, writable by others); or a "
+        "Spark task found another store (another GUID), or none, where the job planned one.")
     BAD_DATA = 12, (
         "Bad data: a malformed record, label, body, format name, JSONL line or import file (a "
         "line longer than any record of the store can be is refused before it is read whole); "
@@ -125,6 +126,7 @@ class Status(Enum):
     MQ_ERROR_TRANSACTION_USAGE = 0xC00E0050, ExitCode.TRANSACTION
     MQ_ERROR_STORE_UNAVAILABLE = None, ExitCode.STORE
     MQ_ERROR_STORE_CORRUPT = None, ExitCode.STORE
+    MQ_ERROR_STORE_MISMATCH = None, ExitCode.STORE
     MQ_ERROR_ACCESS_DENIED = 0xC00E0025, ExitCode.STORE
     MQ_ERROR_BAD_DATA = None, ExitCode.BAD_DATA
     MQ_ERROR_CHANNEL = None, ExitCode.CHANNEL

@@ -35,6 +35,10 @@ StoresArg = Annotated[Optional[list[Path]], typer.Argument(
 ParquetOpt = Annotated[Optional[Path], typer.Option(
     "--parquet", metavar="DIR", show_default=False,
     help="Read Parquet exports (`mqcli export --format parquet`) instead of stores.")]
+SnapshotsOpt = Annotated[Optional[Path], typer.Option(
+    "--snapshots", metavar="DIR", show_default=False,
+    help="Read the newest snapshot of each store in DIR (`mqcli snapshot DIR` on each host) instead of "
+         "stores: each executor copies what it reads to its local disk.")]
 QueueOpt = Annotated[Optional[list[str]], typer.Option(
     "--queue", metavar="Q", show_default=False, help="Only this queue (repeatable).")]
 OutOpt = Annotated[Optional[Path], typer.Option(
@@ -50,7 +54,8 @@ MasterOpt = Annotated[Optional[str], typer.Option(
 
 
 def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], queues: Optional[list[str]],
-             fmt: str, plot: Optional[Path], reports: Optional[Path] = None) -> Source:
+             fmt: str, plot: Optional[Path], reports: Optional[Path] = None,
+             snapshots: Optional[Path] = None) -> Source:
     """Check the command line and the inputs before Spark starts."""
     from store.analytics import require
     from store.analytics.pipeline import Source
@@ -59,10 +64,11 @@ def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], 
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if plot is not None and plot.suffix.lower() != ".png":
         raise UsageError(f"--plot writes a PNG: name the file FILE.png, got {str(plot)!r}")
-    if stores and parquet is not None:
-        raise UsageError("give store directories or --parquet DIR, not both")
-    if reports is not None and (stores or parquet is not None or queues):
-        raise UsageError("--reports FILE is read alone: give no store directories, --parquet or --queue with it")
+    if sum((bool(stores), parquet is not None, snapshots is not None)) > 1:
+        raise UsageError("give store directories, --snapshots DIR or --parquet DIR: one of them")
+    if reports is not None and (stores or parquet is not None or snapshots is not None or queues):
+        raise UsageError("--reports FILE is read alone: give no store directories, --snapshots, --parquet "
+                         "or --queue with it")
     require(what="analyze")
     if plot is not None:
         require(("matplotlib",), "--plot")
@@ -71,10 +77,10 @@ def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], 
         source.check()
         return source
     paths = [str(p) for p in stores or []]
-    if not paths and parquet is None:
+    if not paths and parquet is None and snapshots is None:
         paths = [str(s.store_path)]
     source = Source(stores=paths, parquet=None if parquet is None else str(parquet), queues=queues,
-                    allow_foreign_owner=s.allow_foreign)
+                    snapshots=None if snapshots is None else str(snapshots), allow_foreign_owner=s.allow_foreign)
     source.check()
     for path, owner in source.foreign_owners.items():
         s.said_foreign(owner, path)
@@ -92,6 +98,7 @@ def health(
     s: Session,
     stores: StoresArg = None,
     parquet: ParquetOpt = None,
+    snapshots: SnapshotsOpt = None,
     queue: QueueOpt = None,
     stuck_after: Annotated[str, typer.Option(
         "--stuck-after", metavar="DURATION",
@@ -102,16 +109,18 @@ def health(
     and stuck, expired but not yet swept, backouts.
 
     The same figures as `mqcli stats` for the same stores (read read-only, while others write),
-    plus what needs a look. -o json prints one object per queue. --out writes the dataset
+    plus what needs a look (expired and lapsed messages are counted, never swept: reads do not
+    write). -o json prints one object per queue. --out writes the dataset
     `health`; --plot draws depth by state per queue.
 
     \b
     Examples:
       mqcli analyze health /var/lib/mq/qm1 /var/lib/mq/qm2 --stuck-after 10m
       mqcli analyze health --parquet exports/ -o json
+      mqcli analyze health --snapshots /shared/mq-snapshots --master spark://head:7077
     """
     stuck = parse_duration(stuck_after, allow_forever=False, what="--stuck-after") or 0.0
-    source = _prepare(s, stores, parquet, queue, fmt, plot)
+    source = _prepare(s, stores, parquet, queue, fmt, plot, snapshots=snapshots)
     from store.analytics.outputs import plot_health, to_records, write_datasets
     from store.analytics.pipeline import run_health
     from store.analytics.session import spark_session
@@ -135,7 +144,7 @@ def health(
         r["age"] = age(None if r["oldest_age_s"] is None else now - int(r["oldest_age_s"] * 1_000_000), now)
     columns = [*([("store_name", "store")] if many else []), ("queue", "queue"), ("depth", "depth"),
                ("bytes", "bytes"), ("available", "avail"), ("in_flight", "in flight"), ("stuck", "stuck"),
-               ("expired", "expired"), ("backouts", "backouts"), ("age", "oldest")]
+               ("expired", "expired"), ("lapsed", "lapsed"), ("backouts", "backouts"), ("age", "oldest")]
     s.out.table(rows, columns)
 
 
@@ -145,6 +154,7 @@ def routes(
     s: Session,
     stores: StoresArg = None,
     parquet: ParquetOpt = None,
+    snapshots: SnapshotsOpt = None,
     queue: QueueOpt = None,
     reports: Annotated[Optional[Path], typer.Option(
         "--reports", metavar="FILE", show_default=False,
@@ -197,11 +207,13 @@ def routes(
       mqcli analyze routes --parquet exports/ --out results/ --format csv
     """
     if follow:
+        if snapshots is not None:
+            raise UsageError("--follow reads stores as reports arrive: no --snapshots with it")
         _follow(s, stores, parquet, queue, reports, out, plot, master, interval, checkpoint, count, idle)
         return
     if checkpoint is not None or count is not None or idle is not None:
         raise UsageError("--checkpoint, --count and --idle go with --follow")
-    source = _prepare(s, stores, parquet, queue, fmt, plot, reports)
+    source = _prepare(s, stores, parquet, queue, fmt, plot, reports, snapshots)
     from pyspark.sql import functions as F
 
     from store.analytics.outputs import plot_links, to_records, write_datasets

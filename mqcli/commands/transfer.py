@@ -46,7 +46,8 @@ def export(
     if fmt == "parquet":
         _export_parquet(s, queues, to)
         return
-    with s.open() as st, writing_to(None if to is None else str(to)):
+    # reads do not write: the store is exported as it is, expired and lapsed messages included
+    with s.open() as st, st.as_is(), writing_to(None if to is None else str(to)):
         if to is None:
             count = _write_jsonl(st, queues, sys.stdout.buffer)
         else:

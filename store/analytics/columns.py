@@ -133,11 +133,13 @@ def spark_schema(columns: Sequence[tuple[str, str]] = MESSAGE_COLUMNS) -> Struct
 
 @dataclass(frozen=True)
 class StoreIdentity:
-    """Plain data naming a store in every row read from it."""
+    """Plain data naming a store in every row read from it; `snapshot`, when set, is the
+    snapshot directory (`mqcli snapshot`) read in place of the store at `path` (locate.py)."""
 
     path: str
     name: str
     guid: str
+    snapshot: str | None = None
 
 
 def message_batch(messages: Sequence[Message], where: StoreIdentity,

@@ -10,11 +10,14 @@ From the message table (the `mqstore` source or a Parquet export), one row per s
   more than `stuck_after` ago (their `since`);
 - `expired`: messages past their time to be received but not yet moved to the dead-letter
   queue (the next write or `mqcli sweep` moves them; tx-locked messages do not expire, §5);
+- `lapsed`: messages whose lease (a get's or a browse lock's) has run out but that are still
+  in flight (the next write or `mqcli sweep` puts them back); reads never do it themselves;
 - `backouts`: backouts summed over the queue's messages; `backed_out`: messages with at least
   one.
 
-With the queue table (live stores) every queue has a row, empty ones too; a Parquet export
-holds messages only, so there only queues with messages have one. `now` is fixed by the caller
+With the queue table (live stores, snapshots, and Parquet exports through their footer's queue
+table) every queue has a row, empty ones too; without one (a Parquet file not written by
+`mqcli export`) only queues with messages have one. `now` is fixed by the caller
 so every figure is measured against one instant.
 """
 
@@ -28,8 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 MESSAGE_COLUMNS_USED = ("store", "store_name", "store_guid", "queue", "state", "priority", "size",
-                        "put_time", "expires", "since", "backouts")
-COUNTS = ("depth", "bytes", *STATES, "in_flight", "stuck", "expired", "backouts", "backed_out")
+                        "put_time", "expires", "since", "backouts", "lease_expires")
+COUNTS = ("depth", "bytes", *STATES, "in_flight", "stuck", "expired", "lapsed", "backouts", "backed_out")
 
 
 def health(messages: DataFrame, queues: DataFrame | None = None, *, now_us: int,
@@ -52,6 +55,7 @@ def health(messages: DataFrame, queues: DataFrame | None = None, *, now_us: int,
         count_if(in_flight).alias("in_flight"),
         count_if(in_flight & (F.unix_micros(F.coalesce("since", "put_time")) <= now_us - stuck_after_us)).alias("stuck"),
         count_if((F.col("state") != TX_LOCKED) & F.col("expires").isNotNull() & (F.col("expires") <= now)).alias("expired"),
+        count_if(in_flight & F.col("lease_expires").isNotNull() & (F.col("lease_expires") <= now)).alias("lapsed"),
         F.coalesce(F.sum("backouts"), F.lit(0)).cast("long").alias("backouts"),
         count_if(F.col("backouts") > 0).alias("backed_out"),
     ]
@@ -76,5 +80,5 @@ def health(messages: DataFrame, queues: DataFrame | None = None, *, now_us: int,
         by_priority.alias("by_priority"),
         "oldest",
         F.round((F.lit(now_us) - F.unix_micros("oldest")) / 1e6, 3).alias("oldest_age_s"),
-        *[F.coalesce(F.col(c), zero).alias(c) for c in ("in_flight", "stuck", "expired", "backouts", "backed_out")],
+        *[F.coalesce(F.col(c), zero).alias(c) for c in ("in_flight", "stuck", "expired", "lapsed", "backouts", "backed_out")],
     ).orderBy("store", F.lower("queue"))

@@ -4,13 +4,16 @@
         routes /var/lib/mq/qm1 /var/lib/mq/qm2 --out /shared/mq-routes --format parquet
     python -m store.analytics.job health --parquet /shared/exports --stuck-after 10m
 
-The options are `mqcli analyze`'s: STORE... or --parquet DIR, --queue (repeatable), --out DIR,
+The options are `mqcli analyze`'s: STORE..., --snapshots DIR or --parquet DIR, --queue (repeatable), --out DIR,
 --format parquet|csv|json, --plot FILE.png, --master URL, and --stuck-after for health. The
 result goes to stdout as JSON: health, an array of rows; routes, {"summary", "links"} (the
 routes themselves go to --out). Under spark-submit the session spark-submit made is used
 (its master, its configuration); run directly, an embedded `local[*]` one. The stores must be
-readable where the tasks run (a cluster's executors need the store directories and the mqcli
-package installed); stores that are not, export them with `mqcli export --format parquet`.
+readable where the tasks run (a cluster's executors need the store directories on their own
+disks and the mqcli package installed); for stores on other hosts take snapshots (`mqcli
+snapshot DIR` on each host, then --snapshots DIR), or export them with `mqcli export --format
+parquet`. A partition that finds another store, or none, where one was planned fails the job
+(exit 11).
 
 Exit codes are mqcli's (README.md#exit-codes): 2 usage, 6 no such queue, 11 store unavailable, 12 bad data,
 1 when Spark fails.
@@ -46,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("analysis", choices=("health", "routes"))
     p.add_argument("stores", nargs="*", metavar="STORE", help="store directories")
     p.add_argument("--parquet", metavar="DIR", help="read Parquet exports instead of stores")
+    p.add_argument("--snapshots", metavar="DIR", help="read the newest snapshot of each store in DIR "
+                                                     "(`mqcli snapshot DIR`) instead of stores")
     p.add_argument("--queue", action="append", metavar="Q", help="only this queue (repeatable)")
     p.add_argument("--out", metavar="DIR", help="write the result datasets under DIR")
     p.add_argument("--format", choices=FORMATS, default="parquet", help="format of --out")
@@ -67,7 +72,7 @@ def run(args: argparse.Namespace) -> Any:
     if args.plot is not None:
         require(("matplotlib",), "--plot")
     stuck_after = duration(args.stuck_after)
-    source = Source(stores=list(args.stores), parquet=args.parquet, queues=args.queue)
+    source = Source(stores=list(args.stores), parquet=args.parquet, snapshots=args.snapshots, queues=args.queue)
     source.check()
     with spark_session(args.master, f"mqcli analyze {args.analysis}") as setup:
         if args.analysis == "health":

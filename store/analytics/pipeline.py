@@ -1,6 +1,6 @@
 """The analyses end to end, shared by `mqcli analyze` and the spark-submit job (job.py): where
-the messages come from (live stores through `mqstore`, or Parquet exports), checked before
-Spark starts, then health or routes.
+the messages come from (live stores or snapshots through `mqstore`, or Parquet exports),
+checked before Spark starts, then health or routes.
 """
 
 from __future__ import annotations
@@ -13,21 +13,26 @@ from ..errors import BadData, InvalidArgument, QueueNotAvailable
 from ..ownership import check_store
 from ..keys import queue_key
 from .columns import MESSAGE_COLUMN_NAMES
-from .scan import distinct_stores, identity, open_readonly
+from .locate import identity, local_copy, open_readonly
+from .scan import distinct_stores
+from . import snapshots as snapshots_mod
 from . import health as health_mod
 from . import routes as routes_mod
 from .outputs import to_records
+from .parquet import QUEUE_TABLE_FIELDS, queue_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
 
 @dataclass
 class Source:
-    """Stores (directories) or Parquet exports (a file or directory), and the queues to read."""
+    """Stores (directories), snapshots (a directory of them) or Parquet exports (a file or
+    directory), and the queues to read."""
 
     stores: list[str] = field(default_factory=list)
     parquet: str | None = None
+    snapshots: str | None = None
     queues: list[str] | None = None
     names: dict[str, str] = field(default_factory=dict)  # queue manager GUID → name
     reports: str | None = None  # a reports file (store/reportfile.py): routes only
@@ -46,15 +51,24 @@ class Source:
 
             self.report_rows = read(self.reports)
             return
-        if bool(self.stores) == (self.parquet is not None):
-            raise InvalidArgument("give store directories or --parquet DIR, not both")
+        if sum((bool(self.stores), self.parquet is not None, self.snapshots is not None)) != 1:
+            raise InvalidArgument("give store directories, --snapshots DIR or --parquet DIR: one of them")
+        if self.snapshots is not None:
+            found: set[bytes] = set()
+            for where in snapshots_mod.identities(self.snapshots):
+                # this host's copy, checked, as the planning will read it (and the tasks here)
+                with open_readonly(local_copy(where)) as (env, dbs), env.begin() as lt:
+                    self.names[where.guid] = where.name
+                    found.update(bytes(k) for k, _ in lt.cursor(db=dbs["queues"]))
+            self._check_queues(found, "snapshots")
+            return
         if self.parquet is not None:
             if not Path(self.parquet).exists():
                 raise InvalidArgument(f"no Parquet export at {self.parquet} (make one with "
                                       f"`mqcli export --format parquet --to FILE`)")
             return
         self.stores = distinct_stores(self.stores)
-        found: set[bytes] = set()
+        found = set()
         for path in self.stores:
             # whose store it is, before Spark reads a page of it
             checked = check_store(Path(path), allow_foreign=self.allow_foreign_owner)
@@ -64,10 +78,12 @@ class Source:
                 where = identity(lt, dbs, str(Path(path).absolute()))
                 self.names[where.guid] = where.name
                 found.update(bytes(k) for k, _ in lt.cursor(db=dbs["queues"]))
+        self._check_queues(found, "the store" if len(self.stores) == 1 else "any of the stores")
+
+    def _check_queues(self, found: set[bytes], where: str) -> None:
         for q in self.queues or []:
             if queue_key(q) not in found:
-                raise QueueNotAvailable(f"queue {q!r} does not exist in "
-                                        + ("the store" if len(self.stores) == 1 else "any of the stores"))
+                raise QueueNotAvailable(f"queue {q!r} does not exist in {where}")
 
     def messages(self, spark: SparkSession, columns: list[str] | None = None,
                  reports_only: bool = False, properties: list[str] | None = None) -> DataFrame:
@@ -90,25 +106,36 @@ class Source:
                 where = where.where(F.col("class") == "report")
             return where.select(*wanted)
         # the key ranges are sized for the cores the job has (planning.py)
-        reader = spark.read.format("mqstore").option("partitions", str(spark.sparkContext.defaultParallelism))
-        if self.queues:
-            reader = reader.option("queues", ",".join(self.queues))
+        reader = self._reader(spark).option("partitions", str(spark.sparkContext.defaultParallelism))
         if columns:
             reader = reader.option("columns", ",".join(columns))
         if reports_only:
             reader = reader.option("class", "report")
         if properties:
             reader = reader.option("properties", ",".join(properties))
-        return reader.load(self.stores)
+        return reader.load() if self.snapshots is not None else reader.load(self.stores)
 
-    def queue_table(self, spark: SparkSession) -> DataFrame | None:
-        """Every queue of the stores (None for Parquet exports, which hold messages only)."""
-        if self.parquet is not None:
-            return None
-        reader = spark.read.format("mqstore").option("table", "queues")
+    def _reader(self, spark: SparkSession) -> DataFrameReader:
+        reader = spark.read.format("mqstore")
+        if self.snapshots is not None:
+            reader = reader.option("snapshots", self.snapshots)
         if self.queues:
             reader = reader.option("queues", ",".join(self.queues))
-        return reader.load(self.stores)
+        return reader
+
+    def queue_table(self, spark: SparkSession) -> DataFrame | None:
+        """Every queue of the stores, empty ones too; for Parquet exports the queue table in
+        their footers (parquet.py), None when they have none."""
+        if self.parquet is not None:
+            rows = queue_table(self.parquet)
+            if rows is None:
+                return None
+            wanted = None if self.queues is None else {q.casefold() for q in self.queues}
+            rows = [r for r in rows if wanted is None or r["queue"].casefold() in wanted]
+            schema = ", ".join(f"{name} string" for name in QUEUE_TABLE_FIELDS)
+            return spark.createDataFrame([tuple(r[k] for k in QUEUE_TABLE_FIELDS) for r in rows], schema)
+        reader = self._reader(spark).option("table", "queues")
+        return reader.load() if self.snapshots is not None else reader.load(self.stores)
 
     def learn_names(self, df: DataFrame) -> None:
         """The queue managers' names from a Parquet export's rows."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from .. import holders, keys
-from ..environment import no_store, open_environment, read_marker, store_exists
-from ..errors import QueueNotAvailable, StoreCorrupt
+from ..errors import QueueNotAvailable
 from ..keys import queue_key
 from ..queues import decode_queue
-from ..records import GET_UNCONFIRMED, guid_text, held_records
+from ..records import GET_UNCONFIRMED, held_records
 from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, queue_batch, record_batch
+from .locate import identity, open_planned, open_readonly
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,27 +59,6 @@ class ScanRange:
     start: bytes
     end: bytes | None
     queues: dict[int, str] = field(default_factory=dict)
-
-
-@contextmanager
-def open_readonly(path: str | Path) -> Iterator[tuple[lmdb.Environment, dict[str, Any]]]:
-    """The store's environment, read-only, with the store's own map size and tables."""
-    path = Path(path)
-    if not store_exists(path):
-        raise no_store(path)
-    env, dbs = open_environment(path, read_marker(path)["map_size"], readonly=True)
-    try:
-        yield env, dbs
-    finally:
-        env.close()
-
-
-def identity(lt: lmdb.Transaction, dbs: dict[str, Any], path: str) -> StoreIdentity:
-    guid = lt.get(keys.META_GUID, db=dbs["meta"])
-    if guid is None:
-        raise StoreCorrupt(f"the store at {path} has no queue manager identity")
-    name = lt.get(keys.META_NAME, db=dbs["meta"]) or b""
-    return StoreIdentity(path=path, name=bytes(name).decode("utf-8"), guid=guid_text(bytes(guid)))
 
 
 def _queues(lt: lmdb.Transaction, dbs: dict[str, Any]) -> list[Any]:
@@ -170,8 +148,9 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
                batch_rows: int = DEFAULT_BATCH_ROWS, report_only: bool = False
                ) -> Iterator[pa.RecordBatch]:
     """The messages of one range as Arrow record batches of up to `batch_rows` rows; each
-    batch read in its own read transaction (see the module docstring)."""
-    with open_readonly(r.store.path) as (env, dbs):
+    batch read in its own read transaction (see the module docstring). The store opened must
+    be the one planned (locate.open_planned: its GUID is checked, a snapshot copied here)."""
+    with open_planned(r.store) as (env, dbs):
         db = dbs[r.table]
         after: bytes | None = None  # the last key read: the next batch starts past it
         while True:
@@ -218,13 +197,11 @@ def _placed(lt: lmdb.Transaction, dbs: dict[str, Any]) -> dict[int, holders.Hold
     return placed
 
 
-def read_queue_table(path: str | Path, queues: Sequence[str] | None = None,
+def read_queue_table(where: StoreIdentity, queues: Sequence[str] | None = None,
                      columns: Sequence[tuple[str, str]] = QUEUE_COLUMNS) -> Iterator[pa.RecordBatch]:
-    """Every queue of a store (or those named) with its attributes and counters."""
+    """Every queue of the planned store (or those named) with its attributes and counters."""
     wanted = None if queues is None else {queue_key(q) for q in queues}
-    text = str(Path(path).absolute())
-    with open_readonly(path) as (env, dbs), env.begin() as lt:
-        where = identity(lt, dbs, text)
+    with open_planned(where) as (env, dbs), env.begin() as lt:
         rows = []
         for q in _queues(lt, dbs):
             if wanted is None or queue_key(q.name) in wanted:

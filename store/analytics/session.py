@@ -20,6 +20,10 @@ the `mqstore` source registered, and Spark's own output kept off the terminal.
   `store` package. PySpark's own Python loggers of failed queries are silenced: the failure
   reaches the caller as an exception.
 - Under `spark-submit` (the JVM is already up) the master and configuration are spark-submit's.
+- A session made here gives a task no second try (`spark.task.maxFailures` 1): a store that is
+  missing or another store on an executor fails the job at once (locate.py), and a task that
+  fails once fails again. Such a failure reaches the caller as `StoreMismatch` (exit 11) with
+  the worker's one-line message, also appended to the log.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..ownership import private_folder
+from ..errors import StoreMismatch
 from . import AnalyticsFailed, AnalyticsUnavailable
+from .locate import unwire
 from .planning import tune
 
 if TYPE_CHECKING:
@@ -146,7 +152,7 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
         return SparkSetup(active, False, active.sparkContext.master, None, time.perf_counter() - started)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
-    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.task.maxFailures", "1")
     # a Python worker that imports pyspark and the store on a busy machine can take longer
     # than Spark's 15 s to connect back; the job then fails ("failed to connect back")
     builder = builder.config("spark.python.authenticate.socketTimeout", "120s")
@@ -196,12 +202,26 @@ def spark_session(master: str | None = None, app_name: str = "mqcli analyze",
         yield setup
     except Exception as exc:
         if _is_spark_error(exc):
+            mismatch = unwire(str(exc))
+            if mismatch is not None:
+                _log(setup.log_file, f"mqcli: error: {mismatch} [{StoreMismatch.status}]")
+                raise StoreMismatch(mismatch) from None
             where = f"; see {setup.log_file}" if setup.log_file else ""
             raise AnalyticsFailed(f"the Spark job failed: {_first_line(exc)}{where}") from exc
         raise
     finally:
         if setup.owned:
             setup.spark.stop()
+
+
+def _log(log_file: str | None, line: str) -> None:
+    if log_file is None:
+        return
+    try:
+        with open(log_file, "a") as log:
+            log.write(line + "\n")
+    except OSError:
+        pass  # the error still reaches the command line
 
 
 def _loopback_master(url: str) -> bool:

@@ -11,6 +11,9 @@ Options (names are case-insensitive, as Spark's are):
 
 - `path` / `paths` (what `load()` sets) or `stores`: store directories; `stores` takes several
   separated by the OS path separator (`:`).
+- `snapshots`: a directory of snapshots (`mqcli snapshot DIR`), read instead of stores: the
+  newest snapshot of each store, each copied to the local disk of every executor that reads it
+  (checksums verified) and opened there (snapshots.py, locate.py).
 - `table`: `messages` (default: the columns of columns.MESSAGE_COLUMNS, one row per message in
   any state) or `queues` (one row per queue, empty ones too, with its counters).
 - `queues`: comma-separated queue names to read (default all); queue names hold no comma.
@@ -37,7 +40,9 @@ read and only the rows that pass reach Spark.
 
 Partitions are plain data (scan.ScanRange); each one's `read()` opens the store's LMDB
 environment read-only in the worker that runs it and closes it when done (scan.py says why
-that is safe next to writers).
+that is safe next to writers). Each checks first that the store it opened has the GUID the
+driver planned (locate.open_planned): a missing store or another one at the same path fails
+the task, with a one-line error the driver finds in Spark's exception (session.py).
 """
 
 from __future__ import annotations
@@ -50,9 +55,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from ..errors import InvalidArgument
-from . import planning, pushdown, scan
+from . import planning, pushdown, scan, snapshots
 from .stream import MqStoreStreamReader
-from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, property_column, select, spark_schema
+from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, property_column, select, spark_schema
+from .locate import planned
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,9 +69,10 @@ TABLES = {"messages": MESSAGE_COLUMNS, "queues": QUEUE_COLUMNS}
 
 
 class ScanPartition(InputPartition):
-    """A Spark partition: one scan.ScanRange (plain data), or for the queue table a store path."""
+    """A Spark partition: one scan.ScanRange (plain data), or for the queue table a store's
+    planned identity."""
 
-    def __init__(self, value: scan.ScanRange | str) -> None:
+    def __init__(self, value: scan.ScanRange | StoreIdentity) -> None:
         super().__init__(value)
 
 
@@ -130,8 +137,9 @@ class MqStoreDataSource(DataSource):
         # option `pushdown` false reads without it (the setting's default is off; analyze
         # turns it on)
         pushes = str(self.options.get("pushdown", "true")).lower() != "false"
+        shots = self.options.get("snapshots")
         return (MqStorePushdownReader if pushes and table == "messages" else MqStoreReader)(
-            table=table, columns=columns, paths=store_paths(self.options),
+            table=table, columns=columns, paths=[] if shots else store_paths(self.options), snapshots=shots,
             queues=_list_option(self.options, "queues"), report_only=klass == "report",
             rows_per_partition=_int_option(self.options, "rowsPerPartition", scan.DEFAULT_ROWS_PER_RANGE),
             batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
@@ -156,10 +164,12 @@ class MqStoreReader(DataSourceReader):
 
     def __init__(self, *, table: str, columns: tuple[tuple[str, str], ...], paths: list[str],
                  queues: list[str] | None, report_only: bool, rows_per_partition: int,
-                 batch_rows: int, partitions: int = 0, read_log: str | None = None) -> None:
+                 batch_rows: int, partitions: int = 0, read_log: str | None = None,
+                 snapshots: str | None = None) -> None:
         self.table = table
         self.columns = columns
         self.paths = paths
+        self.snapshots = snapshots
         self.queues = queues
         self.report_only = report_only
         self.rows_per_partition = rows_per_partition
@@ -169,12 +179,18 @@ class MqStoreReader(DataSourceReader):
         self.pushed = pushdown.Pushed()
 
     def partitions(self) -> list[InputPartition]:
+        paths, by_copy = self.paths, None
+        if self.snapshots:  # planned on this host's local copies, named as the stores they copy
+            by_copy = snapshots.local_copies(self.snapshots)
+            paths = list(by_copy)
         if self.table == "queues":
-            return [ScanPartition(p) for p in scan.distinct_stores(self.paths)]
+            if by_copy is not None:
+                return [ScanPartition(w) for w in by_copy.values()]
+            return [ScanPartition(planned(p)) for p in scan.distinct_stores(paths)]
         if self.pushed.empty():
             return []
         queues = self.queues
-        chosen = pushdown.queue_names(self.pushed, planning.queue_names(self.paths))
+        chosen = pushdown.queue_names(self.pushed, planning.queue_names(paths))
         if chosen is not None:
             asked = None if queues is None else {q.casefold() for q in queues}
             queues = [q for q in chosen if asked is None or q.casefold() in asked]
@@ -182,8 +198,10 @@ class MqStoreReader(DataSourceReader):
                 return []
         rows = self.rows_per_partition
         if self.cores:
-            rows = planning.rows_per_range(planning.rows_in(self.paths, queues), self.cores, rows)
-        ranges = pushdown.narrow(scan.plan(self.paths, queues, rows), self.pushed)
+            rows = planning.rows_per_range(planning.rows_in(paths, queues), self.cores, rows)
+        ranges = pushdown.narrow(scan.plan(paths, queues, rows), self.pushed)
+        if by_copy is not None:
+            ranges = snapshots.renamed(ranges, by_copy)
         return [ScanPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:

@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .. import keys
-from ..errors import InvalidArgument, StoreUnavailable
+from ..errors import InvalidArgument
 from ..keys import queue_key
 from ..queues import decode_queue
 from ..write import Counters
 from . import routes as routes_mod
 from .columns import StoreIdentity, record_batch
 from .outputs import to_records
+from .locate import open_planned
 from .scan import MSG_TABLE, POS_TABLE, distinct_stores, identity, open_readonly
 
 if TYPE_CHECKING:
@@ -93,12 +94,7 @@ def read_seq_range(r: SeqRange, columns: Sequence[tuple[str, str]], batch_rows: 
     starts = [(POS_TABLE, keys.pos_key(qid, p, r.after + 1), keys.priority_prefix(qid, p))
               for qid in sorted(r.queues) for p in PRIORITIES]
     starts.append((MSG_TABLE, keys.seq_key(r.after + 1), b""))
-    with open_readonly(r.store.path) as (env, dbs):
-        with env.begin() as lt:
-            found = identity(lt, dbs, r.store.path).guid
-        if found != r.store.guid:
-            raise StoreUnavailable(f"the store at {r.store.path} is {found}, not the planned {r.store.guid}; "
-                                   f"host {os.uname().nodename}")
+    with open_planned(r.store) as (env, dbs):  # the planned store (GUID checked), or StoreMismatch
         for table, start, prefix in starts:
             at: bytes | None = start
             while at is not None:

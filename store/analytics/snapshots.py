@@ -1,0 +1,156 @@
+"""Snapshots: how stores on many hosts are analysed by one Spark job (docs/design.md#pipeline,
+README.md "Stores on many hosts").
+
+`take(store, DIR)` (`mqcli snapshot DIR`) writes into DIR a new subdirectory named for the
+store and the time, `<name>-<guid8>-<YYYYmmddTHHMMSSZ>`, holding
+
+- `store/`: the consistent, compacted copy `Store.backup` makes while the store is in use
+  (LMDB's mdb_env_copy with compaction);
+- `manifest.json`: the store's GUID, name and path, the host, the time, the SequentialID, and
+  every file of `store/` with its size and SHA-256.
+
+It is built under a hidden name (`.<name>….partial`) and renamed into place once whole, so a
+reader (a sync to HDFS or object storage, a Spark job) never sees half a snapshot; readers skip
+names starting with a dot. Nothing of the store is changed: taking a snapshot runs no
+maintenance (`Store.as_is`).
+
+`find(DIR)` lists the snapshots of DIR (or DIR itself when it is one), the newest of each
+store; the `mqstore` source plans its partitions over them on this host's local copies
+(`local_copies`, locate.local_copy) and names them by the stores' original paths (`renamed`:
+rows equal a direct scan's), each carrying the snapshot directory every executor copies and
+opens in turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..engine import Store
+from ..environment import layout_error, sync_directory
+from ..errors import StoreUnavailable
+from .columns import StoreIdentity
+from .locate import MANIFEST, STORE_DIR, local_copy, read_manifest
+from .scan import ScanRange
+
+FORMAT = 1
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _checksums(folder: Path) -> dict[str, dict[str, Any]]:
+    """Size and SHA-256 of the store's files (not LMDB's lock file, not the wait folder)."""
+    files: dict[str, dict[str, Any]] = {}
+    for file in sorted(folder.iterdir()):
+        if not file.is_file() or file.name == "lock.mdb":
+            continue
+        digest = hashlib.sha256()
+        with open(file, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        files[file.name] = {"size": file.stat().st_size, "sha256": digest.hexdigest()}
+    return files
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
+    """Write a snapshot of the open store `st` into a new subdirectory of `root` (made if
+    missing); return its path and manifest."""
+    root = Path(root)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        failed = layout_error(root, exc)  # its kind: no permission, a full disk, else unusable
+        raise type(failed)(f"cannot write a snapshot into {root}: {exc.strerror or exc}") from None
+    with st.as_is():
+        info = st.info()
+    stamp = time.gmtime()
+    name = f"{_UNSAFE.sub('_', info.name)[:64] or 'store'}-{info.guid[:8]}-{time.strftime('%Y%m%dT%H%M%SZ', stamp)}"
+    building = root / f".{name}.{secrets.token_hex(4)}.partial"
+    try:
+        building.mkdir(mode=0o700)
+        st.backup(building / STORE_DIR)
+        with Store.open(building / STORE_DIR) as copy, copy.as_is():
+            sequential_id = copy.info().sequential_id
+        manifest = {
+            "format": FORMAT, "guid": info.guid, "name": info.name, "store": str(Path(st.path).absolute()),
+            "host": socket.gethostname(), "taken": time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp),
+            "taken_us": int(time.time() * 1_000_000), "sequential_id": sequential_id,
+            "files": _checksums(building / STORE_DIR),
+        }
+        _write_file(building / MANIFEST, json.dumps(manifest, indent=2).encode() + b"\n")
+        target = root / name
+        for n in range(2, 100):  # two snapshots of one store within a second
+            try:
+                os.rename(building, target)
+                break
+            except OSError:
+                if not target.exists():
+                    raise
+                target = root / f"{name}-{n}"
+        else:
+            raise StoreUnavailable(f"cannot name a new snapshot in {root}: too many named {name}")
+        sync_directory(root)
+    except OSError as exc:
+        failed = layout_error(building, exc)
+        raise type(failed)(f"cannot write a snapshot into {root}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return target, manifest
+
+
+def find(root: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The snapshots under `root` (or `root` itself when it is one): the newest of each store
+    (by GUID), in the order of their stores' paths. None at all is an error."""
+    root = Path(root)
+    if (root / MANIFEST).is_file():
+        return [(root, read_manifest(root))]
+    try:
+        entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot read the snapshots in {root}: {exc.strerror or exc}") from None
+    newest: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for entry in entries:
+        if not (entry / MANIFEST).is_file():
+            continue
+        manifest = read_manifest(entry)
+        known = newest.get(manifest["guid"])
+        if known is None or int(manifest.get("taken_us", 0)) > int(known[1].get("taken_us", 0)):
+            newest[manifest["guid"]] = (entry, manifest)
+    if not newest:
+        raise StoreUnavailable(f"no snapshots in {root} (take them with `mqcli snapshot {root}` on each host)")
+    return sorted(newest.values(), key=lambda e: (str(e[1]["store"]), str(e[0])))
+
+
+def identities(root: str | Path) -> list[StoreIdentity]:
+    """The planned identity of each snapshot `find` gives."""
+    return [StoreIdentity(path=str(m["store"]), name=str(m["name"]), guid=str(m["guid"]),
+                          snapshot=str(p.absolute())) for p, m in find(root)]
+
+
+def local_copies(root: str | Path) -> dict[str, StoreIdentity]:
+    """This host's verified local copy (locate.local_copy) of every snapshot `find` gives:
+    copy path -> the planned identity (the original store's path, the snapshot directory)."""
+    return {str(local_copy(where).absolute()): where for where in identities(root)}
+
+
+def renamed(ranges: Sequence[ScanRange], by_copy: dict[str, StoreIdentity]) -> list[ScanRange]:
+    """Ranges planned on local copies, named as the stores they copy, each carrying its
+    snapshot directory (what every executor copies and opens in turn)."""
+    return [replace(r, store=by_copy[r.store.path]) for r in ranges]

@@ -1,0 +1,94 @@
+"""Stores on many hosts (README.md "Stores on many hosts"), on a real standalone cluster whose one
+Worker runs in its own mount namespace with a tmpfs over the stores' directory, as an executor
+on another host would see it:
+
+- `analyze --snapshots DIR` (DIR visible to it) gives the figures of a direct local scan;
+- reading the stores directly fails at once, exit 11, with a one-line error naming the store,
+  the GUIDs and the executor host: a hidden store is missing, and a different store planted at
+  the same path is refused by its GUID, never read.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from analytics_helpers import put_reports, report, route_events
+from cli_helpers import invoke, run_mqcli
+from hosts_cluster import REPO, Cluster, unshare_allowed
+from store import Store
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.usefixtures("spark")]
+
+T0 = 1_790_000_000_000_000
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    reason = unshare_allowed()
+    if reason is not None:
+        pytest.skip(reason)
+    work = tmp_path_factory.mktemp("hosts")
+    stores, snaps = work / "stores", work / "snaps"
+    guids = {}
+    for n, name in enumerate(("qm1", "qm2")):
+        with Store.open(stores / name, create=True, name=name) as st:
+            st.create_queue("orders")
+            st.create_queue("idle")
+            st.put("orders", b"x" * (n + 1))
+            guids[name] = st.info().guid
+    with Store.open(stores / "qm1") as st:
+        path = [guids["qm1"], guids["qm2"]]
+        put_reports(st, [report(guids["qm1"], i, "DIRECT=OS:qm2\\orders", ev, 1000 + 10 * i + k)
+                         for i in range(1, 6)
+                         for k, ev in enumerate(route_events(path, T0 + i * 1000, [500 * i]))])
+    for name in guids:
+        assert invoke(["--store", stores / name, "snapshot", snaps, "-q"]).code == 0
+    with Store.open(work / "planted", create=True, name="qm2") as st:  # same name, another GUID
+        st.create_queue("orders")
+        guids["planted"] = st.info().guid
+    cluster = Cluster(work / "cluster")
+    try:
+        cluster.worker(hide=stores, plant={"qm2": work / "planted"})
+        yield cluster, stores, snaps, guids
+    finally:
+        cluster.stop()
+
+
+def _on_cluster(cluster, *args):
+    return run_mqcli([*map(str, args), "--master", cluster.url, "-o", "json"], timeout=600,
+                     env={"SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(REPO)})
+
+
+def _without_ages(rows):
+    return sorted(({k: v for k, v in r.items() if k != "oldest_age_s"} for r in rows),
+                  key=lambda r: (r.get("store", ""), r.get("queue", "")))
+
+
+def test_snapshots_on_a_worker_that_cannot_see_the_stores_give_a_local_scans_figures(hosts):
+    cluster, stores, snaps, _ = hosts
+    local = invoke(["analyze", "health", stores / "qm1", stores / "qm2", "-o", "json"])
+    remote = _on_cluster(cluster, "analyze", "health", "--snapshots", snaps)
+    assert local.code == 0 and remote.code == 0, (local, remote)
+    assert _without_ages(remote.json()) == _without_ages(local.json())
+    local = invoke(["analyze", "routes", stores / "qm1", "-o", "json"])
+    remote = _on_cluster(cluster, "analyze", "routes", "--snapshots", snaps, "--queue", "reports")
+    assert local.code == 0 and remote.code == 0, (local, remote)
+    assert remote.json() == local.json() and len(local.json()) == 5
+
+
+def test_reading_hidden_or_planted_stores_directly_fails_at_once_naming_store_guid_and_host(hosts):
+    cluster, stores, _, guids = hosts
+    host = socket.gethostname()
+    missing = _on_cluster(cluster, "analyze", "health", stores / "qm1")
+    assert missing.code == 11, missing
+    assert missing.error_json()["error"]["message"] == (
+        f"the store {stores / 'qm1'} is missing on executor host {host} (expected store GUID "
+        f"{guids['qm1']}, found none); the job reads nothing of it")
+    planted = run_mqcli(["analyze", "health", stores / "qm2", "--master", cluster.url], timeout=600,
+                        env={"SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(REPO)})
+    assert planted.code == 11, planted
+    assert planted.err_lines == [
+        f"mqcli: error: the store {stores / 'qm2'} on executor host {host} is another store (expected GUID "
+        f"{guids['qm2']}, found {guids['planted']}); the job reads nothing of it [MQ_ERROR_STORE_MISMATCH]"]
