@@ -36,8 +36,7 @@ class ExitCode(IntEnum):
     OK = 0, "Success."
     INTERNAL = 1, (
         "Internal error (a bug): one line, `--traceback` shows more. Also a question answered "
-        "no (`queue purge`, `queue delete`: `not purged`): nothing was done; and Spark that "
-        "could not start or whose job failed (the line names Spark's log).")
+        "no (`queue purge`, `queue delete`: `not purged`): nothing was done.")
     USAGE = 2, (
         "Usage error: a bad option, argument or duration; an existing queue or link; an option "
         "value that cannot be valid (a malformed `--delimiter` escape, a unique id or an id "
@@ -75,6 +74,9 @@ class ExitCode(IntEnum):
     CHANNEL = 13, (
         "Channel error: a link cannot be reached or authenticated, or broke (`dispatch "
         "--once`); `listen` cannot bind.")
+    ANALYSIS_FAILED = 14, (
+        "Analysis failed: Spark could not start, or its job failed (the line carries Spark's "
+        "cause and names Spark's log).")
     INTERRUPTED = 130, (
         "Interrupted (Ctrl-C); nothing half-done is left behind. What a command committed "
         "before the signal is printed (a put's ids, a get's messages, the counts of `move` and "
@@ -109,7 +111,6 @@ class Status(Enum):
     INTERNAL = None, ExitCode.INTERNAL
     DECLINED = None, ExitCode.INTERNAL
     MQ_ERROR = 0xC00E0001, ExitCode.INTERNAL
-    MQ_ERROR_ANALYTICS_FAILED = None, ExitCode.INTERNAL
     USAGE = None, ExitCode.USAGE
     MQ_ERROR_INVALID_PARAMETER = 0xC00E0006, ExitCode.USAGE
     MQ_ERROR_QUEUE_EXISTS = 0xC00E0005, ExitCode.USAGE
@@ -130,6 +131,7 @@ class Status(Enum):
     MQ_ERROR_ACCESS_DENIED = 0xC00E0025, ExitCode.STORE
     MQ_ERROR_BAD_DATA = None, ExitCode.BAD_DATA
     MQ_ERROR_CHANNEL = None, ExitCode.CHANNEL
+    MQ_ERROR_ANALYTICS_FAILED = None, ExitCode.ANALYSIS_FAILED
     INTERRUPTED = None, ExitCode.INTERRUPTED, ExitCode.TERMINATED
     BATCH = None
 

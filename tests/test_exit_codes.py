@@ -66,7 +66,7 @@ def test_exit_codes_keep_their_numbers():
     assert {code.name: int(code) for code in ExitCode} == {
         "OK": 0, "INTERNAL": 1, "USAGE": 2, "TIMEOUT": 3, "NOT_FOUND": 4, "ALREADY_RECEIVED": 5,
         "QUEUE_NOT_AVAILABLE": 6, "QUEUE_QUOTA": 7, "STORE_QUOTA": 8, "EXPIRED": 9,
-        "TRANSACTION": 10, "STORE": 11, "BAD_DATA": 12, "CHANNEL": 13, "INTERRUPTED": 130,
+        "TRANSACTION": 10, "STORE": 11, "BAD_DATA": 12, "CHANNEL": 13, "ANALYSIS_FAILED": 14, "INTERRUPTED": 130,
         "OUTPUT_CLOSED": 141, "TERMINATED": 143}
 
 
