@@ -32,16 +32,11 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(TESTS), str(TESTS / "reliability")]
 
-import typer.main  # noqa: E402
-
 from cli_helpers import invoke  # noqa: E402
 from harness import body_of, ident_of  # noqa: E402
-from mqcli.app import app  # noqa: E402
 
-# Typer builds the click command anew on every `run` (tens of ms, more than the command's own
-# work); build it once, so that a worker runs hundreds of commands, not dozens
-_COMMAND = typer.main.get_command(app)
-typer.main.get_command = lambda _app: _COMMAND
+# mqcli.app.run builds the command tree once per process (mqcli.app.click_command) and each
+# command on first use: a worker runs hundreds of commands in one process
 
 QUEUES = ("soak", "soak2")
 
