@@ -42,6 +42,7 @@ def _parameters() -> dict[str, dict[str, click.Parameter]]:
 #: parameters named like a queue, a transaction or a link whose value is not one in the store
 NOT_FROM_THE_STORE = {
     ("backup", "target"): "a new directory",
+    ("snapshot", "target"): "a directory to write the snapshot into",
     ("import", "source"): "a file",
     ("queue create", "name"): "a new queue",
     ("link add", "name"): "a new link",
