@@ -133,9 +133,25 @@ def run(argv: list[str] | None = None, command: click.Command | None = None) -> 
     except Exception as exc:
         if "--traceback" in argv:
             raise
+        if _caused_by_interrupt(exc):
+            return report(signals.interruption(), json_errors=json_errors)
         if isinstance(exc, DiskFull):
             _drop_unwritten_stdout()
         return report(exc, json_errors=json_errors)
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """A Ctrl-C or SIGTERM that Python wrapped on its way out: a KeyboardInterrupt raised while
+    a command's module was importing, inside a dataclass field's __set_name__, comes out as
+    "RuntimeError: Error calling __set_name__" with the interrupt as its cause."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _drop_unwritten_stdout() -> None:

@@ -193,3 +193,23 @@ def test_a_signal_while_a_get_waits_is_only_a_json_error(cli, spawn):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 143 and out == b""
     assert err.decode() == json_error(signal.SIGTERM)
+
+
+def test_a_ctrl_c_that_python_wrapped_while_a_module_imported_is_an_interruption(capsys):
+    """A SIGINT landing while a command's module builds a dataclass comes out of Python 3.11 as
+    "RuntimeError: Error calling __set_name__" caused by the KeyboardInterrupt: it is exit 130
+    and the one interruption line, not an internal error (seen in CI under load)."""
+    import click
+
+    from mqcli.app import run
+
+    class Field:
+        def __set_name__(self, owner, name):
+            raise KeyboardInterrupt
+
+    def import_a_module():
+        type("Filter", (), {"msg_id_parts": Field()})
+
+    code = run([], command=click.Command("x", callback=import_a_module))
+    assert code == 130
+    assert capsys.readouterr().err == "mqcli: error: interrupted [INTERRUPTED]\n"
