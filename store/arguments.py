@@ -26,6 +26,13 @@ def is_seconds(value: object) -> bool:
             and -MAX_SECONDS <= value <= MAX_SECONDS)  # False for NaN and infinities
 
 
+def is_decimal(text: str) -> bool:
+    """Whether `text` is a number written in ASCII digits, as ports and msg_id sequence
+    numbers are (str.isdigit alone takes "²", which int() refuses, and "١", which int() reads
+    as 1)."""
+    return text.isascii() and text.isdigit()
+
+
 def is_text(value: str) -> bool:
     """Whether a str can be stored: UTF-8 has no lone surrogates."""
     try:

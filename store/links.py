@@ -17,6 +17,7 @@ import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .arguments import is_decimal
 from .errors import BadData, InvalidArgument, StorePermission
 from .errors import LinkExists, LinkNotFound  # noqa: F401 (importable from here too)
 from .ownership import open_checked, require_owner
@@ -58,7 +59,7 @@ def parse_address(text: str) -> tuple[str, int]:
     host, colon, port = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not colon or not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+    if not colon or not host or not is_decimal(port) or not 1 <= int(port) <= 65535:
         raise InvalidArgument(f"address {text!r} is not HOST:PORT with a port 1-65535")
     if any(c.isspace() for c in host):
         raise InvalidArgument(f"address {text!r} has a space in its host")

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import Any
 
+from .arguments import is_decimal
 from .errors import BadData, InvalidArgument, MessageExpired, QueueNotAvailable, QueueQuotaExceeded
 from .keys import LOOKUP_SEQ_MASK
 
@@ -109,7 +110,7 @@ _ISO_PARSED: dict[str, int] = {}
 def parse_iso_time(text: str, what: str = "time") -> int:
     """ISO-8601 → µs since the epoch (naive means UTC). Our own form
     `YYYY-MM-DDTHH:MM:SS.ffffffZ` takes a cached fast path."""
-    if len(text) == 27 and text[19] == "." and text[26] == "Z" and text[20:26].isascii() and text[20:26].isdigit():
+    if len(text) == 27 and text[19] == "." and text[26] == "Z" and is_decimal(text[20:26]):
         seconds = _ISO_PARSED.get(text[:19])
         if seconds is None:
             seconds = _parse_iso(text[:19] + "Z", what) // 1_000_000
@@ -574,7 +575,7 @@ def parse_msg_id(text: Any) -> tuple[bytes, int]:
         number = int(n)
     except ValueError:
         raise BadData(f"msg_id must look like <guid>\\<n>, got {text!r}") from None
-    if not 0 <= number < 1 << 32 or not (n.isascii() and n.isdigit()):
+    if not 0 <= number < 1 << 32 or not is_decimal(n):
         raise BadData(f"msg_id sequence number must be 0..4294967295, got {n!r}")
     return origin, number
 

@@ -140,3 +140,10 @@ def test_a_bool_is_no_priority(st):
     with pytest.raises(InvalidArgument, match="priority must be an int 0..7, got bool True"):
         st.put("q", b"x", priority=True)
     assert st.queue_info("q").depth == 0
+
+
+def test_ports_and_sequence_numbers_are_ascii_digits_only():
+    from store.arguments import is_decimal
+
+    assert [is_decimal(t) for t in ("0", "7000", "")] == [True, True, False]
+    assert [is_decimal(t) for t in ("²", "١", "１２", "-1", " 1")] == [False] * 5  # isdigit takes the first three

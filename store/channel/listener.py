@@ -47,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..arguments import is_decimal
 from ..errors import ChannelError, ChannelTimeout, ConnectionLost, ListenerBusy, PeerError, StoreError
 from .batches import decode_batch, decode_bye, encode_ack
 from .frames import (
@@ -118,7 +119,7 @@ def parse_bind(text: str) -> tuple[str, int]:
         host, port = "127.0.0.1", text
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
+    if not host or not is_decimal(port) or not 0 <= int(port) <= 65535:
         raise ChannelError(f"--bind {text!r} is not HOST:PORT with a port 0-65535")
     return host, int(port)
 
