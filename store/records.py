@@ -612,6 +612,10 @@ _OPTIONAL_FIELDS = (
 _CANONICAL_KEYS = ("msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "body",
                    "size", "props", "app_specific", "class", "delivery", "queue", "state",
                    "put_time", "expires", "dead_letter", "trace", "report_queue", "hops", "backouts")
+# every key to_dict may write: a record with any other is refused (a field this version does
+# not know would be dropped, and the message imported would not be the one exported)
+RECORD_FIELDS = frozenset((*_CANONICAL_KEYS, "body_b64", "confirm_id", "lock_id", "tx", "lease_expires",
+                           "dead_letter_reason", "dead_letter_status", "original_queue"))
 
 
 def _from_canonical(d: dict[str, Any]) -> Message | None:
@@ -647,6 +651,10 @@ def _from_dict(d: Any) -> Message:
     if m is not None:
         validate_fields(m)
         return m
+    if not RECORD_FIELDS.issuperset(d):
+        unknown = d.keys() - RECORD_FIELDS
+        raise BadData(f"field {min(unknown)!r} is not a field of a message record (as `get -o jsonl` "
+                      f"and `export` write them)")
     f: dict[str, Any] = {}
     for key, kind, default, nullable in _OPTIONAL_FIELDS:
         value = d.get(key, _MISSING)
