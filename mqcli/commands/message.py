@@ -555,9 +555,11 @@ def browse(
         states: str | list[str] | None = None
         if state:
             states = "all" if "all" in state else [x for part in state for x in part.split(",")]
-        found = st.browse(queue, limit=limit, states=states, **filters)
+        # read a page at a time (no read transaction open while output is written, nor every
+        # message in memory); the output shows each as it comes
         with s.out.messages() as stream:
-            stream.extend(found)
+            for page in st.browse_pages(queue, limit=limit, states=states, **filters):
+                stream.extend(page)
 
 
 # ---- confirm, undo, unlock, delete ------------------------------------------------------
