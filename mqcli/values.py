@@ -123,6 +123,7 @@ def in_range(low: int, high: int, what: str) -> Callable[[Optional[int]], Option
 
 MAX_ID = (1 << 63) - 1
 positive_id = in_range(1, MAX_ID, "a positive 63-bit integer")
+app_specific = in_range(-(1 << 31), (1 << 31) - 1, "a signed 32-bit integer")  # MSMQ PROPID_M_APPSPECIFIC
 
 
 AUTO = "auto"

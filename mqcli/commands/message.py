@@ -56,7 +56,7 @@ def put(
     correl_id: Annotated[Optional[str], typer.Option("--correl-id", help="Correlation id (indexed).")] = None,
     label: Annotated[str, typer.Option("--label", callback=values.printable_label, help="Label, up to 250 characters.")] = "",
     prop: Annotated[Optional[list[str]], typer.Option("--prop", help="User property K=V (repeatable).")] = None,
-    app_specific: Annotated[int, typer.Option("--app-specific", callback=values.in_range(-(1 << 31), (1 << 31) - 1, "a signed 32-bit integer"), help="32-bit application value.")] = 0,
+    app_specific: Annotated[int, typer.Option("--app-specific", callback=values.app_specific, help="32-bit application value.")] = 0,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="Time to be received, e.g. 5m; then dead-lettered.")] = None,
     express: Annotated[bool, typer.Option("--express", help="Commit without the second flush (may be lost on an OS crash).")] = False,
     no_dead_letter: Annotated[bool, typer.Option("--no-dead-letter", help="Drop instead of dead-lettering on expiry.")] = False,
