@@ -8,9 +8,12 @@ as click and the Typer callbacks do (the same callbacks, from mqcli/values.py) a
 command's own code (mqcli/messaging.py) with the same Session, so the output, the errors and
 the exit codes are the ones the Typer app gives.
 
-Anything else (`--help`, an option it does not list, a value click would refuse, a short-option
-cluster, `--`) returns None before anything has run, and mqcli/__main__.py hands the command
-line to the Typer app, which says what is wrong. tests/test_fastpath.py walks the click tree of
+`mqcli put --help` (get, browse) prints the help the Typer app prints, generated from it into
+mqcli/help_text.py, when click would lay it out at that width.
+
+Anything else (another --help, an option it does not list, a value click would refuse, a
+short-option cluster, `--`) returns None before anything has run, and mqcli/__main__.py hands
+the command line to the Typer app, which says what is wrong. tests/test_fastpath.py walks the click tree of
 each command against the tables below and runs a table of command lines through both paths.
 """
 
@@ -227,14 +230,35 @@ def _options(argv: list[str], at: int, table: dict[str, Opt]) -> tuple[int, dict
     return at, found
 
 
+def _help(command: str) -> Callable[[], int] | None:
+    """`mqcli put --help`: the text the Typer app prints (mqcli/help_text.py, generated from it),
+    where click would lay it out at the width it was made for and write it as UTF-8."""
+    import shutil
+
+    from .help_text import HELP, WIDTH
+
+    if max(min(shutil.get_terminal_size().columns, 80) - 2, 50) != WIDTH:  # click's HelpFormatter
+        return None
+    if (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") != "utf8":
+        return None
+
+    def show() -> int:
+        sys.stdout.write(HELP[command])
+        sys.stdout.flush()
+        return 0
+
+    return lambda: _as_typer(show, [command, "--help"])
+
+
 def prepared(argv: list[str]) -> Callable[[], int] | None:
     """The command line, ready to run (what it returns is its exit code) if this parser takes
     it; None to hand it to the Typer app. Imports what the command needs, and nothing runs yet."""
+    if len(argv) == 2 and argv[0] in COMMANDS and argv[1] in ("--help", "-h"):
+        return _help(argv[0])
     parsed = parse(argv)
     if parsed is None:
         return None
     from . import messaging
-    from .exits import outcome
     from .session import Session, Settings
 
     root, given = parsed.root, dict(parsed.given)
@@ -246,22 +270,32 @@ def prepared(argv: list[str]) -> Callable[[], int] | None:
     def command() -> int:
         s = Session(base, shared.get("store"), shared.get("output"), shared.get("quiet", False),
                     delimiter=shared.get("delimiter", b"\n"))
+        body(s, **given)
+        return 0
+
+    return lambda: _as_typer(command, argv)
+
+
+def _as_typer(command: Callable[[], int], argv: list[str]) -> int:
+    """Run `command` as the Typer app runs a command: what Typer's main does with an EOFError
+    and a broken pipe, then mqcli's own mapping of exceptions to exit codes (exits.outcome)."""
+    from .exits import outcome
+
+    def typer_main() -> int:
         try:
-            body(s, **given)
-        except EOFError:  # as Typer's main does: a new line, then as Ctrl-C
+            return command()
+        except EOFError:  # a new line, then as Ctrl-C
             sys.stderr.write("\n")
             raise KeyboardInterrupt from None
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise
-            # as Typer's main does with a broken pipe its command let through: exit 1, and no
-            # second error when Python flushes the streams at exit
+            # exit 1, and no second error when Python flushes the streams at exit
             for stream in (sys.stdout, sys.stderr):
                 try:
                     os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
                 except (OSError, ValueError):
                     pass
             return 1
-        return 0
 
-    return lambda: outcome(command, argv)
+    return outcome(typer_main, argv)
