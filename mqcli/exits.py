@@ -11,7 +11,6 @@ No command calls sys.exit.
 from __future__ import annotations
 
 import io
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -106,6 +105,8 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
     status, mq_code = entry.name, entry.code
     message = _one_line(message)
     if json_errors:  # only the object: a script reads stderr with `jq` as it reads stdout
+        import json
+
         stream.write(json.dumps({"error": {"status": status, "code": mq_code, "exit": int(code),
                                            "message": message}}) + "\n")
     else:
