@@ -8,8 +8,8 @@ The parts, each measured in one run on this machine with its baseline next to it
    existing store and queue), `mqcli --version`, `mqcli put --help`, `mqcli --help`, and
    `python -c "import typer"` for context.  Ratio = median / median of `python -c pass`.
    Plus `python -X importtime -m mqcli put q hello` (per-module medians over a few runs: the
-   start-up budget, split by module) and an in-process phase split (import, the root group,
-   run put, which builds the put command).
+   start-up budget, split by module) and an in-process phase split of the path put takes
+   without Typer (import mqcli.fastpath, parse and import what put needs, run the put).
 2. bulk        -- `mqcli put q --jsonl FILE` and `mqcli get q --all -o jsonl > /dev/null` of N
    messages (256-byte bodies), each round in a fresh store; the JSONL file is made untimed by
    putting N messages with the store library and `mqcli get src --all -o jsonl > FILE`.  Max
