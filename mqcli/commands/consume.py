@@ -6,10 +6,9 @@ of the next share one durable commit (store/consumer.py)."""
 
 from __future__ import annotations
 
-import math
 import os
+import queue as queues
 import re
-import select
 import signal
 import subprocess
 import threading
@@ -89,55 +88,64 @@ def consume(
     lease_s = parse_duration(lease, allow_forever=False, what="lease")
     idle_s = None if idle is None else parse_duration(idle, allow_forever=False, what="idle time")
     tally = Tally()
+    environment = dict(os.environ)  # read once; each command gets it and its message's fields
     with s.open() as st, st.consumer(queue, lease=store_lease(lease_s), where=where) as consumer, \
-            _Stopping() as stopping, _Commands(command, queue, lease_s) as commands:
+            _Stopping() as stopping:
+        results: queues.Queue[Outcome] = queues.Queue()
+        running: dict[int, subprocess.Popen[bytes]] = {}
         last = time.monotonic()
 
-        def settle(outcomes: list[Outcome]) -> None:
-            for outcome in outcomes:
-                if outcome.code == 0:
-                    consumer.confirm(outcome.message)
-                    tally.confirmed += 1
-                else:
-                    consumer.undo(outcome.message)
-                    tally.undone += 1
-                    if outcome.code is None:
-                        tally.killed += 1
-                        s.out.note(f"mqcli: message {outcome.message.msg_id}: the command ran past --lease "
-                                   f"{lease}; killed, message undone")
-                    if outcome.error is not None:
-                        tally.not_started += 1
-                        s.out.note(f"mqcli: message {outcome.message.msg_id}: {outcome.error}; message undone")
+        def settle(outcome: Outcome) -> None:
+            running.pop(outcome.message.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
+            if outcome.code == 0:
+                consumer.confirm(outcome.message)
+                tally.confirmed += 1
+            else:
+                consumer.undo(outcome.message)
+                tally.undone += 1
+                if outcome.code is None:
+                    tally.killed += 1
+                    s.out.note(f"mqcli: message {outcome.message.msg_id}: the command ran past --lease {lease}; "
+                               "killed, message undone")
+                if outcome.error is not None:
+                    tally.not_started += 1
+                    s.out.note(f"mqcli: message {outcome.message.msg_id}: {outcome.error}; message undone")
             for m, exc in consumer.failed:
                 tally.lapsed += 1
                 s.out.note(f"mqcli: message {m.msg_id}: {exc.message}")
             consumer.failed.clear()
 
         while True:
-            if commands:
-                settle(commands.wait(0))
+            while not results.empty():
+                settle(results.get())
             if stopping.hard:
-                commands.kill_all()
+                for proc in running.values():
+                    _kill(proc)
             done = stopping.asked or (count is not None and tally.messages >= count)
-            if done or len(commands) >= parallel:
-                if not commands:
+            if done or len(running) >= parallel:
+                if not running:
                     break
-                # a slice at a time: a second Ctrl-C is acted on while commands run
-                settle(commands.wait(SLICE))
+                try:  # a slice at a time: a second Ctrl-C is acted on while commands run
+                    settle(results.get(timeout=SLICE))
+                except queues.Empty:
+                    pass
                 continue
-            wait = 0.0 if commands else SLICE
-            if idle_s is not None and not commands:
+            wait = 0.0 if running else SLICE
+            if idle_s is not None and not running:
                 wait = max(0.0, min(wait, last + idle_s - time.monotonic()))
             m = consumer.next(wait=wait)
             if m is None:
-                if commands:  # a command ends, or a slice passes and the queue is looked at again
-                    settle(commands.wait(SLICE))
+                if running:
+                    try:  # a command ends, or a slice passes and the queue is looked at again
+                        settle(results.get(timeout=SLICE))
+                    except queues.Empty:
+                        pass
                 elif idle_s is not None and time.monotonic() - last >= idle_s:
                     break
                 continue
             last = time.monotonic()
             tally.messages += 1
-            settle(commands.start(m))
+            running[m.confirm_id] = _start(command, environment, queue, m, lease_s, results)  # type: ignore[index]  # got under a confirm id
         for m, exc in consumer.failed:
             tally.lapsed += 1
             s.out.note(f"mqcli: message {m.msg_id}: {exc.message}")
@@ -149,140 +157,59 @@ def consume(
                    f"{tally.undone} undone" + (f" ({tally.killed} killed past --lease)" if tally.killed else ""))
 
 
-@dataclass
-class _Job:
-    """A command running for one message."""
-    proc: subprocess.Popen[bytes]
-    message: Message
-    deadline: float         # time.monotonic() past which it is killed (its --lease)
-    ended: int              # a descriptor readable once the process has ended (_exit_watch)
-    body: memoryview        # what is still to be written to its stdin
-    killed: bool = False
+def _start(command: str, environment: dict[str, str], queue: str, m: Message, lease: float,
+           results: queues.Queue[Outcome]) -> subprocess.Popen[bytes]:
+    """Run the command for `m` in its own session (Ctrl-C at the terminal is ours to act on),
+    feed it the body and report its exit status, or None if it ran past its lease."""
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, env=_environment(environment, queue, m),
+                                start_new_session=True)
+    except OSError as exc:
+        results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}"))
+        return _Nothing()  # type: ignore[return-value]  # stands in for the Popen
 
+    def feed_and_wait() -> None:
+        # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms.
+        # Started before the body is written: a command that hangs without reading a body
+        # larger than the pipe holds would otherwise block the write, and never be killed
+        killed = threading.Event()
 
-class _Commands:
-    """The commands running, one per message, watched from this one thread: each process's end
-    (a pidfd), its stdin while the body is written to it (non-blocking, so a command that
-    does not read a large body blocks nothing), and its lease. No thread per command: a
-    worker pays a spawn and a commit per message, and little else."""
+        def overdue() -> None:
+            killed.set()
+            _kill(proc)
 
-    def __init__(self, command: str, queue: str, lease: float) -> None:
-        self.command, self.queue, self.lease = command, queue, lease
-        self.env = dict(os.environ)  # read once; each command gets it and its message's fields
-        self.jobs: dict[int, _Job] = {}  # by `ended` descriptor
-        self.writing: dict[int, _Job] = {}  # by stdin descriptor, while the body is not all written
-        self.poller = select.poll()
-
-    def __len__(self) -> int:
-        return len(self.jobs)
-
-    def __enter__(self) -> _Commands:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for job in list(self.jobs.values()):  # only left when interrupted: do not leave them running
-            _kill(job.proc)
-            job.proc.wait()
-            self._forget(job)
-
-    def start(self, m: Message) -> list[Outcome]:
-        """Run the command for `m` in its own session (Ctrl-C at the terminal is ours to act on)
-        and start feeding it the body; the outcome now if it could not be started."""
-        try:
-            proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.PIPE,
-                                    env=_environment(self.env, self.queue, m), start_new_session=True)
-        except OSError as exc:
-            return [Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}")]
-        job = _Job(proc, m, time.monotonic() + self.lease, _exit_watch(proc), memoryview(m.body))
-        self.jobs[job.ended] = job
-        self.poller.register(job.ended, select.POLLIN)
+        timer = threading.Timer(lease, overdue)
+        timer.daemon = True
+        timer.start()
         assert proc.stdin is not None
-        os.set_blocking(proc.stdin.fileno(), False)
-        self.writing[proc.stdin.fileno()] = job
-        self._write(job)
-        return []
-
-    def wait(self, timeout: float) -> list[Outcome]:
-        """Feed bodies, kill commands past their lease, and return the outcomes of the commands
-        that ended, waiting up to `timeout` seconds for one."""
-        ended: list[Outcome] = []
-        until = time.monotonic() + timeout
-        while True:
-            now = time.monotonic()
-            for job in self.jobs.values():
-                if not job.killed and now >= job.deadline:
-                    job.killed = True
-                    _kill(job.proc)
-                    self._stop_writing(job)
-            left = min([until - now] + [job.deadline - now for job in self.jobs.values() if not job.killed])
-            for fd, _ in self.poller.poll(max(0, math.ceil(left * 1000))):
-                if fd in self.writing:
-                    self._write(self.writing[fd])
-                elif fd in self.jobs:
-                    job = self.jobs[fd]
-                    code = job.proc.wait()
-                    self._forget(job)
-                    ended.append(Outcome(job.message, None if job.killed else code))
-            if ended or time.monotonic() >= until:
-                return ended
-
-    def kill_all(self) -> None:
-        for job in self.jobs.values():
-            _kill(job.proc)
-
-    def _write(self, job: _Job) -> None:
-        assert job.proc.stdin is not None
         try:
-            while job.body:
-                job.body = job.body[os.write(job.proc.stdin.fileno(), job.body):]
-        except BlockingIOError:  # the pipe is full: on when it has room again
-            self.poller.register(job.proc.stdin.fileno(), select.POLLOUT)
-            return
-        except OSError:
+            proc.stdin.write(m.body)
+        except (BrokenPipeError, OSError):
             pass  # it does not read its stdin (or was killed): its exit status still decides
-        self._stop_writing(job)
-
-    def _stop_writing(self, job: _Job) -> None:
-        stdin = job.proc.stdin
-        if stdin is None or stdin.closed:
-            return
-        fd = stdin.fileno()
-        if self.writing.pop(fd, None) is not None:
-            try:
-                self.poller.unregister(fd)
-            except KeyError:
-                pass
         try:
-            stdin.close()
-        except OSError:
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
             pass
+        code = proc.wait()
+        timer.cancel()
+        results.put(Outcome(m, None if killed.is_set() else code))
 
-    def _forget(self, job: _Job) -> None:
-        self._stop_writing(job)
-        del self.jobs[job.ended]
-        self.poller.unregister(job.ended)
-        os.close(job.ended)
+    threading.Thread(target=feed_and_wait, daemon=True).start()
+    return proc
 
 
-def _exit_watch(proc: subprocess.Popen[bytes]) -> int:
-    """A descriptor that becomes readable when `proc` ends: its pidfd (Linux 5.3); elsewhere
-    the read end of a pipe whose write end a thread closes once the process is waited for."""
-    if hasattr(os, "pidfd_open"):
-        try:
-            return os.pidfd_open(proc.pid)
-        except OSError:
-            pass
-    read, write = os.pipe()
+class _Nothing:
+    """Stands for a command that never started (its outcome is queued already)."""
 
-    def watch() -> None:
-        proc.wait()
-        os.close(write)
+    pid = None
 
-    threading.Thread(target=watch, daemon=True).start()
-    return read
+    def poll(self) -> int:
+        return 127
 
 
 def _kill(proc: Any) -> None:
+    if getattr(proc, "pid", None) is None:
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
