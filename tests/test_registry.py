@@ -131,9 +131,9 @@ def test_put_get_browse_import_no_other_command_and_nothing_heavy(args, store):
     commands = {m for m in modules if m.startswith("mqcli.commands.")}
     if "--file" in args:  # an option mqcli/fastpath.py leaves to the Typer app: only its module
         assert commands == {"mqcli.commands.message"}
-    else:  # the plain command lines run without Typer or click
+    else:  # the plain command lines run without Typer or click, and text output needs no JSON
         assert commands == set()
-        assert {"typer", "click"}.isdisjoint(modules)
+        assert {"typer", "click", "orjson", "uuid"}.isdisjoint(modules)
     assert [m for m in modules if m.split(".")[0] in HEAVY] == []
     # the parts of the store a put, get or browse never uses
     assert {"store.check", "store.selectors", "store.trace", "store.reports", "store.outgoing", "store.channel",
