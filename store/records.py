@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-import uuid
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -83,9 +82,14 @@ def lookup_id_of(lookup_hi: int, seq: int) -> int:
 
 
 def guid_text(raw: bytes) -> str:
+    """16 GUID bytes → the text str(uuid.UUID(bytes=raw)) gives (without importing uuid, which
+    imports platform: a put or get pays for it at start-up)."""
     text = _GUID_TEXT.get(raw)
     if text is None:
-        text = _GUID_TEXT[raw] = str(uuid.UUID(bytes=raw))
+        if len(raw) != 16:
+            raise ValueError(f"a GUID is 16 bytes, not {len(raw)}")
+        h = raw.hex()
+        text = _GUID_TEXT[raw] = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
     return text
 
 
@@ -559,6 +563,8 @@ def guid_bytes(text: str) -> bytes:
     """GUID text → 16 bytes (ValueError if it is not a GUID); cached, there are few origins."""
     raw = _GUID_BYTES.get(text)
     if raw is None:
+        import uuid
+
         raw = uuid.UUID(text).bytes
         if len(_GUID_BYTES) < 4096:
             _GUID_BYTES[text] = raw
@@ -586,7 +592,7 @@ def parse_unique_id(text: Any) -> tuple[bytes, int]:
         raise BadData(f"unique_id must look like <guid>:<put time µs>, got {text!r}")
     guid, _, t = text.rpartition(":")
     try:
-        origin, put_time = uuid.UUID(guid).bytes, int(t)
+        origin, put_time = guid_bytes(guid), int(t)
     except ValueError:
         raise BadData(f"unique_id must look like <guid>:<put time µs>, got {text!r}") from None
     if not (t.isascii() and t.isdigit()) or put_time >= 1 << 63:  # a signed 64-bit field and key

@@ -16,7 +16,6 @@ from any index in one or two reads.
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Unpack
@@ -1118,5 +1117,7 @@ def state_entries(m: Message) -> list[bytes]:
 
 
 def new_guid() -> bytes:
+    import uuid  # here: uuid imports platform, which a put or get does not need at start-up
+
     return uuid.uuid4().bytes
 
