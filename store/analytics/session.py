@@ -149,7 +149,7 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     if active is not None:
         active.dataSource.register(MqStoreDataSource)
         tune(active, owned=False)
-        return SparkSetup(active, False, active.sparkContext.master, None, time.perf_counter() - started)
+        return SparkSetup(active, False, str(active.sparkContext.master), None, time.perf_counter() - started)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.task.maxFailures", "1")
@@ -189,7 +189,7 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     except Exception:
         spark.stop()
         raise
-    return SparkSetup(spark, True, spark.sparkContext.master, log_file, time.perf_counter() - started)
+    return SparkSetup(spark, True, str(spark.sparkContext.master), log_file, time.perf_counter() - started)
 
 
 @contextmanager
