@@ -1,16 +1,28 @@
-"""A real Spark standalone cluster for tests: a Master and two Workers, each its own JVM started
-from the pyspark package's `bin/spark-class`, on 127.0.0.1, one core and 1 GiB per Worker.
+"""A real Spark standalone cluster for tests: a Master and Workers, each its own JVM started from
+the pyspark package's `bin/spark-class`, on 127.0.0.1, one core and 1 GiB per Worker.
 
 The Workers start executors that run Python workers on this interpreter, with this checkout
 first on their path (PYSPARK_PYTHON, PYTHONPATH), as a cluster whose hosts share the
-filesystem would. Each daemon is the leader of a process group of its own; `stop()` ends
-those groups (the executors a Worker started are in its group) and nothing else.
+filesystem would. Each Worker has a $TMPDIR of its own (where its executors keep their local
+copies of snapshots), as a Worker on another host would.
+
+`hide=DIR` (with `plant={NAME: STORE}`) starts every Worker in a mount namespace of its own
+(`unshare -m`, as root) with a tmpfs over DIR holding only copies of the planted stores under
+their given names: its executors see DIR as an executor on another host would, where the
+stores are missing or another store sits at the same path. Every Worker, not one of them, so
+that a read of DIR fails whichever executor runs a task. `unshare_allowed()` says whether this
+machine lets a test do that; without it the cluster starts with Workers that see everything.
+
+Each daemon is the leader of a process group of its own; `stop()` ends those groups (the
+executors a Worker started are in its group) and nothing else.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,8 +40,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def unshare_allowed() -> str | None:
+    """None when `unshare -m` with a tmpfs mount works here, else why not."""
+    if shutil.which("unshare") is None:
+        return "no unshare command"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"unshare -m with a tmpfs mount is not allowed here: {probe.stderr.strip()[:200]}"
+    return None
+
+
 class StandaloneCluster:
-    def __init__(self, root: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+    def __init__(self, root: Path, workers: int = 2, cores: int = 1, memory: str = "1g",
+                 hide: Path | None = None, plant: dict[str, Path] | None = None) -> None:
         import pyspark
 
         self.root = root
@@ -37,6 +61,8 @@ class StandaloneCluster:
         self.workers = workers
         self.cores = cores
         self.memory = memory
+        self.hide = hide
+        self.plant = plant or {}
         self.port = _free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -49,14 +75,27 @@ class StandaloneCluster:
                 "PYTHONPATH": str(REPO) + (os.pathsep + path if path else ""),
                 "SPARK_LOG_DIR": str(self.root / "logs"), "SPARK_WORKER_DIR": str(self.root / "work")}
 
-    def _daemon(self, name: str, *args: str) -> Path:
+    def _daemon(self, name: str, command: list[str], env: dict[str, str] | None = None) -> Path:
         log = self.root / f"{name}.log"
         with open(log, "wb") as out:
             self.procs.append(subprocess.Popen(
-                [str(self.home / "bin" / "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=self._env(), cwd=self.root, start_new_session=True))
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**self._env(), **(env or {})}, cwd=self.root, start_new_session=True))
         self.logs.append(log)
         return log
+
+    def _class(self, *args: str) -> list[str]:
+        return [str(self.home / "bin" / "spark-class"), *args]
+
+    def _hidden(self, command: list[str]) -> list[str]:
+        """`command` in a mount namespace of its own with a tmpfs over `hide` holding only
+        copies of the planted stores."""
+        assert self.hide is not None
+        steps = [f"mount -t tmpfs -o mode=0700 tmpfs {shlex.quote(str(self.hide))}"]
+        for name, store in self.plant.items():
+            steps.append(f"cp -a {shlex.quote(str(store))} {shlex.quote(str(self.hide / name))}")
+        # sh -c SCRIPT NAME ARGS...: the Worker's command comes in as "$@", word for word
+        return ["unshare", "-m", "sh", "-c", " && ".join(steps) + ' && exec "$@"', "worker", *command]
 
     def _wait(self, log: Path, pattern: str, count: int = 1) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -73,13 +112,18 @@ class StandaloneCluster:
 
     def start(self) -> StandaloneCluster:
         (self.root / "work").mkdir(parents=True, exist_ok=True)
-        master = self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                              "--port", str(self.port), "--webui-port", str(_free_port()))
+        master = self._daemon("master", self._class(
+            "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
+            "--webui-port", str(_free_port())))
         self._wait(master, r"I have been elected leader")
         for i in range(self.workers):
-            self._daemon(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                         "--webui-port", str(_free_port()), "--cores", str(self.cores), "--memory", self.memory,
-                         "--work-dir", str(self.root / "work"), self.url)
+            tmp = self.root / f"worker{i}-tmp"
+            tmp.mkdir(mode=0o700)
+            command = self._class("org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                  "--webui-port", str(_free_port()), "--cores", str(self.cores),
+                                  "--memory", self.memory, "--work-dir", str(self.root / "work"), self.url)
+            self._daemon(f"worker{i}", self._hidden(command) if self.hide is not None else command,
+                         {"TMPDIR": str(tmp)})
         self._wait(master, r"Registering worker", self.workers)
         return self
 

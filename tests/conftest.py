@@ -98,17 +98,37 @@ def spark():
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
-    """A real standalone cluster (tests/cluster_helpers.py): a Master and two Workers on
-    127.0.0.1, one core and 1 GiB each, stopped after the run. Yields its master URL."""
+    """The one real standalone cluster of the test run (tests/cluster_helpers.py), shared by
+    tests/test_analytics_cluster.py and tests/test_analytics_hosts.py: a Master and two Workers
+    on 127.0.0.1, one core and 1 GiB each, stopped after the run.
+
+    Where `unshare -m` is allowed, both Workers run in mount namespaces of their own with a
+    tmpfs over `hidden` (a directory the tests' stores that executors must not see go into),
+    holding only `planted`: a different store named qm2 at `hidden / "qm2"` (`planted_guid`).
+    `hide_skip` is why not, else None. Other stores are seen by every Worker."""
+    import os
     import shutil
+    from types import SimpleNamespace
 
     pytest.importorskip("pyspark")
-    if shutil.which("java") is None and not __import__("os").environ.get("JAVA_HOME"):
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("a standalone cluster needs Java")
-    from cluster_helpers import StandaloneCluster
+    from cluster_helpers import StandaloneCluster, unshare_allowed
 
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("cluster")).start()
+    root = tmp_path_factory.mktemp("cluster")
+    hidden = root / "hidden"
+    hidden.mkdir()
+    reason = unshare_allowed()
+    planted_guid = None
+    if reason is None:
+        with Store.open(root / "planted", create=True, name="qm2") as planted:  # same name, another GUID
+            planted.create_queue("orders")
+            planted_guid = planted.info().guid
+    cluster = StandaloneCluster(root / "spark", hide=hidden if reason is None else None,
+                                plant={"qm2": root / "planted"} if reason is None else None)
+    (root / "spark").mkdir()
+    cluster.start()
     try:
-        yield cluster.url
+        yield SimpleNamespace(url=cluster.url, hidden=hidden, planted_guid=planted_guid, hide_skip=reason)
     finally:
         cluster.stop()

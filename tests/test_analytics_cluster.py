@@ -1,5 +1,5 @@
 """`analyze health` and `analyze routes` on a real standalone cluster (a Master and two Workers,
-tests/cluster_helpers.py) give local mode's results; the reads are cut so that both executor
+the session's one, tests/conftest.py `spark_cluster`) give local mode's results; the reads are cut so that both executor
 cores have work. Few tests: each application start costs seconds."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _cluster(command, paths, master):
 def test_health_and_routes_on_a_standalone_cluster_equal_local_mode(spark, spark_cluster, stores):
     local = invoke(["analyze", "health", *stores, "-o", "json"])
     assert local.code == 0, local
-    on_cluster = _cluster("health", stores, spark_cluster)
+    on_cluster = _cluster("health", stores, spark_cluster.url)
     pick = [{k: r[k] for k in HEALTH_FIELDS} for r in local.json()]
     assert [{k: r[k] for k in HEALTH_FIELDS} for r in on_cluster] == pick
     assert {r["queue"]: r["depth"] for r in pick if r["queue"] == "orders"} == {"orders": 300}
@@ -58,4 +58,4 @@ def test_health_and_routes_on_a_standalone_cluster_equal_local_mode(spark, spark
     assert local.code == 0, local
     routes = sorted(local.json(), key=lambda r: r["msg_id"])
     assert len(routes) == 60 and all(r["complete"] for r in routes)
-    assert sorted(_cluster("routes", stores, spark_cluster), key=lambda r: r["msg_id"]) == routes
+    assert sorted(_cluster("routes", stores, spark_cluster.url), key=lambda r: r["msg_id"]) == routes

@@ -1,6 +1,6 @@
-"""Stores on many hosts (README.md "Stores on many hosts"), on a real standalone cluster whose one
-Worker runs in its own mount namespace with a tmpfs over the stores' directory, as an executor
-on another host would see it:
+"""Stores on many hosts (README.md "Stores on many hosts"), on the session's real standalone cluster
+(tests/conftest.py `spark_cluster`), whose Workers run in mount namespaces of their own with a
+tmpfs over the stores' directory, as executors on other hosts would see it:
 
 - `analyze --snapshots DIR` (DIR visible to it) gives the figures of a direct local scan;
 - reading the stores directly fails at once, exit 11, with a one-line error naming the store,
@@ -16,7 +16,7 @@ import pytest
 
 from analytics_helpers import put_reports, report, route_events
 from cli_helpers import invoke, run_mqcli
-from hosts_cluster import REPO, Cluster, unshare_allowed
+from cluster_helpers import REPO
 from store import Store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.usefixtures("spark")]
@@ -25,12 +25,11 @@ T0 = 1_790_000_000_000_000
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory):
-    reason = unshare_allowed()
-    if reason is not None:
-        pytest.skip(reason)
+def hosts(spark_cluster, tmp_path_factory):
+    if spark_cluster.hide_skip is not None:
+        pytest.skip(spark_cluster.hide_skip)
     work = tmp_path_factory.mktemp("hosts")
-    stores, snaps = work / "stores", work / "snaps"
+    stores, snaps = spark_cluster.hidden, work / "snaps"
     guids = {}
     for n, name in enumerate(("qm1", "qm2")):
         with Store.open(stores / name, create=True, name=name) as st:
@@ -45,15 +44,8 @@ def hosts(tmp_path_factory):
                          for k, ev in enumerate(route_events(path, T0 + i * 1000, [500 * i]))])
     for name in guids:
         assert invoke(["--store", stores / name, "snapshot", snaps, "-q"]).code == 0
-    with Store.open(work / "planted", create=True, name="qm2") as st:  # same name, another GUID
-        st.create_queue("orders")
-        guids["planted"] = st.info().guid
-    cluster = Cluster(work / "cluster")
-    try:
-        cluster.worker(hide=stores, plant={"qm2": work / "planted"})
-        yield cluster, stores, snaps, guids
-    finally:
-        cluster.stop()
+    guids["planted"] = spark_cluster.planted_guid  # the Workers' qm2: same name, another GUID
+    return spark_cluster, stores, snaps, guids
 
 
 def _on_cluster(cluster, *args):

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import AnalyticsFailed, AnalyticsUnavailable  # noqa: F401 (both importable from here too)
+from ..errors import AnalyticsFailed, AnalyticsUnavailable
+
+__all__ = ["AnalyticsFailed", "AnalyticsUnavailable", "INSTALL_HINT", "missing", "require"]
 
 INSTALL_HINT = "pip install 'mqcli[spark]'"
 

@@ -155,7 +155,8 @@ def message_batch(messages: Sequence[Message], where: StoreIdentity,
     cols: list[Any] = list(zip(*rows)) if rows else [()] * len(_ATTRS)
 
     def raw(name: str) -> Sequence[Any]:
-        return cols[_AT[name]]
+        values: Sequence[Any] = cols[_AT[name]]
+        return values
 
     arrays = []
     for name, kind in columns:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from ..records import AVAILABLE, STATES, TX_LOCKED
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 MESSAGE_COLUMNS_USED = ("store", "store_name", "store_guid", "queue", "state", "priority", "size",
                         "put_time", "expires", "since", "backouts", "lease_expires")
@@ -43,7 +43,7 @@ def health(messages: DataFrame, queues: DataFrame | None = None, *, now_us: int,
     now = F.timestamp_micros(F.lit(now_us))
     in_flight = F.col("state") != AVAILABLE
 
-    def count_if(condition):  # type: ignore[no-untyped-def]
+    def count_if(condition: Column) -> Column:
         return F.sum(F.when(condition, 1).otherwise(0)).cast("long")
 
     aggregates = [

@@ -15,6 +15,10 @@ snapshot DIR` on each host, then --snapshots DIR), or export them with `mqcli ex
 parquet`. A partition that finds another store, or none, where one was planned fails the job
 (exit 11).
 
+Under spark-submit, give the JVMs `-XX:-DontCompileHugeMethods` (`--driver-java-options` and
+`--conf spark.executor.extraJavaOptions=…`; session.py says why): the sessions mqcli makes
+itself have it.
+
 Exit codes are mqcli's (README.md#exit-codes): 2 usage, 6 no such queue, 11 store unavailable, 12 bad data,
 1 when Spark fails.
 """

@@ -22,8 +22,10 @@ forms that docs/design.md#queues lists, with the Python decoder's ranges (octets
 and its reading of letters beyond ASCII (Java's \\p{L} and \\p{N} for Python's isalnum).
 
 How, for speed (the pipeline decodes millions of reports): the regular expression runs once
-per text (`rlike`); a label that matches has every field at a fixed column (only the optional
-seconds shift the rest by three), so the fields are plain substrings, and the date checks are
+per text (`rlike`); a label that matches has its ids at fixed columns and its time-date as its
+last five words (`substring_index`, no array per row), whose fields are at fixed columns of
+that tail (only the optional seconds shift the rest by three), so the fields are plain
+substrings, and the date checks are
 integer arithmetic (days from the civil date, Howard Hinnant's algorithm; the weekday from the
 day number; month lengths with the Gregorian leap rule). Each value used several times is
 computed in a projection of its own, which Spark keeps apart (it does not inline an expression
@@ -52,8 +54,8 @@ LABEL_PATTERN = (
 # The documented forms beyond [MS-MQQB] (store/trace.py's docstring has their ABNF): `received
 # by` or `sent from … to <address>`, the computer a GUID or a machine name; `Report Message
 # Conflict`; bodies with <NEXT HOP> and <HOP COUNT>. Their fields are not at fixed columns, so
-# a matched label is split at its spaces (names and addresses hold none) and its time-date,
-# always its last five words, is read as [MS-MQQB]'s form would be.
+# a matched label's words are found at its spaces (names and addresses hold none), and its
+# time-date is always its last five words.
 _NAME = "[0-9A-Za-z._-]"
 _PORT_ANY = r"(?:[0-5]?[0-9]{1,4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
 ADDRESS_PATTERN = rf"(?:{_HEX}{{8}}:{_HEX}{{12}}|{_NAME}{{1,255}}(?::{_PORT_ANY})?)"
@@ -65,7 +67,6 @@ ANY_LABEL_PATTERN = (
 )
 CONFLICT_PATTERN = r"^(?i:Report Message Conflict)\x00?\z"
 _GUID_ONLY = rf"^{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}\z"
-_CANONICAL_COMPUTER = "00000000-0000-0000-0000-000000000000"
 
 # queue-format (MS-MQMQ 2.1) in the forms docs/design.md#queues lists, as store/trace.py reads it
 _GUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
@@ -134,42 +135,35 @@ def with_label_fields(df: DataFrame, label: str = "label", name: str = "label_fi
 
     t = f"__{name}"
     original = F.col(label)
-    if strict:
-        df = df.withColumn(f"{t}_matched", F.coalesce(original.rlike(LABEL_PATTERN), F.lit(False)))
-        text = original
-    else:
-        df = df.withColumn(f"{t}_matched", F.coalesce(original.rlike(ANY_LABEL_PATTERN), F.lit(False)))
-        df = df.withColumn(f"{t}_words", F.when(F.col(f"{t}_matched"), F.split(original, " ")))
-        words = F.col(f"{t}_words")
-        # [MS-MQQB]'s form of the same label: its time-date (the last five words) after a
-        # placeholder GUID, so that every field below is at [MS-MQQB]'s fixed columns
-        df = df.withColumn(f"{t}_text", F.when(F.col(f"{t}_matched"), F.concat(
-            F.substring(original, 1, 16), F.lit(f" received by {_CANONICAL_COMPUTER} at "),
-            F.array_join(F.slice(words, -5, 5), " "))))
-        text = F.col(f"{t}_text")
+    df = df.withColumn(f"{t}_matched", F.coalesce(original.rlike(LABEL_PATTERN if strict else ANY_LABEL_PATTERN),
+                                                  F.lit(False)))
     matched = F.col(f"{t}_matched")
+    # the time-date is a matched label's last five words in every form: read at fixed columns
+    # of that tail (names and addresses hold no space)
+    df = df.withColumn(f"{t}_tail", F.when(matched, F.substring_index(original, " ", -5)))
+    tail = F.col(f"{t}_tail")
 
     def at(column: int, length: int, shift: Column | None = None) -> Column:
-        """The field at 1-based `column` of a matched label (shifted past the seconds)."""
+        """The field at 1-based `column` of the tail (shifted past the seconds)."""
         start = F.lit(column) if shift is None else F.lit(column) + shift
-        return F.when(matched, F.substring(text, start, F.lit(length)))
+        return F.substring(tail, start, F.lit(length))
 
-    # qm-id 1-4, message-id 6-13, hops 15-16, GUID 30-65, hour 70-71, minute 73-74, then
-    # [":" second] 75-77; AM/PM, day, month, day of month and year follow at fixed columns
-    has_seconds = F.when(matched, F.substring(text, 75, 1) == ":")
+    # hour 1-2, minute 4-5, then [":" second] 6-8; AM/PM, day, month, day of month and year
+    # follow at fixed columns
+    has_seconds = F.substring(tail, 6, 1) == ":"
     df = df.withColumn(f"{t}_shift", F.when(has_seconds, 3).otherwise(0))
     shift = F.col(f"{t}_shift")
-    month = F.array_position(F.array(*map(F.lit, _MONTHS)), F.lower(at(83, 3, shift))).cast("int")
+    month = F.array_position(F.array(*map(F.lit, _MONTHS)), F.lower(at(14, 3, shift))).cast("int")
     df = df.withColumn(f"{t}_v", F.struct(
-        at(70, 2).try_cast("int").alias("hour"),
-        at(73, 2).try_cast("int").alias("minute"),
-        F.when(shift == 3, at(76, 2).try_cast("int")).otherwise(F.lit(0)).alias("second"),
+        at(1, 2).try_cast("int").alias("hour"),
+        at(4, 2).try_cast("int").alias("minute"),
+        F.when(shift == 3, at(7, 2).try_cast("int")).otherwise(F.lit(0)).alias("second"),
         (shift == 3).alias("has_seconds"),
-        (F.upper(at(76, 2, shift)) == "PM").alias("pm"),
-        F.array_position(F.array(*map(F.lit, _DAYS)), F.lower(at(79, 3, shift))).cast("int").alias("weekday"),
+        (F.upper(at(7, 2, shift)) == "PM").alias("pm"),
+        F.array_position(F.array(*map(F.lit, _DAYS)), F.lower(at(10, 3, shift))).cast("int").alias("weekday"),
         month.alias("month"),
-        at(87, 2, shift).try_cast("int").alias("day"),
-        (F.lit(2000) + at(90, 2, shift).try_cast("int")).alias("year"),
+        at(18, 2, shift).try_cast("int").alias("day"),
+        (F.lit(2000) + at(21, 2, shift).try_cast("int")).alias("year"),
     ))
     v = F.col(f"{t}_v")
     in_month = v["day"].between(1, _month_length(v["year"], v["month"])) & v["month"].between(1, 12)
@@ -184,28 +178,32 @@ def with_label_fields(df: DataFrame, label: str = "label", name: str = "label_fi
     hour24 = (v["hour"] % 12) + F.when(v["pm"], F.lit(12)).otherwise(F.lit(0))
     seconds = days * 86400 + hour24 * 3600 + v["minute"] * 60 + v["second"]
     if strict:
-        computer, next_hop = F.lower(at(30, 36)), F.lit(None).cast("string")
+        # qm-id 1-4, message-id 6-13, hops 15-16, `received by`, the GUID 30-65
+        computer, next_hop = F.lower(F.substring(original, 30, 36)), F.lit(None).cast("string")
         event, conflict = F.lit("received"), F.lit(False)
     else:
         # words: ids, received|sent, by|from, computer, at|to, [address, at]
+        def word(n: int) -> Column:
+            return F.substring_index(F.substring_index(original, " ", n), " ", -1)
+
         sent = F.lower(F.substring(original, 18, 1)) == "s"
-        name_ = F.element_at(words, 4)
+        name_ = word(4)
         computer = F.when(name_.rlike(_GUID_ONLY), F.lower(name_)).otherwise(name_)
-        next_hop = F.when(sent, F.element_at(words, 6))
+        next_hop = F.when(sent, word(6))
         event = F.when(sent, F.lit("sent")).otherwise(F.lit("received"))
         conflict = F.coalesce(original.rlike(CONFLICT_PATTERN), F.lit(False))
     df = df.withColumn(name, F.struct(
         (valid | conflict).alias("valid"),
         F.when(valid, event).when(conflict, F.lit("conflict")).alias("event"),
-        F.when(valid, at(1, 4)).alias("qm_id"),
-        F.when(valid, F.conv(at(6, 8), 16, 10).try_cast("long")).alias("message_id"),
-        F.when(valid, F.conv(at(15, 2), 16, 10).try_cast("int")).alias("hops"),
+        F.when(valid, F.substring(original, 1, 4)).alias("qm_id"),
+        F.when(valid, F.conv(F.substring(original, 6, 8), 16, 10).try_cast("long")).alias("message_id"),
+        F.when(valid, F.conv(F.substring(original, 15, 2), 16, 10).try_cast("int")).alias("hops"),
         F.when(valid, computer).alias("computer"),
         F.when(valid, F.timestamp_seconds(seconds)).alias("time"),
         F.when(valid, v["has_seconds"]).alias("has_seconds"),
         F.when(valid, next_hop).alias("next_hop"),
     ))
-    return df.drop(*[f"{t}_{x}" for x in ("matched", "words", "text", "shift", "v", "days", "valid")])
+    return df.drop(*[f"{t}_{x}" for x in ("matched", "tail", "shift", "v", "days", "valid")])
 
 
 def with_body_fields(df: DataFrame, body: str = "body", name: str = "body_fields", *,

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from .. import keys
 from ..keys import queue_key
 from ..queues import decode_queue
-from .scan import MSG_TABLE, distinct_stores, open_readonly
+from .locate import open_readonly
+from .scan import MSG_TABLE, distinct_stores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from .labels import with_body_fields, with_label_fields
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
     from ..reportfile import ReportRow
 
@@ -70,17 +70,17 @@ class Routes:
         two steps in one route, since a route's steps are distinct (hops, computer) pairs."""
         from pyspark.sql import functions as F
 
-        r = self.steps.agg(F.sum("reports").alias("reports"),
+        r = _only_row(self.steps.agg(F.sum("reports").alias("reports"),
                            F.sum(F.when(F.col("route").isNull(), F.col("reports") - F.col("conflicts"))
                                  .otherwise(0)).alias("invalid"),
-                           F.sum("conflicts").alias("conflicts")).first()
+                           F.sum("conflicts").alias("conflicts")))
         key = ["route", "correl_hash"]
         per_route = (self.steps.where(F.col("route").isNotNull())
                      .groupBy(*key, "computer").agg(F.count(F.lit(1)).alias("steps"),
                                                     F.max(F.col("delivered_t").isNotNull().cast("int")).alias("done"))
                      .groupBy(*key).agg((F.max("steps") > 1).cast("int").alias("loop"), F.max("done").alias("done")))
-        t = per_route.agg(F.count(F.lit(1)).alias("routes"), F.sum("done").alias("complete"),
-                          F.sum("loop").alias("loops")).first()
+        t = _only_row(per_route.agg(F.count(F.lit(1)).alias("routes"), F.sum("done").alias("complete"),
+                                    F.sum("loop").alias("loops")))
         routes = int(t["routes"] or 0)
         complete = int(t["complete"] or 0)
         return {"reports": int(r["reports"] or 0), "invalid_reports": int(r["invalid"] or 0),
@@ -90,6 +90,13 @@ class Routes:
 
     def unpersist(self) -> None:
         self.steps.unpersist()
+
+
+def _only_row(aggregate: DataFrame) -> Row:
+    """The row of an aggregate without grouping (it always has exactly one)."""
+    row = aggregate.first()
+    assert row is not None
+    return row
 
 
 def decode_reports(messages: DataFrame) -> DataFrame:

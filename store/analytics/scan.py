@@ -74,7 +74,7 @@ def _split(lt: lmdb.Transaction, db: Any, prefix: bytes, rows: int) -> list[byte
         return starts
     n = 0
     for key in cur.iternext(values=False):
-        if not key.startswith(prefix):
+        if not bytes(key).startswith(prefix):
             break
         if n and n % rows == 0:
             starts.append(bytes(key))
@@ -135,8 +135,8 @@ def plan(paths: Sequence[str | Path], queues: Sequence[str] | None = None,
                 held = lt.stat(dbs["msg"])["entries"]
                 starts = _split(lt, dbs["msg"], b"", rows_per_range) if held > rows_per_range else []
                 msg_bounds: list[bytes | None] = [b"", *starts, None]
-                for lo, hi in zip(msg_bounds, msg_bounds[1:]):
-                    ranges.append(ScanRange(where, MSG_TABLE, lo or b"", hi, dict(chosen)))
+                for first, after in zip(msg_bounds, msg_bounds[1:]):
+                    ranges.append(ScanRange(where, MSG_TABLE, first or b"", after, dict(chosen)))
     if wanted is not None:
         missing = [name for key, name in wanted.items() if key not in seen]
         if missing:
@@ -155,7 +155,8 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
         db = dbs[r.table]
         after: bytes | None = None  # the last key read: the next batch starts past it
         while True:
-            raws, more = [], False
+            raws: list[bytes] = []
+            more = False
             with env.begin() as lt:
                 # messages a get holds in place are in `pos` as available records: shown in
                 # flight under the hold, as the store itself shows them (Write.load)

@@ -19,7 +19,13 @@ the `mqstore` source registered, and Spark's own output kept off the terminal.
 - Python workers run this interpreter (`PYSPARK_PYTHON`, unless set), so they import the same
   `store` package. PySpark's own Python loggers of failed queries are silenced: the failure
   reaches the caller as an exception.
-- Under `spark-submit` (the JVM is already up) the master and configuration are spark-submit's.
+- The JVMs of a session made here compile large methods (`-XX:-DontCompileHugeMethods` in the
+  driver's and executors' extraJavaOptions, before those of spark-defaults.conf and `conf`,
+  which are kept): the code Spark generates to decode report labels is larger than HotSpot
+  compiles by default.
+- Under `spark-submit` (the JVM is already up) the master and configuration are spark-submit's;
+  `spark-submit --driver-java-options -XX:-DontCompileHugeMethods --conf
+  spark.executor.extraJavaOptions=-XX:-DontCompileHugeMethods` gives a job the same speed.
 - A session made here gives a task no second try (`spark.task.maxFailures` 1): a store that is
   missing or another store on an executor fails the job at once (locate.py), and a task that
   fails once fails again. Such a failure reaches the caller as `StoreMismatch` (exit 11) with
@@ -52,6 +58,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 EMBEDDED = "local[*]"
+# HotSpot leaves methods of more than 8,000 bytes of bytecode to its interpreter; the code
+# Spark generates for the decoding of report labels (labels.py) is such a method, and runs
+# two to three times slower interpreted (measured: routes over 200,000 reports, 10.5 against
+# 4.5 CPU seconds in the tasks). Driver (local mode's executor) and executors compile them.
+JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
+JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 @dataclass
@@ -71,6 +83,11 @@ def configured_master() -> str | None:
             return args[i + 1]
         if arg.startswith("--master="):
             return arg.split("=", 1)[1]
+    return spark_default("spark.master")
+
+
+def spark_default(key: str) -> str | None:
+    """`key` from `$SPARK_CONF_DIR/spark-defaults.conf` or `$SPARK_HOME/conf/spark-defaults.conf`."""
     dirs = [os.environ.get("SPARK_CONF_DIR")]
     if os.environ.get("SPARK_HOME"):
         dirs.append(os.path.join(os.environ["SPARK_HOME"], "conf"))
@@ -82,7 +99,7 @@ def configured_master() -> str | None:
             continue
         for line in lines:
             parts = line.split(None, 1)
-            if len(parts) == 2 and parts[0] == "spark.master":
+            if len(parts) == 2 and parts[0] == key:
                 return parts[1].strip()
     return None
 
@@ -149,7 +166,7 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     if active is not None:
         active.dataSource.register(MqStoreDataSource)
         tune(active, owned=False)
-        return SparkSetup(active, False, active.sparkContext.master, None, time.perf_counter() - started)
+        return SparkSetup(active, False, str(active.sparkContext.master), None, time.perf_counter() - started)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.task.maxFailures", "1")
@@ -171,7 +188,12 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
         # a cluster on this host's loopback (tests, a one-host trial) reaches the driver there
         builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.driver.host", "127.0.0.1"))
-    for key, value in (conf or {}).items():
+    extra = dict(conf or {})
+    if not submitted:
+        for key in JAVA_OPTION_KEYS:
+            # a setting replaces spark-defaults.conf's: that one is kept in it
+            extra[key] = " ".join(filter(None, [JIT_HUGE_METHODS, spark_default(key), extra.get(key)]))
+    for key, value in extra.items():
         builder = builder.config(key, value)
     log_file = None if submitted else _log_path()
     try:
@@ -189,7 +211,7 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     except Exception:
         spark.stop()
         raise
-    return SparkSetup(spark, True, spark.sparkContext.master, log_file, time.perf_counter() - started)
+    return SparkSetup(spark, True, str(spark.sparkContext.master), log_file, time.perf_counter() - started)
 
 
 @contextmanager

@@ -43,8 +43,8 @@ from ..write import Counters
 from . import routes as routes_mod
 from .columns import StoreIdentity, record_batch
 from .outputs import to_records
-from .locate import open_planned
-from .scan import MSG_TABLE, POS_TABLE, distinct_stores, identity, open_readonly
+from .locate import identity, open_planned, open_readonly
+from .scan import MSG_TABLE, POS_TABLE, distinct_stores
 
 if TYPE_CHECKING:
     import pyarrow as pa
