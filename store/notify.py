@@ -68,9 +68,10 @@ class Waiter:
 
 
 # wait dir -> (device, inode, mtime in ns, the names in it): what the last scan found, kept
-# while the directory's mtime stays as it was and was over _SETTLED_NS old when read
+# while the directory's mtime stays as it was and was settled when read (_names)
 _SCANNED: dict[str, tuple[int, int, int, tuple[str, ...]]] = {}
-_SETTLED_NS = 2_000_000_000
+_SETTLED_NS = 50_000_000  # well over a clock tick (1-10 ms) and the mtime steps of sub-second filesystems
+_SETTLED_WHOLE_NS = 2_000_000_000  # whole (or even) seconds
 
 
 def wake(wait_dir: str, qids: set[int]) -> None:
@@ -92,11 +93,12 @@ def _names(wait_dir: str) -> tuple[str, ...]:
     """The names in the wait directory. A writer wakes after every commit that made a message
     available, and the directory rarely changes (a getter comes to wait or leaves), so it is
     read again only when its mtime changed. The mtime is read before the names, and the names
-    are kept only when that mtime was over two seconds old: a FIFO renamed into place later
-    gives the directory a later mtime, even with timestamps of a coarse clock or of a
-    filesystem that keeps whole seconds, so a getter that registers after a scan is seen by
-    the next wake. (Were the wall clock set back by more, that getter looks again within its
-    wait slice: late, not lost.)"""
+    are kept only when that mtime was already settled: older than the coarse clock that stamps
+    a directory change can lag (a tick, at most 10 ms; _SETTLED_NS), or on a filesystem that
+    keeps whole seconds (no fraction in the mtime) older than two seconds. A FIFO renamed into
+    place after the read then gives the directory a later mtime, so the next wake sees it.
+    (Were the wall clock set back meanwhile, that getter looks again within its wait slice:
+    late, not lost.)"""
     try:
         st = os.stat(wait_dir)
     except OSError:
@@ -109,8 +111,9 @@ def _names(wait_dir: str) -> tuple[str, ...]:
     except OSError:
         _SCANNED.pop(wait_dir, None)
         return ()  # the others look again within a slice
-    if st.st_mtime_ns < time.time_ns() - _SETTLED_NS:
-        _SCANNED[wait_dir] = (st.st_dev, st.st_ino, st.st_mtime_ns, names)
+    mtime = st.st_mtime_ns
+    if mtime < time.time_ns() - (_SETTLED_NS if mtime % 1_000_000_000 else _SETTLED_WHOLE_NS):
+        _SCANNED[wait_dir] = (st.st_dev, st.st_ino, mtime, names)
     else:
         _SCANNED.pop(wait_dir, None)
     return names
