@@ -755,20 +755,24 @@ class Store(Forwarding):
             state = PUT_UNCONFIRMED if in_flight else AVAILABLE
             since = now if in_flight else None
             lease_expires = now + lease_us if in_flight and lease_us else None
-            out = []
+            out: list[Message] = []
+            keep, name, qid = out.append, q.name, q.qid
+            any_traced = False
             try:  # costs nothing until a field of the wrong type makes Python raise
                 for i, new in enumerate(batch):
-                    expires = new.expires if new.ttl is None else now + _seconds(new.ttl, "ttl")
+                    ttl, props = new.ttl, new.props
                     # positional for speed (this loop is the batched-put hot path); order as in Message
                     m = Message(
-                        new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
-                        0, first_time + i, expires, new.correl_id, new.label, dict(new.props) if new.props else {},
+                        new.body, name, state, new.priority, 0, qid, origin, (first_n + i) & 0xFFFFFFFF,
+                        0, first_time + i, new.expires if ttl is None else now + _seconds(ttl, "ttl"),
+                        new.correl_id, new.label, dict(props) if props else {},
                         new.app_specific, False, new.express, new.trace, new.dead_letter, new.report_queue,
                         0, 0, cid, None, None, lease_expires, since, None, None,
                     )
                     validate_fields(m)
-                    out.append(m)
-                traced = [m for m in out if m.trace and m.report_queue]
+                    keep(m)
+                    any_traced = any_traced or m.trace
+                traced = [m for m in out if m.trace and m.report_queue] if any_traced else []
                 if traced:
                     from . import reports  # docs/layers.md: only a traced message sends reports
 
@@ -1032,8 +1036,9 @@ class Store(Forwarding):
             return found
         placed = None
         if held_at is not None:
-            found = [decode(raw, queue_name) for _, raw in held_at]
-            placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]  # set with held_at
+            positions, raws = zip(*held_at)  # found one at least
+            found = list(map(decode, raws, itertools.repeat(queue_name)))
+            placed = holders.Placed(token, places, list(positions), found)  # type: ignore[arg-type]  # set with held_at
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
             end = self._deliver(queue, found, deliver, hold=token, placed=placed, two_phase=two_phase,
@@ -1087,7 +1092,7 @@ class Store(Forwarding):
                 holders.forget(t, hold)
                 return
             if placed is not None:  # held in place by hold_next
-                removed, _ = t.end_hold(q, placed, delivered)
+                removed, _ = t.end_hold(q, placed, None if len(delivered) == len(placed.messages) else delivered)
             else:
                 removed, _ = holders.finish(t, found, q, delivered)
             t.got(q, removed)
