@@ -1036,9 +1036,8 @@ class Store(Forwarding):
             return found
         placed = None
         if held_at is not None:
-            positions, raws = zip(*held_at)  # found one at least
-            found = list(map(decode, raws, itertools.repeat(queue_name)))
-            placed = holders.Placed(token, places, list(positions), found)  # type: ignore[arg-type]  # set with held_at
+            found = [decode(raw, queue_name) for _, raw in held_at]
+            placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]  # set with held_at
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
             end = self._deliver(queue, found, deliver, hold=token, placed=placed, two_phase=two_phase,
@@ -1063,17 +1062,20 @@ class Store(Forwarding):
             if hold is not None:
                 self._write(self._ending(queue, hold, placed, two_phase, {m.seq for m in found[:done]}, lease_us))
             raise
-        if hold is not None:
-            end = self._ending(queue, hold, placed, two_phase, {m.seq for m in found}, lease_us)
+        if hold is not None:  # all delivered (held in place: None says so, no set to make)
+            end = self._ending(queue, hold, placed, two_phase, None if placed is not None else {m.seq for m in found},
+                               lease_us)
             if later:
                 return end
             self._write(end)
         return None
 
     def _ending(self, queue: str, hold: int, placed: holders.Placed | None,
-                two_phase: int | None, delivered: set[int], lease_us: int | None = None) -> Callable[[Write], None]:
+                two_phase: int | None, delivered: set[int] | None, lease_us: int | None = None,
+                ) -> Callable[[Write], None]:
         """The write that ends a delivery: see _deliver. A held two-phase get puts what was
-        delivered under its confirm id (with its lease) and gives back the rest."""
+        delivered (the seqs `delivered`; None: all, held in place only) under its confirm id
+        (with its lease) and gives back the rest."""
         def end(t: Write) -> None:
             found = holders.lookup(t, hold)
             if found is None:
@@ -1082,6 +1084,11 @@ class Store(Forwarding):
                 holders.forget(t, hold)
                 return
             q = t.queue(t.queue_name(found.qid))
+            if placed is not None:  # held in place by hold_next
+                removed, _ = t.end_hold(q, placed, delivered)
+                t.got(q, removed)
+                return
+            assert delivered is not None, "only a hold in place is ended with None"
             if two_phase is not None:  # held while written, now pending under the confirm id
                 for m in t.with_token(q, hold):
                     if m.seq in delivered:
@@ -1091,10 +1098,7 @@ class Store(Forwarding):
                         holders.give_back(t, m)
                 holders.forget(t, hold)
                 return
-            if placed is not None:  # held in place by hold_next
-                removed, _ = t.end_hold(q, placed, None if len(delivered) == len(placed.messages) else delivered)
-            else:
-                removed, _ = holders.finish(t, found, q, delivered)
+            removed, _ = holders.finish(t, found, q, delivered)
             t.got(q, removed)
         return end
 
