@@ -8,8 +8,8 @@ The parts, each measured in one run on this machine with its baseline next to it
    existing store and queue), `mqcli --version`, `mqcli put --help`, `mqcli --help`, and
    `python -c "import typer"` for context.  Ratio = median / median of `python -c pass`.
    Plus `python -X importtime -m mqcli put q hello` (per-module medians over a few runs: the
-   start-up budget, split by module) and an in-process phase split (import, the root group,
-   run put, which builds the put command).
+   start-up budget, split by module) and an in-process phase split of the path put takes
+   without Typer (import mqcli.fastpath, parse and import what put needs, run the put).
 2. bulk        -- `mqcli put q --jsonl FILE` and `mqcli get q --all -o jsonl > /dev/null` of N
    messages (256-byte bodies), each round in a fresh store; the JSONL file is made untimed by
    putting N messages with the store library and `mqcli get src --all -o jsonl > FILE`.  Max
@@ -28,7 +28,8 @@ The parts, each measured in one run on this machine with its baseline next to it
    output for the puts to wait; p99 is the target. Then the pipe is drained and every message
    counted.
 
-5. consume   -- `mqcli consume q --exec true` over N messages against N spawns of `sh -c true`.
+5. consume   -- `mqcli consume q --exec true` over N messages against N spawns of `sh -c true`;
+   context: the library's consumer doing the same durable commits alone (the floor of the overhead).
 6. batch     -- `mqcli batch` of 1,000 put lines against `mqcli put` processes, per command.
 
 One module per job: cli_common.py (sizes, targets, running a child), cli_startup.py (1),
@@ -187,6 +188,9 @@ def render_table(doc: dict) -> str:
             "", "", "context", "")
         row("", "mqcli consume", str(c["messages"]), f"{res['consume_s']:.2f} s", "",
             f"+{res['overhead_ms_per_message']:.2f} ms/msg", t, m)
+        if "commit_ms_per_message" in res:
+            row("", "floor: confirm + next, library", str(c["messages"]), "", "",
+                f"{res['commit_ms_per_message']:.2f} ms/msg", "context", "")
         lines.append("")
     b = doc.get("batch")
     if b:

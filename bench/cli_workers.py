@@ -26,7 +26,7 @@ def run_consume(sizes: CliSizes, tmp_root: str, log) -> dict:
     mq = mqcli_path()
     n = CONSUME_MESSAGES if sizes.bulk >= 100_000 else CONSUME_MESSAGES // 10
     rounds = max(1, min(3, sizes.bulk_rounds))
-    spawns, consumes = [], []
+    spawns, consumes, commits = [], [], []
     log(f"consume: {rounds} rounds of {n} messages, consume --exec true against {n} bare spawns")
     for _ in range(rounds):
         work, store_path = work_store(tmp_root, "consume-")
@@ -34,6 +34,18 @@ def run_consume(sizes: CliSizes, tmp_root: str, log) -> dict:
             for at in range(0, n, 1000):
                 st.put_many(QUEUE, [NewMessage(BODY) for _ in range(min(1000, n - at))])
         _sync()
+        # the floor (context): the same durable commits, confirm and next get, by the library alone
+        floor_store = os.path.join(work, "floor")
+        with Store.open(floor_store, create=True, name="floor") as st:
+            st.create_queue(QUEUE)
+            for at in range(0, n, 1000):
+                st.put_many(QUEUE, [NewMessage(BODY) for _ in range(min(1000, n - at))])
+            _sync()
+            t0 = time.perf_counter()
+            with st.consumer(QUEUE, lease=60) as c:
+                for _ in range(n):
+                    c.confirm(c.next(wait=0))  # n messages are there
+            commits.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for _ in range(n):
             subprocess.run(["/bin/sh", "-c", "true"], stdin=subprocess.DEVNULL, check=True)
@@ -50,9 +62,13 @@ def run_consume(sizes: CliSizes, tmp_root: str, log) -> dict:
     return {"messages": n, "rounds": rounds,
             "consume": f"mqcli consume {QUEUE} --exec true --count {n} (one process; sh -c per message)",
             "baseline": f"{n} x subprocess.run(['/bin/sh', '-c', 'true']) in the bench process",
+            "floor": f"Store.consumer: {n} x next(wait=0) + confirm in the bench process, one durable commit "
+                     "a message (context: what the overhead cannot go below)",
             "results": {"consume_s": consume_s, "spawns_s": spawn_s,
                         "consume_s_rounds": consumes, "spawns_s_rounds": spawns,
-                        "overhead_ms_per_message": overhead_ms},
+                        "overhead_ms_per_message": overhead_ms,
+                        "commit_ms_per_message": statistics.median(commits) / n * 1000,
+                        "commit_s_rounds": commits},
             "targets": {"consume_overhead": _target_result("consume_overhead", overhead_ms)}}
 
 

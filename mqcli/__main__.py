@@ -3,7 +3,9 @@
 import sys
 
 
-def main() -> None:
+def main(fast: bool = True) -> None:
+    """The entry point; fast=False runs every command line through the Typer app (the tests
+    compare the two paths)."""
     if sys.argv[1:2] == ["__complete"]:  # a shell completing a name: nothing of the app is loaded
         from .complete import main as complete
 
@@ -18,9 +20,15 @@ def main() -> None:
 
         signals.install()
         with signals.deferred():  # a signal inside an extension's init (orjson's) crashes it: acted on after
-            from .app import run
+            # put, get and browse without Typer when their command line is a plain one (mqcli/fastpath.py)
+            from .fastpath import prepared
 
-        code = run()
+            command = prepared(sys.argv[1:]) if fast else None
+            if command is None:
+                from .app import run
+
+                command = run
+        code = command()
     except KeyboardInterrupt as exc:
         code = _interrupted(exc)
     _quiet_exit()

@@ -3,8 +3,6 @@ each built when run), and `run`, where errors become exit codes (in exits.report
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 from typing import Annotated, Optional
 
@@ -12,11 +10,8 @@ import click
 import typer
 import typer.main
 
-from store.errors import DiskFull
-
-from . import __version__, signals
-from .exits import ExitCode, UsageError, report, wants_json
-from .render import OutputClosed
+from . import __version__
+from .exits import ExitCode, UsageError, outcome, report, wants_json
 from .options import SETTINGS_KEY, ForeignOpt, OutputOpt, QuietOpt, Settings, StoreOpt, UnsafeOpt
 from .registry import COMMANDS, LazyGroup, add_to
 
@@ -100,67 +95,28 @@ def __getattr__(name: str) -> typer.Typer:
 def run(argv: list[str] | None = None, command: click.Command | None = None) -> int:
     """Run the command line (on `command`, the lazy tree by default) and return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    json_errors = wants_json(argv)
-    command = command or click_command()
+    return outcome(lambda: _main(command or click_command(), argv), argv)
+
+
+def _main(command: click.Command, argv: list[str]) -> int:
+    """click's part: its own exceptions become exit codes here, the command's in exits.outcome."""
     try:
         result = command.main(args=argv, prog_name="mqcli", standalone_mode=False)
-        if result == ExitCode.INTERRUPTED:
-            # typer turns Ctrl-C (and SIGTERM, a KeyboardInterrupt too) into a return value of
-            # 130 when not in standalone mode
-            return report(signals.interruption(), json_errors=json_errors)
-        # click returns the code of a typer.Exit(code) when not in standalone mode (`batch`)
-        return int(result) if isinstance(result, int) and not isinstance(result, bool) else ExitCode.OK
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        return report(signals.interruption(), json_errors=json_errors)
+    except click.exceptions.Abort:
+        raise KeyboardInterrupt from None
     except click.exceptions.NoArgsIsHelpError as exc:  # `mqcli`, `mqcli queue`: show the help
         sys.stderr.write(exc.ctx.get_help() + "\n")
         return ExitCode.USAGE
-    except OutputClosed:
-        # the reader went away (`mqcli get q --all | head`): nothing more to say, and a
-        # destructive get whose output could not be written did not commit
-        try:  # and no second EPIPE when Python flushes stdout at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            pass
-        return ExitCode.OUTPUT_CLOSED
     except click.ClickException as exc:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
-        return report(UsageError(exc.format_message() + hint), json_errors=json_errors)
-    except Exception as exc:
-        if "--traceback" in argv:
-            raise
-        if _caused_by_interrupt(exc):
-            return report(signals.interruption(), json_errors=json_errors)
-        if isinstance(exc, DiskFull):
-            _drop_unwritten_stdout()
-        return report(exc, json_errors=json_errors)
-
-
-def _caused_by_interrupt(exc: BaseException) -> bool:
-    """A Ctrl-C or SIGTERM that Python wrapped on its way out: a KeyboardInterrupt raised while
-    a command's module was importing, inside a dataclass field's __set_name__, comes out as
-    "RuntimeError: Error calling __set_name__" with the interrupt as its cause."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-def _drop_unwritten_stdout() -> None:
-    """After a full device: what stdout still buffers cannot be written either, and Python's
-    flush at exit would fail again and print a traceback-like warning (and exit 120)."""
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            pass
+        return report(UsageError(exc.format_message() + hint), json_errors=wants_json(argv))
+    if result == ExitCode.INTERRUPTED:
+        # typer turns Ctrl-C (and SIGTERM, a KeyboardInterrupt too) into a return value of
+        # 130 when not in standalone mode
+        raise KeyboardInterrupt
+    # click returns the code of a typer.Exit(code) when not in standalone mode (`batch`)
+    return int(result) if isinstance(result, int) and not isinstance(result, bool) else ExitCode.OK

@@ -10,14 +10,16 @@ No command calls sys.exit.
 
 from __future__ import annotations
 
-import json
+import io
+import os
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from store.errors import StoreError
 from store.exit_codes import ExitCode, Status
 
-__all__ = ["ExitCode", "Status", "UsageError", "Declined", "Failed", "report", "wants_json"]
+__all__ = ["ExitCode", "Status", "UsageError", "Declined", "Failed", "outcome", "report", "wants_json"]
 
 
 class UsageError(Exception):
@@ -103,9 +105,68 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
     status, mq_code = entry.name, entry.code
     message = _one_line(message)
     if json_errors:  # only the object: a script reads stderr with `jq` as it reads stdout
+        import json
+
         stream.write(json.dumps({"error": {"status": status, "code": mq_code, "exit": int(code),
                                            "message": message}}) + "\n")
     else:
         stream.write(f"mqcli: error: {message} [{status}]\n")
     stream.flush()
     return int(code)
+
+
+def outcome(command: Callable[[], int], argv: list[str]) -> int:
+    """Run `command` (a command line parsed by click, or by mqcli/fastpath.py) and return its
+    exit code: what it raises becomes one here."""
+    from . import signals
+    from .render import OutputClosed
+
+    json_errors = wants_json(argv)
+    try:
+        return command()
+    except KeyboardInterrupt:
+        return report(signals.interruption(), json_errors=json_errors)
+    except OutputClosed:
+        # the reader went away (`mqcli get q --all | head`): nothing more to say, and a
+        # destructive get whose output could not be written did not commit
+        try:  # and no second EPIPE when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass
+        return ExitCode.OUTPUT_CLOSED
+    except Exception as exc:
+        if "--traceback" in argv:
+            raise
+        if _caused_by_interrupt(exc):
+            return report(signals.interruption(), json_errors=json_errors)
+        from store.errors import DiskFull
+
+        if isinstance(exc, DiskFull):
+            _drop_unwritten_stdout()
+        return report(exc, json_errors=json_errors)
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """A Ctrl-C or SIGTERM that Python wrapped on its way out: a KeyboardInterrupt raised while
+    a command's module was importing, inside a dataclass field's __set_name__, comes out as
+    "RuntimeError: Error calling __set_name__" with the interrupt as its cause."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _drop_unwritten_stdout() -> None:
+    """After a full device: what stdout still buffers cannot be written either, and Python's
+    flush at exit would fail again and print a traceback-like warning (and exit 120)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass

@@ -216,13 +216,6 @@ def read_records(stream: BinaryIO, limit: int,
 # A record without msg_id is a new message: any subset of these (README.md#your-own-jsonl).
 NEW_RECORD_FIELDS = frozenset(("body", "body_b64", "priority", "label", "correl_id", "props", "ttl",
                                "expires", "app_specific", "express"))
-# A record with msg_id is a replay of the JSON form `get -o jsonl` and `export` write
-# (Message.to_dict), kept as it is: these are its fields.
-REPLAY_FIELDS = frozenset((
-    "msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "body", "body_b64", "size",
-    "props", "app_specific", "class", "delivery", "queue", "state", "put_time", "expires",
-    "dead_letter", "trace", "report_queue", "hops", "backouts", "confirm_id", "lock_id", "tx",
-    "lease_expires", "dead_letter_reason", "dead_letter_status", "original_queue"))
 # a new record's fields and the JSON types they take (a bool is no int here)
 _NEW_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "body": ((str,), "a string"), "body_b64": ((str,), "a base64 string"),
@@ -240,11 +233,7 @@ def put_record(record: Any, now_us: int) -> Message | NewMessage:
     the time an `expires` is counted from (a new message has a time to be received)."""
     if not isinstance(record, dict):
         raise errors.BadData("a record must be a JSON object")
-    if "msg_id" in record:
-        if not REPLAY_FIELDS.issuperset(record):  # (no set built for the usual record)
-            unknown = record.keys() - REPLAY_FIELDS
-            raise errors.BadData(f"field {min(unknown)!r} is not a field of a message record "
-                                 f"(a record with msg_id is replayed as `get -o jsonl` wrote it)")
+    if "msg_id" in record:  # a replay of the JSON form (its fields: records.RECORD_FIELDS)
         return Message.from_dict(record)
     unknown = record.keys() - NEW_RECORD_FIELDS
     if unknown:

@@ -11,7 +11,7 @@ error (exit 2) naming it, before any message is taken.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from . import values
 
@@ -120,3 +120,14 @@ def compile_template(text: str) -> Template:
             i += 1
     flush()
     return Template(text, parts)
+
+
+def option(text: Optional[str]) -> Optional[Template]:
+    """The callback of --format: the template is compiled as the command line is read, so an
+    unknown placeholder is exit 2 naming it, before any message is taken."""
+    if text is None:
+        return None
+    try:
+        return compile_template(text)
+    except TemplateError as exc:
+        values.refuse(str(exc))

@@ -4,7 +4,8 @@ A malformed escape in `--delimiter`, a unique id whose put time does not fit its
 an id beyond the range the store keeps would otherwise reach the codec or struct that cannot
 hold it and surface as an internal error (exit 1), or as bad data (exit 12) after the store
 was opened. These are typer callbacks: the value is checked, and converted, before the
-command runs.
+command runs. They import neither Typer nor click until a value is refused: the start-up path
+of put, get and browse (mqcli/fastpath.py) calls them too, and hands a refused value to Typer.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Callable
-from typing import Optional
-
-import typer
+from typing import NoReturn, Optional
 
 _SIMPLE_ESCAPES = {"\\": b"\\", "'": b"'", '"': b'"', "a": b"\a", "b": b"\b", "f": b"\f",
                    "n": b"\n", "r": b"\r", "t": b"\t", "v": b"\v"}
@@ -81,6 +80,13 @@ def _utf8(code: int, shown: str) -> bytes:
     return chr(code).encode("utf-8")
 
 
+def refuse(message: str) -> NoReturn:
+    """Refuse an option's value: click's BadParameter, which it reports as exit 2 naming the option."""
+    import click
+
+    raise click.BadParameter(message)
+
+
 def delimiter(value: Optional[str]) -> Optional[bytes]:
     """The callback of `--delimiter`."""
     if value is None:
@@ -88,7 +94,7 @@ def delimiter(value: Optional[str]) -> Optional[bytes]:
     try:
         return parse_escapes(value)
     except ValueError as exc:
-        raise typer.BadParameter(f"'{value}': {exc} (escapes: {ESCAPES_HELP})") from None
+        refuse(f"'{value}': {exc} (escapes: {ESCAPES_HELP})")
 
 
 def unique_id(value: Optional[str]) -> Optional[str]:
@@ -101,7 +107,7 @@ def unique_id(value: Optional[str]) -> Optional[str]:
     try:
         parse_unique_id(value)
     except BadData as exc:
-        raise typer.BadParameter(exc.message) from None
+        refuse(exc.message)
     return value
 
 
@@ -110,10 +116,61 @@ def in_range(low: int, high: int, what: str) -> Callable[[Optional[int]], Option
     (an id's upper bound is 19 digits no reader needs in `--help`)."""
     def check(value: Optional[int]) -> Optional[int]:
         if value is not None and not low <= value <= high:
-            raise typer.BadParameter(f"{value} is not {what} ({low}..{high})")
+            refuse(f"{value} is not {what} ({low}..{high})")
         return value
     return check
 
 
 MAX_ID = (1 << 63) - 1
 positive_id = in_range(1, MAX_ID, "a positive 63-bit integer")
+app_specific = in_range(-(1 << 31), (1 << 31) - 1, "a signed 32-bit integer")  # MSMQ PROPID_M_APPSPECIFIC
+
+
+AUTO = "auto"
+
+
+def id_or_auto(value: Optional[str]) -> Optional[int | str]:
+    """A confirm id or lock id a new holder names: a positive 63-bit integer, or `auto` for a
+    fresh one the store draws (and the command prints)."""
+    if value is None or value == AUTO:
+        return value
+    try:
+        number = int(value, 10)
+    except ValueError:
+        number = 0
+    if not 0 < number <= MAX_ID:
+        refuse(f"{value!r} is not a positive 63-bit integer or auto")
+    return number
+
+
+def output_mode(value: Optional[str]) -> Optional[str]:
+    """The callback of `-o/--output`."""
+    from .render import MODES
+
+    if value is not None and value not in MODES:
+        refuse(f"{value!r} is not one of {', '.join(MODES)}")
+    return value
+
+
+def printable_label(value: str) -> str:
+    """A label typed on the command line is shown on one line: no control characters. (The
+    store itself keeps any label: a trace report's ends in NUL, and imports keep theirs.)"""
+    from store.arguments import control_character
+
+    c = control_character(value or "")
+    if c is not None:
+        refuse(f"the label {value!r:.80} holds the control character {c!r}; use printable characters only")
+    return value
+
+
+def selector(text: Optional[str]) -> Optional[str]:
+    """A --where selector is checked as the command line is read (exit 2, naming the column)."""
+    if text is not None:
+        from store.selectors import SelectorError, compile_selector  # only a --where loads the parser
+
+        try:
+            compile_selector(text)
+        except SelectorError as exc:
+            refuse(str(exc).removeprefix("--where: "))
+    return text
+

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Generate the shell completions (completions/), the man pages (man/) and README.md's
-exit-code table from the mqcli app and store/exit_codes.py.
+"""Generate the shell completions (completions/), the man pages (man/), README.md's
+exit-code table and the help of the commands mqcli/fastpath.py runs (mqcli/help_text.py) from
+the mqcli app and store/exit_codes.py.
 
     python scripts/gen_docs.py            write every generated file (and remove stale ones)
     python scripts/gen_docs.py --check    change nothing; exit 1 naming each file that would change
@@ -50,6 +51,7 @@ for _path in (ROOT, ROOT / "scripts"):  # the checkout's mqcli, whatever is inst
 from gendocs import PROG, REGENERATE  # noqa: E402
 from gendocs.bash import bash  # noqa: E402
 from gendocs.fish import fish  # noqa: E402
+from gendocs.helptext import help_module  # noqa: E402
 from gendocs.man import command_page, main_page  # noqa: E402
 from gendocs.readme import readme  # noqa: E402
 from gendocs.tree import command_tree  # noqa: E402
@@ -69,6 +71,9 @@ def generate() -> dict[str, str]:
     }
     for cmd in root.walk()[1:]:
         files[f"man/{cmd.page}.1"] = command_page(cmd, root)
+    from mqcli.fastpath import COMMANDS  # the commands it runs without Typer, their help too
+
+    files["mqcli/help_text.py"] = help_module(ROOT, list(COMMANDS))
     current = ROOT / "README.md"
     if current.exists():  # its exit-code table; the rest of it is written by hand
         files["README.md"] = readme(current.read_text(encoding="utf-8"))

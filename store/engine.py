@@ -1112,19 +1112,34 @@ class Store(Forwarding):
         f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority,
                    where=where)
         wanted = _states(states)
+        return self._read(lambda t: _browsed(t, queue, f, wanted, limit))
 
-        def read(t: Write) -> list[Message]:
-            q = addressing.lookup(t, queue)
-            if wanted == {AVAILABLE}:
-                try:
-                    source = t.candidates(q, f)
-                    out = _first(source, limit)
-                except (MessageNotFound, AlreadyReceived):
-                    return []
-                return out
-            source = (m for m in t.queue_messages(q) if m.state in wanted and f.matches(m, t.now))
-            return _first(source, limit)
-        return self._read(read)
+    def browse_pages(self, queue: str, *, msg_id: str | None = None, unique_id: str | None = None,
+                     correl_id: str | None = None, lookup_id: int | None = None, priority: int | None = None,
+                     limit: int | None = None, states: str | Iterable[str] | None = None,
+                     where: str | None = None, page: int = 1000) -> Iterator[list[Message]]:
+        """What `browse` returns, in pages: snapshots of `page` messages, each resuming after the
+        last one's place (as `export_messages` reads): a browse of a deep queue holds neither
+        every message in memory nor one long read transaction while its output is written. A
+        message that moves meanwhile may show up twice or not at all, as in any paged scan."""
+        f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority,
+                   where=where)
+        wanted = _states(states)
+        _check_count(limit, "limit")
+        if f.exact:  # one message, or a few copies of it: read at once
+            yield self._read(lambda t: _browsed(t, queue, f, wanted, limit))
+            return
+        after: tuple[int, int] | None = None
+        left = limit
+        while left is None or left > 0:
+            n = page if left is None else min(page, left)
+            chunk = self._read(lambda t, after=after, n=n: _browsed(t, queue, f, wanted, n, after))  # type: ignore[misc]
+            if chunk:
+                yield chunk
+            if len(chunk) < n:
+                return
+            left = None if left is None else left - len(chunk)
+            after = (7 - chunk[-1].priority, chunk[-1].seq)
 
     def follow(self, queue: str, *, where: str | None = None, from_start: bool = False,
                idle: float | None = None) -> Generator[list[Message], None, None]:
@@ -1701,6 +1716,20 @@ def _moved(m: Message, fresh: bool) -> Message:
     if fresh:
         return deadletters.fresh(m)
     return replace(m, props=dict(m.props))
+
+
+def _browsed(t: Write, queue: str, f: Filter, wanted: set[str], limit: int | None,
+             after: tuple[int, int] | None = None) -> list[Message]:
+    """Up to `limit` messages of `queue` in a state `wanted` that `f` selects, in queue order,
+    after the place `after` if given (Store.browse, Store.browse_pages)."""
+    q = addressing.lookup(t, queue)
+    if wanted == {AVAILABLE}:
+        try:
+            return _first(t.candidates(q, f, after=after), limit)
+        except (MessageNotFound, AlreadyReceived):
+            return []
+    source = (m for m in t.queue_messages(q, after) if m.state in wanted and f.matches(m, t.now))
+    return _first(source, limit)
 
 
 def _first(source: Iterable[Message], limit: int | None) -> list[Message]:

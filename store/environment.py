@@ -20,7 +20,6 @@ import errno
 import fcntl
 import json
 import os
-import shlex
 import stat
 import struct
 from collections.abc import Iterator
@@ -56,6 +55,8 @@ def store_exists(path: Path) -> bool:
 
 def no_store(path: Path) -> StoreUnavailable:
     """The error for a path that holds no store: only `init` makes one."""
+    import shlex
+
     return StoreUnavailable(f"no store at {path}; create it with `mqcli init --store {shlex.quote(str(path))}`")
 
 

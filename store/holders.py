@@ -135,7 +135,7 @@ class Holder:
         self.pid = os.getpid()
         self._fd: int | None = None
         self._alive: dict[bytes, float] = {}
-        _LIVE.add(self)
+        _LIVE[:] = [r for r in _LIVE if r() is not None] + [weakref.ref(self)]
 
     def ensure(self) -> None:
         """Make and lock this holder's file; before the first commit that names it."""
@@ -232,8 +232,9 @@ def _after_fork_in_child() -> None:
     the child lives (a worker pool, a daemon). The child cannot use its parent's store handle
     anyway (Store._env), so it lets go of them; the parent's locks stay, as flock(2) keeps a
     lock until every descriptor of it is closed."""
-    for holder in list(_LIVE):
-        if holder._fd is not None:
+    for ref in list(_LIVE):
+        holder = ref()
+        if holder is not None and holder._fd is not None:
             try:
                 os.close(holder._fd)
             except OSError:
@@ -241,7 +242,10 @@ def _after_fork_in_child() -> None:
             holder._fd = None
 
 
-_LIVE: weakref.WeakSet[Holder] = weakref.WeakSet()
+# the holders of this process, by plain weak references pruned as holders are made: a WeakSet's
+# removal callback runs at garbage collection, where a SIGTERM's Terminated raised into it is
+# only printed ("Exception ignored") and the signal lost (seen in tests/test_cli_signals.py)
+_LIVE: list[weakref.ref[Holder]] = []
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 

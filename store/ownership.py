@@ -39,18 +39,26 @@ def describe(uid: int) -> str:
         return f"uid {uid}"
 
 
-def require_owner(st: os.stat_result, what: str, *, allow_foreign: bool = False) -> str | None:
+def require_owner(st: os.stat_result, what: str, *, allow_foreign: bool = False,
+                  owner: int | None = None) -> str | None:
     """None if the running user owns the file `st` describes; else ForeignOwner naming the
-    owner — unless the user is root and `allow_foreign`: then the owner, for the caller to say."""
+    owner — unless the user is root and `allow_foreign`: then the owner, for the caller to say.
+    With `owner`, that user must own it instead: a Spark task checks the store it opens is
+    owned by whom the planning accepted (analytics/locate.py), whoever the task runs as."""
+    if owner is not None:
+        if st.st_uid != owner:
+            raise ForeignOwner(f"{what} is owned by {describe(st.st_uid)}, not by {describe(owner)} "
+                               f"who owns the store the job planned; the job reads nothing of it")
+        return None
     me = os.geteuid()
     if st.st_uid == me:
         return None
-    owner = describe(st.st_uid)
+    named = describe(st.st_uid)
     if allow_foreign and me == 0:
-        return owner
+        return named
     hint = ("run mqcli as that user, or as root pass --allow-foreign-owner" if me == 0
             else "run mqcli as that user")
-    raise ForeignOwner(f"{what} is owned by {owner}, not by {describe(me)} who runs mqcli; {hint}")
+    raise ForeignOwner(f"{what} is owned by {named}, not by {describe(me)} who runs mqcli; {hint}")
 
 
 def open_checked(path: str | os.PathLike[str], flags: int, what: str, *, dir_fd: int | None = None,
@@ -119,10 +127,10 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def check_store(path: Path, *, allow_foreign: bool = False) -> StoreFiles | None:
+def check_store(path: Path, *, allow_foreign: bool = False, owner: int | None = None) -> StoreFiles | None:
     """Check the store directory `path` and mqcli's files in it: each must be the running
-    user's (or, for root with `allow_foreign`, the directory's owner's) and no symbolic link.
-    None if there is no directory at `path` (nothing is made here)."""
+    user's (or, for root with `allow_foreign`, the directory's owner's; or, given, `owner`'s)
+    and no symbolic link. None if there is no directory at `path` (nothing is made here)."""
     try:
         # a store path may be a symbolic link to the directory (a store moved to a bigger
         # disk): what counts is the directory opened, checked here, and still there after
@@ -138,7 +146,7 @@ def check_store(path: Path, *, allow_foreign: bool = False) -> StoreFiles | None
     except OSError as exc:
         raise StoreUnavailable(f"cannot open the store at {path}: {exc.strerror or exc}") from None
     try:
-        foreign = require_owner(st, f"the store directory {path}", allow_foreign=allow_foreign)
+        foreign = require_owner(st, f"the store directory {path}", allow_foreign=allow_foreign, owner=owner)
         checked = StoreFiles(path, _identity(st), foreign_owner=foreign)
         for name in _FILES + _FOLDERS:
             flags = os.O_RDONLY | os.O_NONBLOCK | (os.O_DIRECTORY if name in _FOLDERS else 0)
@@ -158,7 +166,7 @@ def check_store(path: Path, *, allow_foreign: bool = False) -> StoreFiles | None
                                        f"`mqcli init` made it")
             # root, allowed, uses the store of its directory's owner: not a third user's files
             if fst.st_uid != st.st_uid or foreign is None:
-                require_owner(fst, what, allow_foreign=False)
+                require_owner(fst, what, owner=owner)
             if name in _FILES:
                 checked.files[name] = _identity(fst)
         return checked

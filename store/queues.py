@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import asdict, dataclass
 from typing import TypedDict, Unpack
 
@@ -90,6 +89,8 @@ class QueueAttrs(TypedDict, total=False):
 
 
 def new_queue(name: str, qid: int, created: int, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
+    import uuid  # here: uuid imports platform, which a put or get does not need at start-up
+
     return QueueInfo(name=name, qid=qid, guid=str(uuid.uuid4()), created=created, **attrs)
 
 

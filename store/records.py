@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-import uuid
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -83,9 +82,14 @@ def lookup_id_of(lookup_hi: int, seq: int) -> int:
 
 
 def guid_text(raw: bytes) -> str:
+    """16 GUID bytes → the text str(uuid.UUID(bytes=raw)) gives (without importing uuid, which
+    imports platform: a put or get pays for it at start-up)."""
     text = _GUID_TEXT.get(raw)
     if text is None:
-        text = _GUID_TEXT[raw] = str(uuid.UUID(bytes=raw))
+        if len(raw) != 16:
+            raise ValueError(f"a GUID is 16 bytes, not {len(raw)}")
+        h = raw.hex()
+        text = _GUID_TEXT[raw] = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
     return text
 
 
@@ -583,6 +587,8 @@ def guid_bytes(text: str) -> bytes:
     """GUID text → 16 bytes (ValueError if it is not a GUID); cached, there are few origins."""
     raw = _GUID_BYTES.get(text)
     if raw is None:
+        import uuid
+
         raw = uuid.UUID(text).bytes
         if len(_GUID_BYTES) < 4096:
             _GUID_BYTES[text] = raw
@@ -610,7 +616,7 @@ def parse_unique_id(text: Any) -> tuple[bytes, int]:
         raise BadData(f"unique_id must look like <guid>:<put time µs>, got {text!r}")
     guid, _, t = text.rpartition(":")
     try:
-        origin, put_time = uuid.UUID(guid).bytes, int(t)
+        origin, put_time = guid_bytes(guid), int(t)
     except ValueError:
         raise BadData(f"unique_id must look like <guid>:<put time µs>, got {text!r}") from None
     if not (t.isascii() and t.isdigit()) or put_time >= 1 << 63:  # a signed 64-bit field and key
@@ -636,6 +642,10 @@ _OPTIONAL_FIELDS = (
 _CANONICAL_KEYS = ("msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "body",
                    "size", "props", "app_specific", "class", "delivery", "queue", "state",
                    "put_time", "expires", "dead_letter", "trace", "report_queue", "hops", "backouts")
+# every key to_dict may write: a record with any other is refused (a field this version does
+# not know would be dropped, and the message imported would not be the one exported)
+RECORD_FIELDS = frozenset((*_CANONICAL_KEYS, "body_b64", "confirm_id", "lock_id", "tx", "lease_expires",
+                           "dead_letter_reason", "dead_letter_status", "original_queue"))
 
 
 def _from_canonical(d: dict[str, Any]) -> Message | None:
@@ -671,6 +681,10 @@ def _from_dict(d: Any) -> Message:
     if m is not None:
         validate_fields(m)
         return m
+    if not RECORD_FIELDS.issuperset(d):
+        unknown = d.keys() - RECORD_FIELDS
+        raise BadData(f"field {min(unknown)!r} is not a field of a message record (as `get -o jsonl` "
+                      f"and `export` write them)")
     f: dict[str, Any] = {}
     for key, kind, default, nullable in _OPTIONAL_FIELDS:
         value = d.get(key, _MISSING)

@@ -18,10 +18,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import struct
-import uuid
-from operator import itemgetter
 from collections.abc import Iterator
 from dataclasses import replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Unpack
 
 import lmdb
@@ -851,13 +850,15 @@ class Write:
         for _, record in self.positions(prefix, start):
             yield decode(record, q.name)
 
-    def available_selected(self, q: QueueInfo, selector: Selector, priority: int | None = None) -> Iterator[Message]:
+    def available_selected(self, q: QueueInfo, selector: Selector, priority: int | None = None,
+                           after: tuple[int, int] | None = None) -> Iterator[Message]:
         """The available messages `selector` selects, in queue order: each record tested
         through a RecordView (the fields the expression uses, read from its bytes) and only
-        the matches decoded (README.md#selectors)."""
+        the matches decoded (README.md#selectors); with `after` as `available` takes it."""
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
+        start = None if after is None else keys.pos_key(q.qid, 7 - after[0], after[1] + 1)
         matches, now, name = selector.matches, self.now, q.name
-        for _, record in self.positions(prefix):
+        for _, record in self.positions(prefix, start):
             if matches(RecordView(record, name), now):  # type: ignore[arg-type]
                 yield decode(record, name)
 
@@ -930,8 +931,11 @@ class Write:
             raise ids.unknown(self, keys.LOCK, q, lock_id)  # unknown, or its lease lapsed
         return found
 
-    def candidates(self, q: QueueInfo, f: Filter, lock_id: int | None = None) -> Iterator[Message]:
-        """Messages a get or browse may take, in queue order, using the most selective index.
+    def candidates(self, q: QueueInfo, f: Filter, lock_id: int | None = None,
+                   after: tuple[int, int] | None = None) -> Iterator[Message]:
+        """Messages a get or browse may take, in queue order, using the most selective index;
+        with `after` (7 - priority, seq), only those after that place (not for a lock id or an
+        exact id: those are few, and read whole).
 
         With an exact id (msg_id, unique_id, lookup_id) a message that exists but is held raises
         AlreadyReceived, and one that does not exist raises MessageNotFound ([MS-MQDMPR] 3.1.7.1.10).
@@ -963,13 +967,13 @@ class Write:
             if f.priority is not None:
                 prefix += bytes((7 - f.priority,))
             for m in self.by_index(prefix):
-                if m.state == AVAILABLE and f.matches(m, self.now):
+                if m.state == AVAILABLE and f.matches(m, self.now) and (after is None or (7 - m.priority, m.seq) > after):
                     yield m
             return
         if f.selector is None:
-            yield from self.available(q, f.priority)
+            yield from self.available(q, f.priority, after)
             return
-        yield from self.available_selected(q, f.selector, f.priority)
+        yield from self.available_selected(q, f.selector, f.priority, after)
 
     def get_next(self, q: QueueInfo, priority: int | None, count: int) -> list[Message]:
         """Destructive get of the next `count` available messages: cursor steps on the position
@@ -1134,5 +1138,7 @@ def state_entries(m: Message) -> list[bytes]:
 
 
 def new_guid() -> bytes:
+    import uuid  # here: uuid imports platform, which a put or get does not need at start-up
+
     return uuid.uuid4().bytes
 

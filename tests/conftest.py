@@ -3,6 +3,15 @@ import pytest
 from store import Store
 
 
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist (pyproject's addopts: a worker per core), every Spark test runs in the
+    same worker, so a run starts one SparkSession and one standalone cluster, not one per core
+    (each takes a JVM, seconds and a core or two)."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None or {"spark", "spark_cluster"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 class FakeClock:
     """A clock tests move by hand, so leases and ttls lapse without sleeping."""
 

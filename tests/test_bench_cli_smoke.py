@@ -53,7 +53,7 @@ def test_bench_cli_quick_runs_and_writes_json(tmp_path):
     assert 0 < len(imp["top_cumulative"]) <= 10
     assert any(m["module"].startswith("mqcli") for m in imp["top_cumulative"])
     assert all(m["cumulative_us"] >= m["self_us"] >= 0 for m in imp["top_cumulative"])
-    assert set(s["phases"]["median_s"]) == {"import mqcli.app", "root group (click_command)",
+    assert set(s["phases"]["median_s"]) == {"import mqcli.fastpath", "parse, import store and mqcli.messaging",
                                             "run put q hello"}
 
     b = doc["bulk"]

@@ -5,6 +5,7 @@ place, so a backup killed at any moment leaves nothing a retry trips on (store/e
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import random
 import signal
@@ -37,6 +38,17 @@ def test_a_backup_is_private_and_leaves_no_sibling(cli, tmp_path):
     _private(target)
     assert _siblings(target) == []
     assert cli.ok("--store", target, "check").code == 0
+
+
+def test_a_backup_is_the_store_as_it_was_expired_messages_not_swept_into_the_copy(cli, tmp_path):
+    """`backup` reports the copy's counts without running maintenance on it: a message past its
+    ttl is in the copy where it was in the store (a sweep would have dead-lettered it)."""
+    with Store.open(cli.store, clock=lambda: time.time() - 3600) as st:  # put an hour ago, ttl 1 min
+        st.put("q", b"old", ttl=60)
+    target = tmp_path / "bk"
+    assert cli.json("backup", target)["messages"] == 1
+    copied = [json.loads(line) for line in cli.ok("--store", target, "export").stdout.splitlines()]
+    assert [(r["queue"], r["body"], r["state"]) for r in copied if "msg_id" in r] == [("q", "old", "available")]
 
 
 def test_a_backup_into_an_empty_directory_fills_it_and_into_a_used_one_is_refused(cli, tmp_path):

@@ -7,6 +7,7 @@ skipped with the reason where any of that is not allowed."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import shutil
@@ -91,12 +92,17 @@ def test_a_forged_store_another_user_swapped_in_is_never_read(neighbour, shared,
             shutil.copyfile(forged.store / name, trap / name)
     subprocess.run(["chown", "-R", f"{user}:", str(trap)], check=True)
     os.chmod(trap, 0o700)
-    for args in (["get", "payroll"], ["browse", "payroll"], ["info"], ["check"], ["stats"],
-                 ["export"], ["put", "payroll", "root's secret"], ["init"]):
+    readers = [["get", "payroll"], ["browse", "payroll"], ["info"], ["check"], ["stats"], ["export"],
+               ["queue", "list"], ["backup", str(tmp_path / "copy")], ["snapshot", str(tmp_path / "snaps")],
+               ["put", "payroll", "root's secret"], ["init"]]
+    if importlib.util.find_spec("pyspark") is not None:  # refused before Spark starts
+        readers.append(["analyze", "health"])
+    for args in readers:
         r = run_mqcli(["--store", trap, *args])
         refused_naming(r, user, uid)
         assert b"FORGED" not in r.stdout and "FORGED" not in r.stderr
     assert os.stat(trap / "data.mdb").st_uid == uid  # root's put wrote nothing into it
+    assert not (tmp_path / "copy").exists() and not (tmp_path / "snaps").exists()
     # the refusal is what kept it out: root who says so reads the forgery (the test can fail)
     said = run_mqcli(["--store", trap, "--allow-foreign-owner", "browse", "payroll", "-o", "body"])
     assert said.code == 0 and said.stdout == b"FORGED: pay mallory\n", said
@@ -143,3 +149,70 @@ def test_a_spark_log_folder_another_user_made_is_refused_and_not_written_into(ne
     r = cli.subprocess("analyze", "health", env={"TMPDIR": str(shared)}, timeout=120)
     assert r.code == 11 and "chmod 700" in r.stderr, r
     assert os.listdir(folder) == []
+
+
+def test_a_spark_task_refuses_a_store_swapped_in_after_planning(neighbour, shared, tmp_path):
+    """The planning accepted root's store; a task that then finds a store of another user at
+    that path (same GUID even: a copy) reads nothing of it: exit 11 naming the owner and host."""
+    pytest.importorskip("pyarrow")
+    from store.analytics.locate import open_planned, planned
+    from store.analytics.scan import plan, read_range
+
+    user, uid = neighbour
+    cli = Cli(shared / "qm1", tmp_path / "xdg")
+    cli.subprocess("init", "-q")
+    cli.subprocess("queue", "create", "payroll", "-q")
+    assert cli.subprocess("put", "payroll", "pay alice", "-q").code == 0
+    where = planned(cli.store)
+    ranges = plan([cli.store])
+    assert where.owner == os.geteuid() and sum(b.num_rows for r in ranges for b in read_range(r)) == 1
+    # the swap: the same store's files, now the other user's (a copy they control)
+    os.rename(cli.store, shared / "qm1.real")
+    as_user(user, "mkdir", "-m", "700", str(cli.store))
+    for name in os.listdir(shared / "qm1.real"):
+        if os.path.isfile(shared / "qm1.real" / name):
+            shutil.copyfile(shared / "qm1.real" / name, cli.store / name)
+    subprocess.run(["chown", "-R", f"{user}:", str(cli.store)], check=True)
+    for attempt in (lambda: open_planned(where).__enter__(), lambda: list(read_range(ranges[0]))):
+        with pytest.raises(Exception) as refused:
+            attempt()
+        from store.analytics.locate import unwire
+
+        line = unwire(str(refused.value))
+        assert line is not None and f"owned by {user} (uid {uid})" in line and "executor host" in line, line
+        assert refused.value.exit_code == 11  # type: ignore[attr-defined]
+    # planning itself refuses it now, naming the owner
+    r = run_mqcli(["--store", cli.store, "analyze", "health"]) if importlib.util.find_spec("pyspark") else None
+    if r is not None:
+        refused_naming(r, user, uid)
+
+
+def test_a_snapshot_another_user_left_is_refused_unless_root_says_so(neighbour, shared, tmp_path):
+    pytest.importorskip("pyarrow")
+    from store.analytics import snapshots
+    from store.analytics.locate import local_copy, unwire
+
+    user, uid = neighbour
+    cli = Cli(tmp_path / "store", tmp_path / "xdg")
+    cli.subprocess("init", "-q")
+    cli.subprocess("queue", "create", "payroll", "-q")
+    snaps = shared / "snaps"
+    snaps.mkdir(mode=0o755)
+    assert cli.subprocess("snapshot", snaps, "-q").code == 0
+    (ours,) = snapshots.identities(snaps)
+    assert ours.owner == os.geteuid()
+    subprocess.run(["chown", "-R", f"{user}:", str(snaps)], check=True)  # now the other user's
+    with pytest.raises(Exception) as refused:
+        snapshots.identities(snaps)
+    assert refused.value.exit_code == 11 and f"owned by {user} (uid {uid})" in str(refused.value)  # type: ignore[attr-defined]
+    # a task given root's plan finds the other user's files: refused, never copied
+    with pytest.raises(Exception) as refused:
+        local_copy(ours)
+    line = unwire(str(refused.value))
+    assert line is not None and f"owned by {user} (uid {uid})" in line, refused.value
+    # root who says so reads it; its tasks then check that user's ownership
+    (theirs,) = snapshots.identities(snaps, allow_foreign=True)
+    assert theirs.owner == uid and local_copy(theirs).is_dir()
+    r = cli.subprocess("analyze", "health", "--snapshots", snaps) if importlib.util.find_spec("pyspark") else None
+    if r is not None:
+        refused_naming(r, user, uid)

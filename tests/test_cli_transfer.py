@@ -168,6 +168,26 @@ def test_import_malformed_line_exits_12_and_stores_nothing(cli, tmp_path):
     assert "line 1: not JSON" in r.stderr
 
 
+def test_import_refuses_a_record_with_a_field_it_does_not_know_and_stores_nothing(cli, tmp_path):
+    """A field this version does not know (a newer mqcli's, or a typo) would be dropped: the
+    message stored would not be the one exported. Refused, as put --jsonl refuses it."""
+    cli.put("q", "a", "--count", "2")
+    lines = cli.ok("export").stdout.splitlines(keepends=True)
+    record = json.loads(lines[-1])
+    record["colour"] = "red"
+    f = tmp_path / "extra.jsonl"
+    f.write_bytes(b"".join(lines[:-1]) + json.dumps(record).encode() + b"\n")
+    fresh = Cli(tmp_path / "fresh", tmp_path / "xdg")
+    fresh.ok("init", "-q")
+    r = fresh.fails(12, "import", f)
+    assert fresh.error_line(r).startswith(f"mqcli: error: line {len(lines)}: field 'colour' is not a field "
+                                          f"of a message record"), r
+    assert [q["name"] for q in fresh.json("queue", "list")] == ["dead-letter", "dead-letter-tx"]
+    del record["colour"]  # the same record without it imports
+    f.write_bytes(b"".join(lines[:-1]) + json.dumps(record).encode() + b"\n")
+    assert fresh.json("import", f) == {"imported": 2, "skipped": 0}
+
+
 def test_import_a_missing_file_is_a_usage_error(cli, tmp_path):
     r = cli.fails(2, "import", tmp_path / "nope.jsonl")
     assert "cannot read" in r.stderr

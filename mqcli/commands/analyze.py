@@ -267,7 +267,7 @@ def _follow(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], q
             spark_session(master, "mqcli analyze routes --follow") as setup:
         folder = checkpoint if checkpoint is not None else Path(scratch)
         follow_routes(setup.spark, source.stores, source.queues, checkpoint=folder, interval_s=every,
-                      count=count, idle_s=quiet_for, on_update=show)
+                      count=count, idle_s=quiet_for, on_update=show, allow_foreign=source.allow_foreign_owner)
 
 
 def _render_routes(s: Session, summary: dict[str, int], links: list[dict[str, Any]],

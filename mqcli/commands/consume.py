@@ -88,6 +88,7 @@ def consume(
     lease_s = parse_duration(lease, allow_forever=False, what="lease")
     idle_s = None if idle is None else parse_duration(idle, allow_forever=False, what="idle time")
     tally = Tally()
+    environment = dict(os.environ)  # read once; each command gets it and its message's fields
     with s.open() as st, st.consumer(queue, lease=store_lease(lease_s), where=where) as consumer, \
             _Stopping() as stopping:
         results: queues.Queue[Outcome] = queues.Queue()
@@ -144,7 +145,7 @@ def consume(
                 continue
             last = time.monotonic()
             tally.messages += 1
-            running[m.confirm_id] = _start(command, queue, m, lease_s, results)  # type: ignore[index]  # got under a confirm id
+            running[m.confirm_id] = _start(command, environment, queue, m, lease_s, results)  # type: ignore[index]  # got under a confirm id
         for m, exc in consumer.failed:
             tally.lapsed += 1
             s.out.note(f"mqcli: message {m.msg_id}: {exc.message}")
@@ -156,11 +157,12 @@ def consume(
                    f"{tally.undone} undone" + (f" ({tally.killed} killed past --lease)" if tally.killed else ""))
 
 
-def _start(command: str, queue: str, m: Message, lease: float, results: queues.Queue[Outcome]) -> subprocess.Popen[bytes]:
+def _start(command: str, environment: dict[str, str], queue: str, m: Message, lease: float,
+           results: queues.Queue[Outcome]) -> subprocess.Popen[bytes]:
     """Run the command for `m` in its own session (Ctrl-C at the terminal is ours to act on),
     feed it the body and report its exit status, or None if it ran past its lease."""
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, env=_environment(queue, m),
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, env=_environment(environment, queue, m),
                                 start_new_session=True)
     except OSError as exc:
         results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}"))
@@ -217,8 +219,8 @@ def _kill(proc: Any) -> None:
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
-def _environment(queue: str, m: Message) -> dict[str, str]:
-    """This process's environment and the message's fields (a NUL, which no environment
+def _environment(base: dict[str, str], queue: str, m: Message) -> dict[str, str]:
+    """The worker's environment and the message's fields (a NUL, which no environment
     variable may hold, is dropped)."""
     fields = {
         "MQ_QUEUE": queue, "MQ_MSG_ID": m.msg_id, "MQ_CORREL_ID": m.correl_id or "",
@@ -226,7 +228,7 @@ def _environment(queue: str, m: Message) -> dict[str, str]:
         "MQ_PUT_TIME": iso(m.put_time), "MQ_LOOKUP_ID": str(m.lookup_id),
     }
     fields.update((f"MQ_PROP_{_NAME.sub('_', name)}", value) for name, value in m.props.items())
-    return {**os.environ, **{k: v.replace("\0", "") for k, v in fields.items()}}
+    return {**base, **{k: v.replace("\0", "") for k, v in fields.items()}}
 
 
 class _Stopping:

@@ -147,7 +147,7 @@ def backup(
     """
     with s.open(create=False) as st:
         st.backup(target)
-    with Store.open(target) as copy:
+    with Store.open(target) as copy, copy.as_is():  # read as copied: no expiry run on the copy
         s.out.document({"backup": str(target), **_info_doc(copy.info())})
 
 

@@ -13,11 +13,11 @@ from store import Message, errors
 
 from .. import inputs
 from ..exits import UsageError
+from ..messaging import BATCH
 from ..options import Session, shared_options
 from ..outfile import written_whole
 from ..render import OutputClosed, json_line, progress, write_all, writing_to
 from ..signals import deferred
-from .message import BATCH
 
 
 @shared_options

@@ -7,6 +7,7 @@
     zsh.py      the zsh completion script
     fish.py     the fish completion script
     readme.py   the generated parts of README.md (the exit-code table)
+    helptext.py mqcli/help_text.py, the --help of put, get and browse for mqcli/fastpath.py
 
 Each job is a function from the command tree (or the exit-code table) to the text of a file;
 scripts/gen_docs.py writes them or checks them (`--check`).

@@ -140,6 +140,7 @@ class StoreIdentity:
     name: str
     guid: str
     snapshot: str | None = None
+    owner: int | None = None  # the uid that owns the store (or snapshot) as planned: tasks check it
 
 
 def message_batch(messages: Sequence[Message], where: StoreIdentity,

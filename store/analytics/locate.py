@@ -38,8 +38,8 @@ import lmdb
 
 from .. import keys
 from ..environment import no_store, open_environment, read_marker, store_exists
-from ..errors import StoreCorrupt, StoreMismatch, StoreUnavailable
-from ..ownership import private_folder
+from ..errors import StoreCorrupt, StoreMismatch, StorePermission, StoreUnavailable
+from ..ownership import check_store, open_checked, private_folder, require_owner
 from ..records import guid_text
 from .columns import StoreIdentity
 
@@ -47,34 +47,44 @@ MANIFEST = "manifest.json"  # a snapshot's manifest (snapshots.py writes it)
 STORE_DIR = "store"         # a snapshot's copy of the store, beside its manifest
 MARKER = "MQCLI-STORE-MISMATCH"
 _WIRED = re.compile(rf"{MARKER}<<(.*?)>>{MARKER}")
+MANIFEST_LIMIT = 16 << 20  # a manifest names a few files: a bigger one is not a manifest
 CACHE_DAYS = 1.0  # local copies not used for this long are removed when another is made
 
 
 @contextmanager
-def open_readonly(path: str | Path) -> Iterator[tuple[lmdb.Environment, dict[str, Any]]]:
-    """The store's environment, read-only, with the store's own map size and tables."""
+def open_readonly(path: str | Path, *, allow_foreign: bool = False,
+                  owner: int | None = None) -> Iterator[tuple[lmdb.Environment, dict[str, Any]]]:
+    """The store's environment, read-only, with the store's own map size and tables, once its
+    directory and files are checked as Store.open checks them (ownership.check_store: the
+    running user's, or another's for root with `allow_foreign`, or `owner`'s when given) and
+    found unchanged after LMDB opened them: another user's (or a forged) store is never read."""
     path = Path(path)
-    if not store_exists(path):
+    checked = check_store(path, allow_foreign=allow_foreign, owner=owner)
+    if checked is None or not store_exists(path):
         raise no_store(path)
     env, dbs = open_environment(path, read_marker(path)["map_size"], readonly=True)
     try:
+        checked.verify_unchanged()
         yield env, dbs
     finally:
         env.close()
 
 
 def identity(lt: lmdb.Transaction, dbs: dict[str, Any], path: str) -> StoreIdentity:
+    """The identity of the store open at `path` (open_readonly checked whose it is, and the
+    tasks reading it check the same owner: `owner`)."""
     guid = lt.get(keys.META_GUID, db=dbs["meta"])
     if guid is None:
         raise StoreCorrupt(f"the store at {path} has no queue manager identity")
     name = lt.get(keys.META_NAME, db=dbs["meta"]) or b""
-    return StoreIdentity(path=path, name=bytes(name).decode("utf-8"), guid=guid_text(bytes(guid)))
+    return StoreIdentity(path=path, name=bytes(name).decode("utf-8"), guid=guid_text(bytes(guid)),
+                         owner=os.stat(path).st_uid)
 
 
-def planned(path: str | Path) -> StoreIdentity:
+def planned(path: str | Path, *, allow_foreign: bool = False) -> StoreIdentity:
     """The identity of the store at `path` (its absolute path as the `store` column shows it)."""
     text = str(Path(path).absolute())
-    with open_readonly(path) as (env, dbs), env.begin() as lt:
+    with open_readonly(path, allow_foreign=allow_foreign) as (env, dbs), env.begin() as lt:
         return identity(lt, dbs, text)
 
 
@@ -106,6 +116,11 @@ def _other(where: StoreIdentity, what: str, found: str) -> StoreMismatch:
                 f"found {found}); the job reads nothing of it")
 
 
+def _refused(where: StoreIdentity, what: str, exc: StorePermission) -> StoreMismatch:
+    return wire(f"{what} on executor host {host()} is refused (expected store GUID {where.guid}): "
+                f"{exc}")
+
+
 @contextmanager
 def open_planned(where: StoreIdentity) -> Iterator[tuple[lmdb.Environment, dict[str, Any]]]:
     """The planned store (or its snapshot's local copy), read-only, once its GUID is checked."""
@@ -122,7 +137,12 @@ def open_planned(where: StoreIdentity) -> Iterator[tuple[lmdb.Environment, dict[
             if isinstance(exc, StoreMismatch):
                 raise
             raise _missing(where, what) from None
-    with open_readonly(path) as (env, dbs):
+        try:  # owned by whom the planning accepted (open_readonly checks again, as it opens)
+            check_store(path, owner=where.owner)
+        except StorePermission as exc:
+            raise _refused(where, what, exc) from None
+    # a direct store must be owned by whom the planning accepted; a local copy is ours
+    with open_readonly(path, owner=None if where.snapshot is not None else where.owner) as (env, dbs):
         with env.begin() as lt:
             raw = lt.get(keys.META_GUID, db=dbs["meta"])
         found = "none" if raw is None else guid_text(bytes(raw))
@@ -131,11 +151,18 @@ def open_planned(where: StoreIdentity) -> Iterator[tuple[lmdb.Environment, dict[
         yield env, dbs
 
 
-def read_manifest(snapshot: str | Path) -> dict[str, Any]:
-    """A snapshot's manifest (StoreUnavailable when there is none or it is unreadable)."""
+def read_manifest(snapshot: str | Path, *, allow_foreign: bool = False,
+                  owner: int | None = None) -> tuple[dict[str, Any], int]:
+    """A snapshot's manifest and the uid owning it (StoreUnavailable when there is none or it is
+    unreadable). The manifest must be the running user's (or another's for root with
+    `allow_foreign`, or `owner`'s when given), as a store's files must: a snapshot left in a
+    shared folder by another user is never read."""
     file = Path(snapshot) / MANIFEST
     try:
-        manifest = json.loads(file.read_text())
+        fd, st = open_checked(file, os.O_RDONLY, f"the snapshot manifest {file}")
+        with open(fd, "rb") as f:
+            require_owner(st, f"the snapshot manifest {file}", allow_foreign=allow_foreign, owner=owner)
+            manifest = json.loads(f.read(MANIFEST_LIMIT + 1))
         if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
             raise ValueError("no list of files")
         str(manifest["guid"]), str(manifest["store"])
@@ -144,7 +171,7 @@ def read_manifest(snapshot: str | Path) -> dict[str, Any]:
                                f"`mqcli snapshot DIR`)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StoreCorrupt(f"the snapshot manifest {file} is unreadable: {exc}") from None
-    return manifest
+    return manifest, st.st_uid
 
 
 def local_copy(where: StoreIdentity) -> Path:
@@ -155,10 +182,12 @@ def local_copy(where: StoreIdentity) -> Path:
     assert where.snapshot is not None
     what = f"the snapshot {where.snapshot} of {where.path}"
     try:
-        manifest = read_manifest(where.snapshot)
+        manifest, _ = read_manifest(where.snapshot, owner=where.owner)
     except StoreUnavailable as exc:
         if isinstance(exc, StoreCorrupt):
             raise
+        if isinstance(exc, StorePermission):
+            raise _refused(where, what, exc) from None
         raise _missing(where, what) from None
     if manifest["guid"] != where.guid:
         raise _other(where, what, str(manifest["guid"]))
@@ -194,9 +223,15 @@ def local_copy(where: StoreIdentity) -> Path:
 def _copy_checked(source: Path, target: Path, sha256: str, where: StoreIdentity) -> None:
     digest = hashlib.sha256()
     try:
-        src = open(source, "rb")
+        fd, st = open_checked(source, os.O_RDONLY, f"the snapshot file {source}")
     except FileNotFoundError:
         raise _missing(where, f"the snapshot file {source}") from None
+    src = open(fd, "rb")
+    try:
+        require_owner(st, f"the snapshot file {source}", owner=where.owner)
+    except StorePermission as exc:
+        src.close()
+        raise _refused(where, f"the snapshot {where.snapshot} of {where.path}", exc) from None
     with src, open(target, "xb") as out:
         while chunk := src.read(1 << 20):
             digest.update(chunk)

@@ -55,7 +55,7 @@ class Source:
             raise InvalidArgument("give store directories, --snapshots DIR or --parquet DIR: one of them")
         if self.snapshots is not None:
             found: set[bytes] = set()
-            for where in snapshots_mod.identities(self.snapshots):
+            for where in snapshots_mod.identities(self.snapshots, allow_foreign=self.allow_foreign_owner):
                 # this host's copy, checked, as the planning will read it (and the tasks here)
                 with open_readonly(local_copy(where)) as (env, dbs), env.begin() as lt:
                     self.names[where.guid] = where.name
@@ -74,7 +74,7 @@ class Source:
             checked = check_store(Path(path), allow_foreign=self.allow_foreign_owner)
             if checked is not None and checked.foreign_owner is not None:
                 self.foreign_owners[path] = checked.foreign_owner
-            with open_readonly(path) as (env, dbs), env.begin() as lt:
+            with open_readonly(path, allow_foreign=self.allow_foreign_owner) as (env, dbs), env.begin() as lt:
                 where = identity(lt, dbs, str(Path(path).absolute()))
                 self.names[where.guid] = where.name
                 found.update(bytes(k) for k, _ in lt.cursor(db=dbs["queues"]))
@@ -117,6 +117,8 @@ class Source:
 
     def _reader(self, spark: SparkSession) -> DataFrameReader:
         reader = spark.read.format("mqstore")
+        if self.allow_foreign_owner:
+            reader = reader.option("allowForeignOwner", "true")
         if self.snapshots is not None:
             reader = reader.option("snapshots", self.snapshots)
         if self.queues:

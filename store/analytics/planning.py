@@ -36,13 +36,14 @@ EXECUTOR_WAIT_SECONDS = 15.0   # how long a cluster session waits for its first 
 SETTLE_SECONDS = 1.0           # ... and then for more to register
 
 
-def rows_in(paths: Sequence[str | Path], queues: Sequence[str] | None = None) -> int:
+def rows_in(paths: Sequence[str | Path], queues: Sequence[str] | None = None, *,
+            allow_foreign: bool = False) -> int:
     """The entries a read of these stores' queues (all, or those named) meets: the queues'
     counters plus the in-flight table (read whole, kept by queue)."""
     wanted = None if queues is None else {queue_key(q) for q in queues}
     total = 0
     for path in distinct_stores([str(p) for p in paths]):
-        with open_readonly(path) as (env, dbs), env.begin() as lt:
+        with open_readonly(path, allow_foreign=allow_foreign) as (env, dbs), env.begin() as lt:
             for name, raw in lt.cursor(db=dbs["queues"]):
                 if wanted is not None and bytes(name) not in wanted:
                     continue
@@ -53,11 +54,11 @@ def rows_in(paths: Sequence[str | Path], queues: Sequence[str] | None = None) ->
     return total
 
 
-def queue_names(paths: Sequence[str | Path]) -> list[str]:
+def queue_names(paths: Sequence[str | Path], *, allow_foreign: bool = False) -> list[str]:
     """The names of every queue of the stores, as the queues record them."""
     names: set[str] = set()
     for path in distinct_stores([str(p) for p in paths]):
-        with open_readonly(path) as (env, dbs), env.begin() as lt:
+        with open_readonly(path, allow_foreign=allow_foreign) as (env, dbs), env.begin() as lt:
             names.update(decode_queue(bytes(raw)).name for _, raw in lt.cursor(db=dbs["queues"]))
     return sorted(names)
 

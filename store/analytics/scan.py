@@ -83,9 +83,10 @@ def _split(lt: lmdb.Transaction, db: Any, prefix: bytes, rows: int) -> list[byte
 
 
 def plan(paths: Sequence[str | Path], queues: Sequence[str] | None = None,
-         rows_per_range: int = DEFAULT_ROWS_PER_RANGE) -> list[ScanRange]:
+         rows_per_range: int = DEFAULT_ROWS_PER_RANGE, *, allow_foreign: bool = False) -> list[ScanRange]:
     """The ranges that together hold every message (any state) of the stores' queues (all, or
-    those named; a name that no store has is an error)."""
+    those named; a name that no store has is an error). Each store must be the running user's
+    (or, for root with `allow_foreign`, another's: locate.open_readonly)."""
     ranges: list[ScanRange] = []
     wanted = None if queues is None else {queue_key(q): q for q in queues}
     seen: set[bytes] = set()
@@ -95,7 +96,7 @@ def plan(paths: Sequence[str | Path], queues: Sequence[str] | None = None,
         if os.path.realpath(text) in done:  # the same store named twice is read once
             continue
         done.add(os.path.realpath(text))
-        with open_readonly(path) as (env, dbs), env.begin() as lt:
+        with open_readonly(path, allow_foreign=allow_foreign) as (env, dbs), env.begin() as lt:
             where = identity(lt, dbs, text)
             chosen: dict[int, str] = {}
             group: dict[int, str] = {}  # neighbouring small queues, read as one range

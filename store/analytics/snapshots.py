@@ -115,39 +115,41 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
     return target, manifest
 
 
-def find(root: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+def find(root: str | Path, *, allow_foreign: bool = False) -> list[tuple[Path, dict[str, Any], int]]:
     """The snapshots under `root` (or `root` itself when it is one): the newest of each store
-    (by GUID), in the order of their stores' paths. None at all is an error."""
+    (by GUID), in the order of their stores' paths, with the uid owning each (the running
+    user, or another for root with `allow_foreign`: locate.read_manifest). None at all is an error."""
     root = Path(root)
     if (root / MANIFEST).is_file():
-        return [(root, read_manifest(root))]
+        return [(root, *read_manifest(root, allow_foreign=allow_foreign))]
     try:
         entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError as exc:
         raise StoreUnavailable(f"cannot read the snapshots in {root}: {exc.strerror or exc}") from None
-    newest: dict[str, tuple[Path, dict[str, Any]]] = {}
+    newest: dict[str, tuple[Path, dict[str, Any], int]] = {}
     for entry in entries:
         if not (entry / MANIFEST).is_file():
             continue
-        manifest = read_manifest(entry)
+        manifest, owner = read_manifest(entry, allow_foreign=allow_foreign)
         known = newest.get(manifest["guid"])
         if known is None or int(manifest.get("taken_us", 0)) > int(known[1].get("taken_us", 0)):
-            newest[manifest["guid"]] = (entry, manifest)
+            newest[manifest["guid"]] = (entry, manifest, owner)
     if not newest:
         raise StoreUnavailable(f"no snapshots in {root} (take them with `mqcli snapshot {root}` on each host)")
     return sorted(newest.values(), key=lambda e: (str(e[1]["store"]), str(e[0])))
 
 
-def identities(root: str | Path) -> list[StoreIdentity]:
+def identities(root: str | Path, *, allow_foreign: bool = False) -> list[StoreIdentity]:
     """The planned identity of each snapshot `find` gives."""
     return [StoreIdentity(path=str(m["store"]), name=str(m["name"]), guid=str(m["guid"]),
-                          snapshot=str(p.absolute())) for p, m in find(root)]
+                          snapshot=str(p.absolute()), owner=owner)
+            for p, m, owner in find(root, allow_foreign=allow_foreign)]
 
 
-def local_copies(root: str | Path) -> dict[str, StoreIdentity]:
+def local_copies(root: str | Path, *, allow_foreign: bool = False) -> dict[str, StoreIdentity]:
     """This host's verified local copy (locate.local_copy) of every snapshot `find` gives:
     copy path -> the planned identity (the original store's path, the snapshot directory)."""
-    return {str(local_copy(where).absolute()): where for where in identities(root)}
+    return {str(local_copy(where).absolute()): where for where in identities(root, allow_foreign=allow_foreign)}
 
 
 def renamed(ranges: Sequence[ScanRange], by_copy: dict[str, StoreIdentity]) -> list[ScanRange]:

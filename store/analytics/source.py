@@ -31,6 +31,10 @@ Options (names are case-insensitive, as Spark's are):
 - `pushdown` (default true): false reads without taking filters, for a session where
   `spark.sql.python.filterPushdown.enabled` is off (Spark refuses a source's filter pushdown
   then).
+- `allowForeignOwner` (default false): as root, read stores (and snapshots) that other users
+  own. Otherwise a store must belong to the user running the job, as for every mqcli command
+  (store/ownership.py), and every task checks the store it opens belongs to whom the planning
+  accepted: a store swapped in by another user is refused (exit 11), never read.
 - `readLog`: a file to which every partition appends one JSON line per key range it read
   (store, table, bounds, queues, rows): what a query read (pushdown.py).
 
@@ -96,6 +100,15 @@ def _list_option(options: Any, name: str) -> list[str] | None:
     return [part.strip() for part in str(text).split(",") if part.strip()]
 
 
+def _allow_foreign(options: Any) -> bool:
+    """Option allowForeignOwner: root reads stores other users own (the CLI's
+    --allow-foreign-owner); every other user may only read their own (store/ownership.py)."""
+    text = str(options.get("allowForeignOwner", "false")).lower()
+    if text not in ("true", "false"):
+        raise InvalidArgument(f"option allowForeignOwner must be true or false, got {text!r}")
+    return text == "true"
+
+
 def store_paths(options: Any) -> list[str]:
     paths: list[str] = []
     if options.get("stores"):
@@ -144,6 +157,7 @@ class MqStoreDataSource(DataSource):
             rows_per_partition=_int_option(self.options, "rowsPerPartition", scan.DEFAULT_ROWS_PER_RANGE),
             batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
             partitions=_int_option(self.options, "partitions", 0), read_log=self.options.get("readLog"),
+            allow_foreign=_allow_foreign(self.options),
         )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -155,7 +169,8 @@ class MqStoreDataSource(DataSource):
         return MqStoreStreamReader(
             paths=store_paths(self.options), queues=_list_option(self.options, "queues"), columns=columns,
             batch_rows=_int_option(self.options, "batchRows", scan.DEFAULT_BATCH_ROWS),
-            starting=str(self.options.get("startingOffsets", "earliest")).lower())
+            starting=str(self.options.get("startingOffsets", "earliest")).lower(),
+            allow_foreign=_allow_foreign(self.options))
 
 
 class MqStoreReader(DataSourceReader):
@@ -165,7 +180,7 @@ class MqStoreReader(DataSourceReader):
     def __init__(self, *, table: str, columns: tuple[tuple[str, str], ...], paths: list[str],
                  queues: list[str] | None, report_only: bool, rows_per_partition: int,
                  batch_rows: int, partitions: int = 0, read_log: str | None = None,
-                 snapshots: str | None = None) -> None:
+                 snapshots: str | None = None, allow_foreign: bool = False) -> None:
         self.table = table
         self.columns = columns
         self.paths = paths
@@ -176,21 +191,22 @@ class MqStoreReader(DataSourceReader):
         self.batch_rows = batch_rows
         self.cores = partitions
         self.read_log = read_log
+        self.allow_foreign = allow_foreign  # root reads another user's store (option allowForeignOwner)
         self.pushed = pushdown.Pushed()
 
     def partitions(self) -> list[InputPartition]:
         paths, by_copy = self.paths, None
         if self.snapshots:  # planned on this host's local copies, named as the stores they copy
-            by_copy = snapshots.local_copies(self.snapshots)
+            by_copy = snapshots.local_copies(self.snapshots, allow_foreign=self.allow_foreign)
             paths = list(by_copy)
         if self.table == "queues":
             if by_copy is not None:
                 return [ScanPartition(w) for w in by_copy.values()]
-            return [ScanPartition(planned(p)) for p in scan.distinct_stores(paths)]
+            return [ScanPartition(planned(p, allow_foreign=self.allow_foreign)) for p in scan.distinct_stores(paths)]
         if self.pushed.empty():
             return []
         queues = self.queues
-        chosen = pushdown.queue_names(self.pushed, planning.queue_names(paths))
+        chosen = pushdown.queue_names(self.pushed, planning.queue_names(paths, allow_foreign=self.allow_foreign))
         if chosen is not None:
             asked = None if queues is None else {q.casefold() for q in queues}
             queues = [q for q in chosen if asked is None or q.casefold() in asked]
@@ -198,8 +214,9 @@ class MqStoreReader(DataSourceReader):
                 return []
         rows = self.rows_per_partition
         if self.cores:
-            rows = planning.rows_per_range(planning.rows_in(paths, queues), self.cores, rows)
-        ranges = pushdown.narrow(scan.plan(paths, queues, rows), self.pushed)
+            rows = planning.rows_per_range(
+                planning.rows_in(paths, queues, allow_foreign=self.allow_foreign), self.cores, rows)
+        ranges = pushdown.narrow(scan.plan(paths, queues, rows, allow_foreign=self.allow_foreign), self.pushed)
         if by_copy is not None:
             ranges = snapshots.renamed(ranges, by_copy)
         return [ScanPartition(r) for r in ranges]

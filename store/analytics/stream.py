@@ -79,11 +79,11 @@ def _chosen(lt: Any, dbs: dict[str, Any], queues: Sequence[str] | None) -> dict[
     return out
 
 
-def offsets(paths: Sequence[str]) -> dict[str, int]:
+def offsets(paths: Sequence[str], *, allow_foreign: bool = False) -> dict[str, int]:
     """Per store GUID, the SequentialID counter now."""
     out = {}
     for path in distinct_stores(paths):
-        with open_readonly(path) as (env, dbs), env.begin() as lt:
+        with open_readonly(path, allow_foreign=allow_foreign) as (env, dbs), env.begin() as lt:
             out[identity(lt, dbs, path).guid] = _counter(lt, dbs)
     return out
 
@@ -121,7 +121,7 @@ class MqStoreStreamReader(DataSourceStreamReader):
     """`spark.readStream.format("mqstore")`: reports by SequentialID (see the module docstring)."""
 
     def __init__(self, *, paths: list[str], queues: list[str] | None, columns: tuple[tuple[str, str], ...],
-                 batch_rows: int, starting: str) -> None:
+                 batch_rows: int, starting: str, allow_foreign: bool = False) -> None:
         if starting not in ("earliest", "latest"):
             raise InvalidArgument(f"option startingOffsets must be earliest or latest, got {starting!r}")
         self.paths = distinct_stores(paths)
@@ -129,18 +129,19 @@ class MqStoreStreamReader(DataSourceStreamReader):
         self.columns = columns
         self.batch_rows = batch_rows
         self.starting = starting
+        self.allow_foreign = allow_foreign
 
     def initialOffset(self) -> dict[str, int]:
-        now = offsets(self.paths)
+        now = offsets(self.paths, allow_foreign=self.allow_foreign)
         return now if self.starting == "latest" else {guid: 0 for guid in now}
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
-        return offsets(self.paths)
+        return offsets(self.paths, allow_foreign=self.allow_foreign)
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         parts: list[InputPartition] = []
         for path in self.paths:
-            with open_readonly(path) as (env, dbs), env.begin() as lt:
+            with open_readonly(path, allow_foreign=self.allow_foreign) as (env, dbs), env.begin() as lt:
                 where = identity(lt, dbs, str(Path(path).absolute()))
                 chosen = _chosen(lt, dbs, self.queues)
             upto = int(end.get(where.guid, 0))
@@ -179,7 +180,7 @@ def routes_over(spark: SparkSession, reports_dir: Path) -> tuple[dict[str, int],
 
 def follow_routes(spark: SparkSession, stores: list[str], queues: list[str] | None, *,
                   checkpoint: Path, interval_s: float, count: int | None, idle_s: float | None,
-                  on_update: Callable[[Update], None]) -> int:
+                  on_update: Callable[[Update], None], allow_foreign: bool = False) -> int:
     """Run the report stream into the checkpoint's report set and call `on_update` after each
     micro-batch with new reports (and once at the start when the checkpoint already holds
     some), until `count` updates were made or, for `idle_s`, no batch ran and nothing new was
@@ -215,6 +216,8 @@ def follow_routes(spark: SparkSession, stores: list[str], queues: list[str] | No
               .option("properties", ",".join(routes_mod.PROPERTIES_USED)))
     if queues:
         reader = reader.option("queues", ",".join(queues))
+    if allow_foreign:
+        reader = reader.option("allowForeignOwner", "true")
     query = (reader.load().writeStream.foreachBatch(batch)
              .option("checkpointLocation", str(checkpoint / STREAM_DIR))
              .trigger(processingTime=f"{max(0.1, interval_s)} seconds").start())
