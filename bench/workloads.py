@@ -186,84 +186,107 @@ def lmdb_put_single(workdir: str, n: int, body: bytes, batch: int) -> float:
     return dt
 
 
-def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int) -> float:
-    """Raw py-lmdb writing what one store put must write, one commit each: the record, its
-    three index entries (position, msg_id, unique id) and the counters. Context: the floor of
-    the store's design for workload 1, without any of its Python."""
+# What the store's hot path writes (the keys of store/keys.py, their sizes as a store writes
+# them): the position entry holding the record, the msg_id and unique-id entries (M, U), and
+# four meta records (the store's counters, the queue's count and bytes, its last put and get
+# times, its counters of store/queue_counters.py). An in-flight record lives in `msg` under its
+# seq with a confirm-id entry (K). The store opens LMDB with metasync=False and syncs after a
+# durable commit (store/environment.py): the same here.
+_PATTERN_RECORD = 375 - 256  # a record's header and lengths, before the body
+_PATTERN_META = ((b"c", 40), (b"q\0\0\0\1", 16), (b"t\0\0\0\1", 16), (b"k\0\0\0\1", 160))
+
+
+def _pattern_open(workdir: str):
     import lmdb
 
-    env = lmdb.open(os.path.join(workdir, "lmdb-pattern"), map_size=MAP_SIZE, max_dbs=4)
+    env = lmdb.open(os.path.join(workdir, "lmdb-pattern"), map_size=MAP_SIZE, max_dbs=8, metasync=False)
+    return env, [env.open_db(name) for name in (b"pos", b"msg", b"idx", b"meta")]
+
+
+def _pattern_meta(txn, meta, i: int) -> None:
+    for key, size in _PATTERN_META:
+        txn.put(key, _pack(i) * (size // 8), db=meta)
+
+
+def _pattern_pos(i: int) -> bytes:
+    return b"P\0\0\0\1\4" + _pack(i)
+
+
+def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int) -> float:
+    """Raw py-lmdb writing what one store put writes, one durable commit each with the
+    store's sync settings: the position entry holding the record, its msg_id and unique-id
+    entries and the four meta records. Context: the floor of the store's design for workload
+    1, without any of its Python."""
+    env, (pos, _msg, idx, meta) = _pattern_open(workdir)
     try:
-        msg, idx, meta = (env.open_db(name) for name in (b"msg", b"idx", b"meta"))
         origin = bytes(range(16))
-        begin = env.begin
+        header = bytes(_PATTERN_RECORD)
+        begin, sync = env.begin, env.sync
         t0 = 0.0
         for i in range(WARM_SINGLE + n):
             if i == WARM_SINGLE:
                 t0 = perf_counter()
             key = _pack(i + 1)
             with begin(write=True) as txn:
-                txn.put(key, body, db=msg, append=True)
-                txn.put(b"P\0\0\0\3\4" + key, b"", db=idx)
-                txn.put(b"M" + origin + key[4:] + key, b"", db=idx)
-                txn.put(b"U" + origin + key + key, b"", db=idx)
-                txn.put(b"counters", key * 5, db=meta)
+                txn.put(_pattern_pos(i + 1), header + body, db=pos)
+                txn.put(b"M" + origin + key[4:] + key, b"\0\0\0\1\4", db=idx)
+                txn.put(b"U" + origin + key + key, b"\0\0\0\1\4", db=idx)
+                _pattern_meta(txn, meta, i)
+            sync(True)
         dt = perf_counter() - t0
         with env.begin() as txn:
-            _expect("pattern records after put", txn.stat(msg)["entries"], n + WARM_SINGLE)
+            _expect("pattern records after put", txn.stat(pos)["entries"], n + WARM_SINGLE)
     finally:
         env.close()
     return dt
 
 
 def lmdb_store_pattern_get_confirm(workdir: str, n: int, body: bytes, batch: int) -> float:
-    """Raw py-lmdb writing what one two-phase get and its confirm must write, with the store's
-    sync settings: a light commit (data pages synced, meta page not: metasync=False) moves the
-    record from its position to the in-flight table with confirm and lease entries; a durable
-    commit (then env.sync) deletes it with every index entry and updates the counters. Context:
-    the floor of the store's design for workload 4 (three fdatasyncs a pair), without any of
-    its Python."""
-    import lmdb
-
-    env = lmdb.open(os.path.join(workdir, "lmdb-pattern"), map_size=MAP_SIZE, max_dbs=4,
-                    metasync=False)
+    """Raw py-lmdb writing what the store's ack and next writes, one durable commit a message
+    with the store's sync settings (as the consumer does): the confirmed message's record and
+    confirm-id entry deleted, the next message's position deleted and its record put in
+    flight with its confirm-id entry, the four meta records. The queue is prefilled untimed as
+    the store's is (positions, one msg_id and one unique-id entry per run of 256). Context: the
+    floor of the store's design for workload 4, without any of its Python."""
+    env, (pos, msg, idx, meta) = _pattern_open(workdir)
     try:
-        pos, msg, idx, meta = (env.open_db(name) for name in (b"pos", b"msg", b"idx", b"meta"))
         origin = bytes(range(16))
+        header = bytes(_PATTERN_RECORD)
         total = n + WARM_SINGLE
         for start in range(0, total, batch):
             with env.begin(write=True) as txn:
                 for i in range(start, min(start + batch, total)):
-                    key = _pack(i + 1)
-                    txn.put(b"P\0\0\0\3\4" + key, body, db=pos)
-                    txn.put(b"M" + origin + key[4:] + key, b"", db=idx)
-                    txn.put(b"U" + origin + key + key, b"", db=idx)
+                    txn.put(_pattern_pos(i + 1), header + body, db=pos)
+                    if i % 256 == 0:
+                        key = _pack(i + 1)
+                        txn.put(b"N" + origin + key[4:] + key, b"\0\0\0\1\4\1\0", db=idx)
+                        txn.put(b"V" + origin + key + key, b"\0\0\0\1\4\1\0", db=idx)
         env.sync(True)
-        begin = env.begin
+        begin, sync = env.begin, env.sync
         t0 = 0.0
-        for i in range(total):
+        held = None  # (seq key, confirm-id key) of the message got last
+        for i in range(total + 1):  # the last pass confirms the last message alone (flush)
             if i == WARM_SINGLE:
                 t0 = perf_counter()
-            with begin(write=True) as txn:  # get with a confirm id: a light commit
-                cur = txn.cursor(db=pos)
-                cur.first()
-                key, record = cur.key()[-8:], cur.value()
-                cur.delete()
-                txn.put(key, record, db=msg)
-                txn.put(b"K\0\0\0\3" + key + b"\4" + key, b"", db=idx)
-                txn.put(b"E" + key + key, b"", db=idx)
-            with begin(write=True) as txn:  # confirm: a durable commit
-                txn.delete(key, db=msg)
-                txn.delete(b"K\0\0\0\3" + key + b"\4" + key, db=idx)
-                txn.delete(b"E" + key + key, db=idx)
-                txn.delete(b"M" + origin + key[4:] + key, db=idx)
-                txn.delete(b"U" + origin + key + key, db=idx)
-                txn.put(b"counters", key * 5, db=meta)
-            env.sync(True)
+            with begin(write=True) as txn:
+                if held is not None:  # the ack
+                    txn.delete(held[0], db=msg)
+                    txn.delete(held[1], db=idx)
+                if i < total:  # and the next
+                    cur = txn.cursor(db=pos)
+                    cur.first()
+                    record = cur.value()
+                    seq = cur.key()[-8:]
+                    cur.delete()
+                    held = (seq, b"K\0\0\0\1" + _pack(i + 1) + b"\4" + seq)
+                    txn.put(seq, record, db=msg)
+                    txn.put(held[1], b"\0\0\0\1\4", db=idx)
+                _pattern_meta(txn, meta, i)
+            sync(True)
         dt = perf_counter() - t0
         with env.begin() as txn:
             _expect("pattern positions left", txn.stat(pos)["entries"], 0)
-            _expect("pattern index entries left", txn.stat(idx)["entries"], 0)
+            _expect("pattern records in flight left", txn.stat(msg)["entries"], 0)
     finally:
         env.close()
     return dt
@@ -607,7 +630,8 @@ WORKLOADS: list[Workload] = [
         contenders={
             STORE: ("st.put(q, body)", store_put_single),
             LMDB: ("one txn.put per write txn", lmdb_put_single),
-            LMDB_PATTERN: ("record + 3 index entries + counters per write txn", lmdb_store_pattern_put_single),
+            LMDB_PATTERN: ("position + msg_id and unique-id entries + 4 meta records, durable commit",
+                           lmdb_store_pattern_put_single),
             PQ: ("SQLiteAckQueue.put(body)", pq_put_single),
             LQ: ("LiteQueue.put(body)", lq_put_single),
             LQ_FULL: ("LiteQueue.put(body), synchronous=FULL", lq_full_put_single),
@@ -646,7 +670,8 @@ WORKLOADS: list[Workload] = [
         contenders={
             STORE: ("c = st.consumer(q); m = c.next(wait=0); c.confirm(m): the confirm rides on the next "
                     "get (ack and next), one durable commit a message", store_get_confirm),
-            LMDB_PATTERN: ("a light commit moving the record, a durable one deleting it", lmdb_store_pattern_get_confirm),
+            LMDB_PATTERN: ("ack and next: one durable commit deleting one record, moving the next",
+                           lmdb_store_pattern_get_confirm),
             PQ: ("SQLiteAckQueue: item = get(block=False); ack(item)", pq_get_ack),
             LQ: ("LiteQueue: m = pop(); done(m.message_id)", lq_get_done),
             LQ_FULL: ("LiteQueue pop+done, synchronous=FULL", lq_full_get_done),

@@ -755,20 +755,24 @@ class Store(Forwarding):
             state = PUT_UNCONFIRMED if in_flight else AVAILABLE
             since = now if in_flight else None
             lease_expires = now + lease_us if in_flight and lease_us else None
-            out = []
+            out: list[Message] = []
+            keep, name, qid = out.append, q.name, q.qid
+            any_traced = False
             try:  # costs nothing until a field of the wrong type makes Python raise
                 for i, new in enumerate(batch):
-                    expires = new.expires if new.ttl is None else now + _seconds(new.ttl, "ttl")
+                    ttl, props = new.ttl, new.props
                     # positional for speed (this loop is the batched-put hot path); order as in Message
                     m = Message(
-                        new.body, q.name, state, new.priority, 0, q.qid, origin, (first_n + i) & 0xFFFFFFFF,
-                        0, first_time + i, expires, new.correl_id, new.label, dict(new.props) if new.props else {},
+                        new.body, name, state, new.priority, 0, qid, origin, (first_n + i) & 0xFFFFFFFF,
+                        0, first_time + i, new.expires if ttl is None else now + _seconds(ttl, "ttl"),
+                        new.correl_id, new.label, dict(props) if props else {},
                         new.app_specific, False, new.express, new.trace, new.dead_letter, new.report_queue,
                         0, 0, cid, None, None, lease_expires, since, None, None,
                     )
                     validate_fields(m)
-                    out.append(m)
-                traced = [m for m in out if m.trace and m.report_queue]
+                    keep(m)
+                    any_traced = any_traced or m.trace
+                traced = [m for m in out if m.trace and m.report_queue] if any_traced else []
                 if traced:
                     from . import reports  # docs/layers.md: only a traced message sends reports
 
@@ -1058,17 +1062,20 @@ class Store(Forwarding):
             if hold is not None:
                 self._write(self._ending(queue, hold, placed, two_phase, {m.seq for m in found[:done]}, lease_us))
             raise
-        if hold is not None:
-            end = self._ending(queue, hold, placed, two_phase, {m.seq for m in found}, lease_us)
+        if hold is not None:  # all delivered (held in place: None says so, no set to make)
+            end = self._ending(queue, hold, placed, two_phase, None if placed is not None else {m.seq for m in found},
+                               lease_us)
             if later:
                 return end
             self._write(end)
         return None
 
     def _ending(self, queue: str, hold: int, placed: holders.Placed | None,
-                two_phase: int | None, delivered: set[int], lease_us: int | None = None) -> Callable[[Write], None]:
+                two_phase: int | None, delivered: set[int] | None, lease_us: int | None = None,
+                ) -> Callable[[Write], None]:
         """The write that ends a delivery: see _deliver. A held two-phase get puts what was
-        delivered under its confirm id (with its lease) and gives back the rest."""
+        delivered (the seqs `delivered`; None: all, held in place only) under its confirm id
+        (with its lease) and gives back the rest."""
         def end(t: Write) -> None:
             found = holders.lookup(t, hold)
             if found is None:
@@ -1077,6 +1084,11 @@ class Store(Forwarding):
                 holders.forget(t, hold)
                 return
             q = t.queue(t.queue_name(found.qid))
+            if placed is not None:  # held in place by hold_next
+                removed, _ = t.end_hold(q, placed, delivered)
+                t.got(q, removed)
+                return
+            assert delivered is not None, "only a hold in place is ended with None"
             if two_phase is not None:  # held while written, now pending under the confirm id
                 for m in t.with_token(q, hold):
                     if m.seq in delivered:
@@ -1086,10 +1098,7 @@ class Store(Forwarding):
                         holders.give_back(t, m)
                 holders.forget(t, hold)
                 return
-            if placed is not None:  # held in place by hold_next
-                removed, _ = t.end_hold(q, placed, delivered)
-            else:
-                removed, _ = holders.finish(t, found, q, delivered)
+            removed, _ = holders.finish(t, found, q, delivered)
             t.got(q, removed)
         return end
 

@@ -31,6 +31,9 @@ class Filter:
     selector: Selector | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if (self.msg_id is None and self.unique_id is None and self.correl_id is None and self.lookup_id is None
+                and self.priority is None and self.where is None):
+            return  # every message: nothing to check (a consumer's get, every time)
         for name, fits, what in (("msg_id", _is_str, "a str"), ("unique_id", _is_str, "a str"),
                                  ("correl_id", _is_str, "a str"), ("lookup_id", is_int, "an int"),
                                  ("priority", is_int, "an int"), ("where", _is_str, "a str")):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import select
+import time
 from pathlib import Path
 
 WAIT_DIR = "wait"
@@ -66,24 +67,56 @@ class Waiter:
         self.close()
 
 
+# wait dir -> (device, inode, mtime in ns, the names in it): what the last scan found, kept
+# while the directory's mtime stays as it was and was settled when read (_names)
+_SCANNED: dict[str, tuple[int, int, int, tuple[str, ...]]] = {}
+_SETTLED_NS = 50_000_000  # well over a clock tick (1-10 ms) and the mtime steps of sub-second filesystems
+_SETTLED_WHOLE_NS = 2_000_000_000  # whole (or even) seconds
+
+
 def wake(wait_dir: str, qids: set[int]) -> None:
     """Wake every getter waiting on one of `qids` (`wait_dir`: the store's wait directory).
 
     Runs after a commit, so it never raises: a wake-up it cannot deliver (no file descriptors
     left, `wait/` not a directory) only delays a getter until its next look (at most
     engine._WAIT_SLICE); failing would report a committed put as failed."""
-    try:
-        entries = os.scandir(wait_dir)
-    except OSError:
+    names = _names(wait_dir)
+    if not names:
         return
     prefixes = tuple(f"{qid}." for qid in qids)
-    with entries:
-        try:
-            for entry in entries:
-                if entry.name.startswith(prefixes):
-                    _wake_one(entry.path)
-        except OSError:
-            pass  # reading the directory failed half-way: the rest look again within a slice
+    for name in names:
+        if name.startswith(prefixes):
+            _wake_one(os.path.join(wait_dir, name))
+
+
+def _names(wait_dir: str) -> tuple[str, ...]:
+    """The names in the wait directory. A writer wakes after every commit that made a message
+    available, and the directory rarely changes (a getter comes to wait or leaves), so it is
+    read again only when its mtime changed. The mtime is read before the names, and the names
+    are kept only when that mtime was already settled: older than the coarse clock that stamps
+    a directory change can lag (a tick, at most 10 ms; _SETTLED_NS), or on a filesystem that
+    keeps whole seconds (no fraction in the mtime) older than two seconds. A FIFO renamed into
+    place after the read then gives the directory a later mtime, so the next wake sees it.
+    (Were the wall clock set back meanwhile, that getter looks again within its wait slice:
+    late, not lost.)"""
+    try:
+        st = os.stat(wait_dir)
+    except OSError:
+        return ()
+    known = _SCANNED.get(wait_dir)
+    if known is not None and known[0] == st.st_dev and known[1] == st.st_ino and known[2] == st.st_mtime_ns:
+        return known[3]
+    try:
+        names = tuple(os.listdir(wait_dir))
+    except OSError:
+        _SCANNED.pop(wait_dir, None)
+        return ()  # the others look again within a slice
+    mtime = st.st_mtime_ns
+    if mtime < time.time_ns() - (_SETTLED_NS if mtime % 1_000_000_000 else _SETTLED_WHOLE_NS):
+        _SCANNED[wait_dir] = (st.st_dev, st.st_ino, mtime, names)
+    else:
+        _SCANNED.pop(wait_dir, None)
+    return names
 
 
 def _wake_one(path: str) -> None:

@@ -286,6 +286,18 @@ def at_rest(m: Message, state: str = AVAILABLE) -> Message:
 
 
 def encode(m: Message) -> bytes:
+    if (m.correl_id is None and not m.label and m.report_queue is None and not m.props
+            and m.dead_letter_reason is None and m.original_queue is None):
+        # the common case, no optional fields: the header and the body (the batched-put hot path)
+        return _HEADER_AND_LENGTHS.pack(
+            FORMAT_V1,
+            (_F_REPORT if m.report else 0) | (_F_EXPRESS if m.express else 0) | (_F_TRACE if m.trace else 0)
+            | (0 if m.dead_letter else _F_NO_DEAD_LETTER) | (_F_TX_PUT if m.tx_put else 0),
+            _STATE_CODE[m.state],
+            m.priority, m.qid, m.seq, m.lookup_hi, m.origin, m.msg_n, m.put_time, m.expires or 0,
+            m.app_specific, m.hops, m.backouts, m.confirm_id or 0, m.lock_id or 0, m.tx or 0,
+            m.lease_expires or 0, m.since or 0, _NONE16, 0, _NONE16, _NONE16, _NONE16, 0, len(m.body),
+        ) + m.body
     correl = None if m.correl_id is None else m.correl_id.encode("utf-8")
     label = m.label.encode("utf-8") if m.label else b""
     report_queue = None if m.report_queue is None else m.report_queue.encode("utf-8")
@@ -326,6 +338,11 @@ def held_records(raws: list[bytes], state: str, confirm_id: int, since: int) -> 
     return [b"".join((raw[:s], code, raw[s + 1:c], cid, raw[c_end:t], at, raw[t_end:])) for raw in raws]
 
 
+# a record's flags byte -> (report, express, trace, dead_letter, tx_put), as Message takes them
+_FLAG_FIELDS = tuple((bool(f & _F_REPORT), bool(f & _F_EXPRESS), bool(f & _F_TRACE), not f & _F_NO_DEAD_LETTER,
+                      bool(f & _F_TX_PUT)) for f in range(256))
+
+
 def decode(buf: bytes, queue: str = "") -> Message:
     """Decode a record; raises BadData for anything that is not a valid record."""
     try:
@@ -334,6 +351,15 @@ def decode(buf: bytes, queue: str = "") -> Message:
         (_, flags, state, priority, qid, seq, lookup_hi, origin, msg_n, put_time, expires,
          app_specific, hops, backouts, confirm_id, lock_id, tx, lease, since,
          n_correl, n_label, n_rq, n_reason, n_orig, n_props, n_body) = _HEADER_AND_LENGTHS.unpack_from(buf)
+        report, express, trace, dead_letter, tx_put = _FLAG_FIELDS[flags]
+        if n_correl == n_rq == n_reason == n_orig == _NONE16 and n_label == n_props == 0 and _FIXED + n_body == len(buf):
+            # the common case, no optional fields (as encode writes it): a get's hot path
+            return Message(
+                buf[_FIXED:], queue, _STATE_NAME[state], priority, seq, qid, origin, msg_n, lookup_hi,
+                put_time, expires or None, None, "", {}, app_specific, report, express, trace, dead_letter,
+                None, hops, backouts, confirm_id or None, lock_id or None, tx or None, lease or None,
+                since or None, None, None, tx_put,
+            )
         at = _FIXED
         # optional strings inline: this runs once per message got
         correl = report_queue = reason = original = None
@@ -357,11 +383,9 @@ def decode(buf: bytes, queue: str = "") -> Message:
             raise BadData("record length does not match its fields")
         return Message(
             buf[at:], queue, _STATE_NAME[state], priority, seq, qid, origin, msg_n, lookup_hi,
-            put_time, expires or None, correl, label, props, app_specific,
-            bool(flags & _F_REPORT), bool(flags & _F_EXPRESS), bool(flags & _F_TRACE),
-            not flags & _F_NO_DEAD_LETTER, report_queue, hops, backouts,
-            confirm_id or None, lock_id or None, tx or None, lease or None, since or None,
-            reason, original, bool(flags & _F_TX_PUT),
+            put_time, expires or None, correl, label, props, app_specific, report, express, trace,
+            dead_letter, report_queue, hops, backouts, confirm_id or None, lock_id or None, tx or None,
+            lease or None, since or None, reason, original, tx_put,
         )
     except BadData:
         raise
@@ -726,6 +750,11 @@ def _required(d: dict[str, Any], key: str) -> str:
 
 def validate_fields(m: Message) -> None:
     """Raise InvalidArgument unless every field fits the record format and docs/design.md#messages."""
+    body, priority = m.body, m.priority
+    if (type(body) is bytes and type(priority) is int and 0 <= priority <= MAX_PRIORITY and m.app_specific == 0
+            and m.hops == 0 and m.backouts == 0 and not m.label and m.correl_id is None
+            and m.report_queue is None and not m.props and len(body) < 1 << 32):
+        return  # the common case at a glance (the batched-put hot path); else each check below
     if not isinstance(m.body, (bytes, bytearray)):
         raise InvalidArgument("body must be bytes")
     if not 0 <= m.priority <= MAX_PRIORITY or type(m.priority) is not int:  # a bool is no priority

@@ -15,9 +15,12 @@ from any index in one or two reads.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import struct
 from collections.abc import Iterator
 from dataclasses import replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Unpack
 
 import lmdb
@@ -193,16 +196,17 @@ class Write:
         self.durable = True
         return q
 
-    def got(self, q: QueueInfo, removed: list[Message]) -> None:
+    def got(self, q: QueueInfo, removed: list[Message], size: int | None = None) -> None:
         """Messages a get removed (a plain get, a confirmed one, a committed transactional one):
         the queue's last get time, and a copy of each in NAME;journal if the queue is journaled
-        (docs/design.md#queues; made on first use, with the removal time in the property mqcli.journal_time)."""
+        (docs/design.md#queues; made on first use, with the removal time in the property mqcli.journal_time).
+        `size`: the bytes of their bodies, when the caller counted them already."""
         if not removed:
             return
         self._qtimes.setdefault(q.qid, [0, 0])[1] = self.now
         c = self.queue_counters(q.qid, change=True)
         c.got_messages += len(removed)
-        c.got_bytes += sum(len(m.body) for m in removed)
+        c.got_bytes += sum([len(m.body) for m in removed]) if size is None else size
         if not q.journal:
             return
         jq = self.journal_queue(q.name)
@@ -445,33 +449,37 @@ class Write:
         held: list[tuple[bytes, bytes]] = []
         positions: list[tuple[bytes, bytes]] = []
         entries: list[tuple[bytes, bytes]] = []
-        append = entries.append
+        append, place = entries.append, positions.append
         size = 0
         qid = q.qid
+        pos_tag = keys.POS
         locations: dict[int, bytes] = {}
-        for m in messages:
+        c = self.queue_counters(qid, change=True)
+        by_priority, in_flight = c.by_priority, c.in_flight
+        for m in messages:  # one pass: the batched-put hot path
             record = encode(m)
-            location = locations.get(m.priority)
-            if location is None:
-                location = locations[m.priority] = keys.location(qid, m.priority)
+            priority = m.priority
+            by_priority[priority] += 1
+            size += len(m.body)
             if m.state == AVAILABLE:  # its only state entry is its position, which holds the record
-                positions.append((_pack_pos(keys.POS, qid, 7 - m.priority, m.seq), record))
+                place((_pack_pos(pos_tag, qid, 7 - priority, m.seq), record))
+                if m.correl_id is None and m.expires is None:
+                    continue  # no identity entries (identity_entries) either
+                state_keys = []
             else:
                 held.append((keys.seq_key(m.seq), record))
-                for key in state_entries(m):
-                    append((key, location))
+                in_flight[m.state] += 1
+                state_keys = state_entries(m)
+            location = locations.get(priority)
+            if location is None:
+                location = locations[priority] = keys.location(qid, priority)
+            for key in state_keys:
+                append((key, location))
             for key in identity_entries(m):
                 append((key, location))
-            size += len(m.body)
         entries += identity.run_entries(q.qid, messages)
-        c = self.queue_counters(qid, change=True)
         c.put_messages += len(messages)
         c.put_bytes += size
-        by_priority, in_flight = c.by_priority, c.in_flight
-        for m in messages:
-            by_priority[m.priority] += 1
-            if m.state != AVAILABLE:
-                in_flight[m.state] += 1
         self.lt.cursor(db=self.pos_db).putmulti(positions)
         self.lt.cursor(db=self.idx_db).putmulti(entries)
         if held:
@@ -1011,56 +1019,62 @@ class Write:
         prefix = keys.queue_prefix(q.qid) if priority is None else keys.priority_prefix(q.qid, priority)
         placed = self.placed(q.qid)
         cur = self.lt.cursor(db=self.pos_db)
-        taken: list[tuple[bytes, bytes]] = []
-        if cur.set_range(prefix):
-            for item in cur:  # the cursor walk of positions(), inlined: this is the hot path
-                if not item[0].startswith(prefix):
-                    break
-                if placed and keys.seq_of(item[0]) in placed:
-                    continue
-                taken.append(item)
-                if len(taken) >= count:
-                    break
+        if not cur.set_range(prefix):
+            return []
+        if not placed:  # the usual case: `count` entries in one C loop, those past the prefix cut off
+            taken = list(itertools.islice(cur.iternext(), count))
+            if taken and not taken[-1][0].startswith(prefix):  # the queue (or priority) ended
+                taken = taken[:bisect.bisect_left(taken, prefix_end(prefix), key=_KEY)]
+            return taken
+        taken = []
+        for item in cur:  # the cursor walk of positions()
+            if not item[0].startswith(prefix):
+                break
+            if keys.seq_of(item[0]) in placed:
+                continue
+            taken.append(item)
+            if len(taken) >= count:
+                break
         return taken
 
     def end_hold(self, q: QueueInfo, placed: holders.Placed,
-                 delivered: set[int]) -> tuple[list[Message], list[Message]]:
-        """End a hold in place: remove the messages whose seq is in `delivered` (returned
-        first); the others are in their places already, and are available again once the
-        hold is forgotten. A message no longer in the hold (purged meanwhile) is left alone."""
+                 delivered: set[int] | None) -> tuple[list[Message], list[Message]]:
+        """End a hold in place: remove the messages whose seq is in `delivered` (None: all of
+        them; returned first); the others are in their places already, and are available again
+        once the hold is forgotten. A message no longer in the hold (purged meanwhile) is left
+        alone."""
         hold = holders.lookup(self, placed.token)
         if hold is None:
             return [], []
         holders.forget(self, placed.token)
-        if hold.places == placed.places:  # as it was made: the usual case
-            held = list(zip(placed.positions, placed.messages))
+        if hold.places == placed.places and delivered is None:  # as it was made, all delivered: the usual case
+            positions, messages = placed.positions, placed.messages
+            kept: list[Message] = []
         else:
             still = {seq for _, seq in hold.placed}
             held = [(pos, m) for pos, m in zip(placed.positions, placed.messages) if m.seq in still]
-        removed = [(pos, m) for pos, m in held if m.seq in delivered]
-        if len(removed) < len(held):
+            removed = [(pos, m) for pos, m in held if delivered is None or m.seq in delivered]
+            positions, messages = [pos for pos, _ in removed], [m for _, m in removed]
+            kept = [m for _, m in held if delivered is not None and m.seq not in delivered]
+        if kept:
             self.woke.add(q.qid)
-        if removed:
-            lt, idx = self.lt, self.idx_db
-            cur = lt.cursor(db=self.pos_db)
-            size = 0
-            durable = False
-            for pos, m in removed:  # usually one run of the position list: deleted walking it
-                if cur.key() == pos or cur.set_key(pos):
-                    cur.delete()  # and steps to the next entry
-                if m.correl_id is not None or m.expires is not None:
-                    for key in identity_entries(m):
-                        lt.delete(key, db=idx)
-                size += len(m.body)
-                durable = durable or not m.express
-            messages = [m for _, m in removed]
-            identity.release(lt, self.dbs, messages)
-            self._count(q.qid, -len(messages), -size, durable)
-            by_priority = self.queue_counters(q.qid, change=True).by_priority
-            for m in messages:
-                by_priority[m.priority] -= 1
-            return messages, [m for _, m in held if m.seq not in delivered]
-        return [], [m for _, m in held]
+        if not messages:
+            return [], kept
+        lt, idx = self.lt, self.idx_db
+        cur = lt.cursor(db=self.pos_db)
+        size = 0
+        by_priority = self.queue_counters(q.qid, change=True).by_priority
+        for pos, m in zip(positions, messages):  # usually one run of the position list: deleted walking it
+            if cur.key() == pos or cur.set_key(pos):
+                cur.delete()  # and steps to the next entry
+            if m.correl_id is not None or m.expires is not None:
+                for key in identity_entries(m):
+                    lt.delete(key, db=idx)
+            size += len(m.body)
+            by_priority[m.priority] -= 1
+        identity.release(lt, self.dbs, messages)
+        self._count(q.qid, -len(messages), -size, not all(m.express for m in messages))
+        return messages, kept
 
     def take(self, q: QueueInfo, f: Filter, count: int, lock_id: int | None = None) -> list[Message]:
         taken = []
@@ -1077,6 +1091,13 @@ def _as_held(m: Message, hold: holders.Hold) -> None:
 
 
 _NOTHING_PLACED: dict[int, tuple[int, holders.Hold]] = {}
+_KEY = itemgetter(0)
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with `prefix` (a position prefix, `P`...)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes((stripped[-1] + 1,))
 
 
 def index_entries(m: Message) -> list[bytes]:

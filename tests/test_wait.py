@@ -1,5 +1,6 @@
 """Get with a wait: sleeps on a FIFO, wakes on a put from another process, times out."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -109,3 +110,24 @@ def test_dead_waiters_leave_no_fifo_behind(path):
     with Store.open(path) as st:
         st.put("q", b"a")  # the writer finds the dead getter's FIFO and removes it
     assert list((path / "wait").iterdir()) == []
+
+
+def test_a_writer_that_kept_its_scan_of_the_wait_directory_still_wakes_a_new_getter(path):
+    """A writer reads `wait/` again only when its mtime changed (store/notify.py): with the
+    directory settled (its mtime set back) the scan is kept, and a getter that comes later
+    changes the mtime and is woken by the next put, not by its re-check slice."""
+    from store import notify
+
+    wait_dir = path / "wait"
+    old = time.time() - 60
+    os.utime(wait_dir, (old, old))
+    with Store.open(path) as st:
+        st.put("q", b"first")
+        assert notify._SCANNED[str(wait_dir)][3] == ()  # kept: nobody waits
+        st.get("q", wait=0)
+        waiter = notify.Waiter(path, st.queue_info("q").qid)
+        try:
+            st.put("q", b"second")
+            assert waiter.wait(0)  # woken by the put itself
+        finally:
+            waiter.close()
