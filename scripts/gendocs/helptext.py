@@ -16,10 +16,15 @@ _TYPER_APP = "import sys; sys.argv[0] = 'mqcli'; from mqcli.__main__ import main
 WIDTH = 78  # click: max(min(terminal columns, 80) - 2, 50)
 
 
-def _help(root: Path, command: str) -> str:
+# the checkout this generator belongs to: its mqcli is the one asked for help (the output root
+# may be elsewhere, and holds a bare mqcli/help_text.py that must not shadow the package)
+SOURCE = Path(__file__).resolve().parents[2]
+
+
+def _help(command: str) -> str:
     env = dict(os.environ, COLUMNS=str(WIDTH + 2), PYTHONIOENCODING="utf-8",
-               PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", _TYPER_APP, command, "--help"], cwd=root, env=env,
+               PYTHONPATH=os.pathsep.join([str(SOURCE), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", _TYPER_APP, command, "--help"], cwd=SOURCE, env=env,
                           capture_output=True, check=True, timeout=120)
     return done.stdout.decode("utf-8")
 
@@ -29,7 +34,7 @@ def help_module(root: Path, commands: list[str]) -> str:
            f'{GENERATED_BY} (`{REGENERATE}`); do not edit."""', "", f"WIDTH = {WIDTH}", "HELP = {"]
     for command in commands:
         out.append(f"    {command!r}: (")
-        out += [f"        {line!r}" for line in _help(root, command).splitlines(keepends=True)]
+        out += [f"        {line!r}" for line in _help(command).splitlines(keepends=True)]
         out.append("    ),")
     out.append("}")
     return "\n".join(out) + "\n"
