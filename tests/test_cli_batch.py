@@ -61,3 +61,31 @@ def test_an_unreadable_file_or_a_binary_line_is_refused(cli, tmp_path):
     result = cli.subprocess("batch", input=b"put q \xff\xfe\n")
     assert result.code == 12 and "not UTF-8" in result.stderr
     assert cli.jsonl("browse", "q") == []
+
+
+LINES = [
+    "put q one -q", "put q two --priority 7 -q", "put q three --priority 9", "put q four --bogus",
+    "browse q -o body", "get q -o body", "get q --count 2 -o body", "get q --wait 0 -o body",
+    "put q 'five six' --label L -q", "browse q --limit 1 -o body", "queue list -q",
+]
+
+
+def test_each_line_prints_and_exits_as_its_own_process_does(cli, tmp_path):
+    """put, get and browse lines run on mqcli/fastpath.py inside a batch and the rest on the
+    Typer app: the same stdout and the same error lines as one process a line."""
+    import shlex
+    import shutil
+
+    shutil.copytree(cli.store, tmp_path / "copy")  # same GUID: the same message ids
+    batch = cli.subprocess("batch", "--keep-going", input="\n".join(LINES).encode() + b"\n")
+    outs, errors, codes = [], [], []
+    for line in LINES:
+        one = cli.subprocess("--store", str(tmp_path / "copy"), *shlex.split(line))
+        outs.append(one.out)
+        errors += [e for e in one.err_lines if e.startswith("mqcli: error:") or e.startswith("Error")]
+        codes.append(one.code)
+    assert codes[2] == 2 and codes[3] == 2 and codes[7] == 3, codes  # the typer path's usage errors, an empty queue
+    first = next(c for c in codes if c)
+    assert batch.code == first, batch
+    assert batch.out.replace(str(cli.store), "S") == "".join(outs).replace(str(tmp_path / "copy"), "S")
+    assert [e for e in batch.err_lines if "[BATCH]" not in e and e.startswith(("mqcli: error:", "Error"))] == errors

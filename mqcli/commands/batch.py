@@ -47,9 +47,16 @@ def batch(
         prefix += ["-o", "json"]
     stream = inputs.open_text(file)
     first_failure: tuple[int, int, str] | None = None
-    from ..app import full_command, run  # the app is loaded already: batch runs in it
+    from ..app import click_command, run  # the app is loaded already: batch runs in it
+    from ..fastpath import prepared
 
-    tree = full_command()
+    tree = click_command()  # lazy: a command is built when a line first runs it
+
+    def run_line(argv: list[str]) -> int:
+        """put, get and browse as a process runs them (mqcli/fastpath.py: no click parsing, a
+        tenth of the time a line), everything else through the Typer app."""
+        fast = prepared(argv)
+        return fast() if fast is not None else run(argv, tree)
 
     with shared_stores():
         for number, text in inputs.command_lines(stream):
@@ -65,9 +72,9 @@ def batch(
                 if "batch" in argv[:1]:
                     code = _report(s, number, text, ExitCode.USAGE, "a batch cannot run a batch", as_json)
                 elif as_json:
-                    code = _captured(s, number, text, prefix + argv, lambda a: run(a, tree))
+                    code = _captured(s, number, text, prefix + argv, run_line)
                 else:
-                    code = run(prefix + argv, tree)
+                    code = run_line(prefix + argv)
             if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
                 raise typer.Exit(code)
             if code and not first_failure:
