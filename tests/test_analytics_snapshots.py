@@ -169,3 +169,23 @@ def test_a_snapshot_into_a_file_is_refused_in_one_line(tmp_path):
                                 f"Not a directory [MQ_ERROR_STORE_UNAVAILABLE]"]
     assert invoke(["--store", tmp_path / "none", "snapshot", tmp_path / "snaps"]).code == 11
     assert not (tmp_path / "snaps").exists() or not list((tmp_path / "snaps").iterdir())
+
+
+@pytest.mark.parametrize("damage", ["huge", "truncated"])
+def test_an_oversized_or_cut_manifest_is_refused_in_one_line(tmp_path, damage):
+    from store.analytics.locate import MANIFEST, MANIFEST_LIMIT
+
+    with Store.open(tmp_path / "qm1", create=True, name="qm1") as st:
+        st.create_queue("orders")
+    made = invoke(["--store", tmp_path / "qm1", "snapshot", tmp_path / "snaps", "-o", "json"])
+    manifest = tmp_path / "snaps" / json.loads(made.out)["snapshot"].rsplit("/", 1)[1] / MANIFEST
+    text = manifest.read_text()
+    if damage == "huge":  # still valid JSON, padded past the bound
+        manifest.write_text(text[:-1] + " " * MANIFEST_LIMIT + "}")
+        why = "over 16 MiB"
+    else:
+        manifest.write_text(text[: len(text) // 2])
+        why = "is unreadable"
+    result = invoke(["analyze", "health", "--snapshots", tmp_path / "snaps"])
+    assert result.code == 11, result
+    assert len(result.err_lines) == 1 and why in result.err_lines[0], result

@@ -162,7 +162,10 @@ def read_manifest(snapshot: str | Path, *, allow_foreign: bool = False,
         fd, st = open_checked(file, os.O_RDONLY, f"the snapshot manifest {file}")
         with open(fd, "rb") as f:
             require_owner(st, f"the snapshot manifest {file}", allow_foreign=allow_foreign, owner=owner)
-            manifest = json.loads(f.read(MANIFEST_LIMIT + 1))
+            data = f.read(MANIFEST_LIMIT + 1)
+        if len(data) > MANIFEST_LIMIT:
+            raise ValueError(f"it is over {MANIFEST_LIMIT >> 20} MiB, which no manifest is")
+        manifest = json.loads(data)
         if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
             raise ValueError("no list of files")
         str(manifest["guid"]), str(manifest["store"])
