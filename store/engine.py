@@ -1501,7 +1501,7 @@ class Store(Forwarding):
         c = t.queue_counters(q.qid)
         by_state = {s: c.in_flight.get(s, 0) for s in STATES}
         by_state[GET_UNCONFIRMED] += len(t.placed(q.qid))  # held in place: available records
-        by_state[AVAILABLE] = count - sum(by_state.values())
+        by_state[AVAILABLE] = t.count_available(q.qid)
         oldest, oldest_in_flight = t.oldest_times(q.qid)
         last_put, last_get = t.queue_times(q.qid)
         return QueueStats(

@@ -829,16 +829,10 @@ class Write:
         return None if raw is None else decode(raw, q.name)
 
     def count_available(self, qid: int) -> int:
-        cur = self.lt.cursor(db=self.pos_db)
-        prefix = keys.queue_prefix(qid)
-        placed = self.placed(qid)
-        n = 0
-        if cur.set_range(prefix):
-            for key in cur.iternext(values=False):
-                if not key.startswith(prefix):
-                    break
-                n += not placed or keys.seq_of(key) not in placed
-        return n
+        """Messages a get could take now: the depth less those in flight (the queue's counters,
+        store/queue_counters.py) and those held in place; no walk over the queue."""
+        count, _ = self.qstats(qid)
+        return count - sum(self.queue_counters(qid).in_flight.values()) - len(self.placed(qid))
 
     def available(self, q: QueueInfo, priority: int | None = None,
                   after: tuple[int, int] | None = None) -> Iterator[Message]:
