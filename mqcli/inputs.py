@@ -314,9 +314,12 @@ def put_record(record: Any, now_us: int) -> Message | NewMessage:
 
 
 def _json_shown(value: Any) -> str:
-    from . import jsonl
-
-    return jsonl.dumps(value).decode("utf-8")[:40]
+    """The start of a field's value as JSON, for an error line; a value nested deeper than
+    orjson writes (it reads deeper) is named by its type."""
+    try:
+        return jsonl.dumps(value).decode("utf-8")[:40]
+    except TypeError:
+        return f"a deeply nested {'array' if isinstance(value, list) else 'object'}"
 
 
 def _b64(text: str) -> bytes:
