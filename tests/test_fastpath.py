@@ -164,6 +164,10 @@ CASES: list[tuple[str, ...]] = [
     ("browse", "q", "--state", "bogus"),
     ("browse", "--", "q"),
     ("--allow-unsafe-permissions", "--allow-foreign-owner", "browse", "q", "-o", "hex", "-n", "1"),
+    # values click takes as they are (tests/test_fastpath_fuzz.py): an option's name as a value,
+    # int() of spaces and other digits
+    ("put", "q", "x", "--label", "--help", "-p", " 3 "),
+    ("get", "q", "--confirm-id", "٥", "-n", "٢", "-o", "jsonl"),
 ]
 ENV_CASES: list[tuple[dict[str, str], tuple[str, ...]]] = [
     ({"MQCLI_STORE": ""}, ("put", "q", "hello")),
