@@ -180,9 +180,8 @@ _TYPER_ONLY = "import sys; sys.argv[0] = 'mqcli'; from mqcli.__main__ import mai
 _MOMENT = re.compile(r'"put_time":"[^"]*"|"unique_id":"[^"]*"')
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("fastpath") / "template"
+def make_template(path: Path) -> Path:
+    """The store each command line runs on a copy of (also tests/test_fastpath_fuzz.py's)."""
     with Store.open(path, create=True, name="fast") as st:
         for name in ("q", "empty"):
             st.create_queue(name)
@@ -190,6 +189,11 @@ def template(tmp_path_factory) -> Path:
                           NewMessage(b"two", priority=5, label="second"),
                           NewMessage(b"\x00\xff three", priority=3)])
     return path
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    return make_template(tmp_path_factory.mktemp("fastpath") / "template")
 
 
 def _run(fast: bool, env_extra: dict[str, str], argv: tuple[str, ...], template: Path, where: Path) -> tuple:

@@ -22,9 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as s
 
 from mqcli import fastpath
-from store import NewMessage, Store
 
-EXAMPLES = int(os.environ.get("MQCLI_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("MQCLI_FUZZ_EXAMPLES", "8"))
 LINES_PER_EXAMPLE = 4
 
 # options that would wait: get/browse --follow (-f), long --wait; left out of get and browse
@@ -108,14 +107,7 @@ def _safe(argv: tuple[str, ...]) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("fuzz") / "template"
-    with Store.open(path, create=True, name="fast") as st:  # the store of tests/test_fastpath.py
-        for name in ("q", "empty"):
-            st.create_queue(name)
-        st.put_many("q", [NewMessage(b"one", priority=3, correl_id="c1", props={"a": "x"}),
-                          NewMessage(b"two", priority=5, label="second"),
-                          NewMessage(b"\x00\xff three", priority=3)])
-    return path
+    return fp.make_template(tmp_path_factory.mktemp("fuzz") / "template")
 
 
 _counter = itertools.count()
