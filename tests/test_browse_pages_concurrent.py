@@ -20,6 +20,7 @@ from cli_helpers import Cli, mqcli_command
 from store import NewMessage, Store
 
 PAGE = 1000  # Store.browse_pages's page
+pytestmark = pytest.mark.slow  # 2,500 messages of 1 KB, and ten processes
 
 
 def _ok(cli: Cli, *args: str) -> str:
