@@ -6,6 +6,8 @@ import sys
 def main(fast: bool = True) -> None:
     """The entry point; fast=False runs every command line through the Typer app (the tests
     compare the two paths)."""
+    if sys.stdin is None or sys.stdout is None or sys.stderr is None:
+        _closed_streams()
     if sys.argv[1:2] == ["__complete"]:  # a shell completing a name: nothing of the app is loaded
         from .complete import main as complete
 
@@ -33,6 +35,33 @@ def main(fast: bool = True) -> None:
         code = _interrupted(exc)
     _quiet_exit()
     sys.exit(code)
+
+
+def _closed_streams() -> None:
+    """mqcli started with stdin, stdout or stderr closed (`mqcli get q >&-`; Python then sets
+    the stream to None): each descriptor gets something, so that no file the command opens
+    (the store's data.mdb) takes its number and receives what is written there. A closed stdin
+    reads as empty (/dev/null); a closed stdout is a pipe with no reader, so that writing to it
+    is the output closed (exit 141, and a get takes nothing), as for `mqcli get q | true`; a
+    closed stderr is /dev/null."""
+    import os
+
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        if fd == 1:
+            read, write = os.pipe()
+            os.dup2(write, fd)
+            for end in (read, write):
+                if end != fd:
+                    os.close(end)
+        else:
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8",  # noqa: SIM115  # the process's own
+                                errors="surrogateescape" if fd < 2 else "backslashreplace", closefd=False))
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:

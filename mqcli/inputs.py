@@ -32,6 +32,7 @@ from store.records import DEFAULT_PRIORITY, Message
 if TYPE_CHECKING:  # the engine loads when a record is read, not with `put --help`
     from store import NewMessage
 
+from . import jsonl  # orjson itself loads on first use
 from .exits import UsageError
 
 # The longest JSON a record of a store can take, beyond its body: every other field, with a
@@ -188,20 +189,64 @@ def jsonl_lines(stream: BinaryIO, limit: int) -> Iterator[tuple[int, bytes]]:
         yield number, line
 
 
+def loads_record(number: int, line: bytes) -> Any:
+    """The JSON value of JSONL line `number`; BadData naming the line if it is not JSON or an
+    object in it (the record, or one of its fields' objects: props, a queue definition) names
+    a field twice. RFC 8259 leaves which one counts to the parser; a record is refused instead
+    of one of its values being dropped unseen.
+
+    Without a second parse: every name in a JSON text is followed by a colon, and a colon is
+    otherwise only ever inside a string, written as itself or as a `\\u` escape; the value's
+    value written back (orjson) has one colon for every name kept and the same colons inside its
+    strings. So with no `\\u` in the line, as many colons in the line as in what is written
+    back means no name was dropped (and as many as names, without writing it back: a record of
+    your own with no colon in its texts);
+    any other line goes through the standard library's parser, which lists every pair."""
+    try:
+        record = jsonl.loads(line)
+    except ValueError as exc:
+        raise errors.BadData(f"line {number}: not JSON: {exc}") from None
+    if type(record) is dict:
+        colons = line.count(b":")
+        props = record.get("props")
+        if colons == len(record) + (len(props) if type(props) is dict else 0):
+            return record  # a colon for each name (of the record and its props), and no other
+        try:
+            same = b"\\u" not in line and colons == jsonl.dumps(record).count(b":")
+        except TypeError:  # nested deeper than orjson writes (it reads deeper)
+            same = False
+        if not same:
+            _refuse_duplicates(number, line)
+    return record
+
+
+def _refuse_duplicates(number: int, line: bytes) -> None:
+    import json
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for name, _ in items:
+            if name in seen:
+                raise errors.BadData(f"line {number}: field {name!r} is given twice")
+            seen.add(name)
+        return dict(items)
+
+    try:
+        json.loads(line, object_pairs_hook=pairs)
+    except RecursionError:  # nested deeper than Python's parser goes (orjson took up to 1,024)
+        raise errors.BadData(f"line {number}: nested too deeply for a record") from None
+
+
 def read_records(stream: BinaryIO, limit: int,
                  other: Optional[Callable[[int, object], Any]] = None) -> Iterator[tuple[int, Any]]:
     """(line number, record) for each non-empty JSONL line; a bad or overlong line is BadData
     naming it. `other(line number, parsed JSON)` may claim a line that is not a message (an
     export's queue definitions): what it returns, if not None, is yielded instead."""
-    from . import jsonl
 
     for number, line in jsonl_lines(stream, limit):
         if line.isspace() or not line:
             continue
-        try:
-            record = jsonl.loads(line)
-        except ValueError as exc:
-            raise errors.BadData(f"line {number}: not JSON: {exc}") from None
+        record = loads_record(number, line)
         if other is not None and (claimed := other(number, record)) is not None:
             yield number, claimed
             continue
@@ -269,9 +314,12 @@ def put_record(record: Any, now_us: int) -> Message | NewMessage:
 
 
 def _json_shown(value: Any) -> str:
-    from . import jsonl
-
-    return jsonl.dumps(value).decode("utf-8")[:40]
+    """The start of a field's value as JSON, for an error line; a value nested deeper than
+    orjson writes (it reads deeper) is named by its type."""
+    try:
+        return jsonl.dumps(value).decode("utf-8")[:40]
+    except TypeError:
+        return f"a deeply nested {'array' if isinstance(value, list) else 'object'}"
 
 
 def _b64(text: str) -> bytes:
@@ -324,14 +372,13 @@ def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterator
     nothing of its batch, as `import -` does."""
     import time
 
-    from .jsonl import loads
 
     now = int(time.time() * 1_000_000)  # an `expires` must be later than the start
 
     def records() -> Iterator[tuple[int, Message | NewMessage]]:
         for number, line in jsonl_lines(stream, limit):
             if line and not line.isspace():
-                m = _record_of(number, line, now, loads)
+                m = _record_of(number, line, now)
                 if len(m.body) > max_message_size:
                     raise too_large(max_message_size, len(m.body), where=f"line {number}: ")
                 yield number, m
@@ -344,11 +391,8 @@ def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterator
     yield from records()
 
 
-def _record_of(number: int, line: bytes, now_us: int, loads: Callable[[bytes], Any]) -> Message | NewMessage:
-    try:
-        record = loads(line)
-    except ValueError as exc:
-        raise errors.BadData(f"line {number}: not JSON: {exc}") from None
+def _record_of(number: int, line: bytes, now_us: int) -> Message | NewMessage:
+    record = loads_record(number, line)
     try:
         return put_record(record, now_us)
     except (errors.BadData, errors.InvalidArgument) as exc:

@@ -1120,8 +1120,10 @@ class Store(Forwarding):
                      where: str | None = None, page: int = 1000) -> Iterator[list[Message]]:
         """What `browse` returns, in pages: snapshots of `page` messages, each resuming after the
         last one's place (as `export_messages` reads): a browse of a deep queue holds neither
-        every message in memory nor one long read transaction while its output is written. A
-        message that moves meanwhile may show up twice or not at all, as in any paged scan."""
+        every message in memory nor one long read transaction while its output is written.
+        A message's place (priority, seq) never changes, so between pages none is shown twice,
+        and one there all along is shown; one that changed meanwhile is shown as the page that
+        reached its place found it (docs/design.md#states: browse between pages)."""
         f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority,
                    where=where)
         wanted = _states(states)

@@ -29,6 +29,7 @@ from .errors import ForeignOwner, StorePermission, StoreUnavailable
 # repeated here rather than imported so this module depends on nothing of the store's
 _FILES = ("mqcli-store.json", "data.mdb", "lock.mdb")
 _FOLDERS = ("wait", "holders")
+_LMDB_FILES = ("data.mdb", "lock.mdb")
 
 
 def describe(uid: int) -> str:
@@ -167,6 +168,12 @@ def check_store(path: Path, *, allow_foreign: bool = False, owner: int | None = 
             # root, allowed, uses the store of its directory's owner: not a third user's files
             if fst.st_uid != st.st_uid or foreign is None:
                 require_owner(fst, what, owner=owner)
+            if name in _LMDB_FILES and fst.st_nlink != 1:
+                # another name for the same file: another store (`cp -al`, `ln`) sharing these
+                # pages under its own lock file, whose writers would not see ours
+                raise StorePermission(f"{what} has {fst.st_nlink} names (hard links); a store's data and "
+                                      f"lock files must have one: copy the store with `mqcli backup` "
+                                      f"instead of linking it")
             if name in _FILES:
                 checked.files[name] = _identity(fst)
         return checked

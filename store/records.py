@@ -691,7 +691,7 @@ def _from_dict(d: Any) -> Message:
         if value is _MISSING:
             value = default
         elif type(value) is not kind and not (value is None and nullable):
-            raise BadData(f"field {key!r} has the wrong type: {value!r}")
+            raise BadData(f"field {key!r} has the wrong type: {_shown(value)}")
         f[key] = value
     if "body_b64" in d:
         if "body" in d:
@@ -739,12 +739,20 @@ def _from_dict(d: Any) -> Message:
     return m
 
 
+def _shown(value: object) -> str:
+    """A field's value in an error line: its repr cut short in length and depth (a value
+    nested a thousand deep has no full repr)."""
+    import reprlib
+
+    return reprlib.repr(value)
+
+
 def _required(d: dict[str, Any], key: str) -> str:
     value = d.get(key, _MISSING)
     if value is _MISSING:
         raise BadData(f"field {key!r} is missing")
     if type(value) is not str:
-        raise BadData(f"field {key!r} has the wrong type: {value!r}")
+        raise BadData(f"field {key!r} has the wrong type: {_shown(value)}")
     return value
 
 

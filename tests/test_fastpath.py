@@ -164,6 +164,10 @@ CASES: list[tuple[str, ...]] = [
     ("browse", "q", "--state", "bogus"),
     ("browse", "--", "q"),
     ("--allow-unsafe-permissions", "--allow-foreign-owner", "browse", "q", "-o", "hex", "-n", "1"),
+    # values click takes as they are (tests/test_fastpath_fuzz.py): an option's name as a value,
+    # int() of spaces and other digits
+    ("put", "q", "x", "--label", "--help", "-p", " 3 "),
+    ("get", "q", "--confirm-id", "٥", "-n", "٢", "-o", "jsonl"),
 ]
 ENV_CASES: list[tuple[dict[str, str], tuple[str, ...]]] = [
     ({"MQCLI_STORE": ""}, ("put", "q", "hello")),
@@ -176,9 +180,8 @@ _TYPER_ONLY = "import sys; sys.argv[0] = 'mqcli'; from mqcli.__main__ import mai
 _MOMENT = re.compile(r'"put_time":"[^"]*"|"unique_id":"[^"]*"')
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("fastpath") / "template"
+def make_template(path: Path) -> Path:
+    """The store each command line runs on a copy of (also tests/test_fastpath_fuzz.py's)."""
     with Store.open(path, create=True, name="fast") as st:
         for name in ("q", "empty"):
             st.create_queue(name)
@@ -186,6 +189,11 @@ def template(tmp_path_factory) -> Path:
                           NewMessage(b"two", priority=5, label="second"),
                           NewMessage(b"\x00\xff three", priority=3)])
     return path
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    return make_template(tmp_path_factory.mktemp("fastpath") / "template")
 
 
 def _run(fast: bool, env_extra: dict[str, str], argv: tuple[str, ...], template: Path, where: Path) -> tuple:
