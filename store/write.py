@@ -181,6 +181,7 @@ class Write:
                 q = decode_queue(raw)
                 self._queue_cache[key] = (raw, q)
             self._queues[key] = q
+            self._qnames[q.qid] = q.name  # what queue_name would read back for its qid
         return q
 
     def create_queue(self, name: str, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
@@ -267,6 +268,7 @@ class Write:
         self.lt.delete(keys.qtimes_key(qid), db=meta)
         self.lt.delete(queue_counters.counters_key(qid), db=meta)
         self.lt.delete(queue_counters.reasons_key(qid), db=meta)
+        self._qnames.pop(qid, None)
         self._qstats.pop(qid, None)
         self._qtimes.pop(qid, None)
         self._qcounters.pop(qid, None)
@@ -352,9 +354,17 @@ class Write:
 
     # ---- records -----------------------------------------------------------------------
 
-    def load(self, seq: int, location: bytes) -> Message | None:
+    def load(self, seq: int, location: bytes, in_flight: bool = False) -> Message | None:
         """The message `seq` at `location` (an index entry's value): its position entry if it
-        is available, else its held record."""
+        is available, else its held record. `in_flight`: an entry of an in-flight index (K, L,
+        T), whose record is in `msg` unless held in place, so that is read first (a record is
+        never in both)."""
+        if in_flight:
+            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            if raw is not None:
+                m = decode(raw)
+                m.queue = self.queue_name(m.qid)
+                return m
         raw = self.lt.get(keys.POS + location + keys.seq_key(seq), db=self.pos_db)
         if raw is None:
             raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
@@ -406,6 +416,20 @@ class Write:
     def holds_changed(self) -> None:
         """A hold was made, changed or ended in this transaction: read them again."""
         self._placed = None
+
+    def maintenance_due(self) -> bool:
+        """Whether a write's maintenance (Store._maintain) has anything to do: a holder's row, or
+        a lease, an expiry or a transaction timeout whose deadline passed. The first entry of
+        each deadline index is the soonest: one cursor step each."""
+        if self.any_held():
+            return True
+        cur, now = self.lt.cursor(db=self.idx_db), self.now
+        for tag in _DEADLINE_TAGS:
+            if cur.set_range(tag):
+                key = cur.key()
+                if key[:1] == tag and keys.deadline_of(key) <= now:
+                    return True
+        return False
 
     def any_held(self) -> bool:
         """Does any process hold messages (a row in `holders`, store/holders.py)?"""
@@ -862,10 +886,10 @@ class Write:
             if matches(RecordView(record, name), now):  # type: ignore[arg-type]
                 yield decode(record, name)
 
-    def by_index(self, prefix: bytes) -> Iterator[Message]:
-        """The messages an index prefix points at, in index order."""
+    def by_index(self, prefix: bytes, in_flight: bool = False) -> Iterator[Message]:
+        """The messages an index prefix points at, in index order (`in_flight`: see load)."""
         for seq, location in [(keys.seq_of(key), value) for key, value in self.index_items(prefix)]:
-            m = self.load(seq, location)
+            m = self.load(seq, location, in_flight)
             if m is not None:
                 yield m
 
@@ -910,7 +934,7 @@ class Write:
                 return
 
     def with_confirm_id(self, q: QueueInfo, confirm_id: int) -> list[Message]:
-        found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id)))
+        found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id), True))
         if not found:
             raise ids.unknown(self, keys.CONFIRM, q, confirm_id)  # unknown, or its lease lapsed
         return found
@@ -1012,6 +1036,18 @@ class Write:
             self.got(q, taken)
         return taken
 
+    def take_two_phase(self, q: QueueInfo, lease_us: int | None) -> Message | None:
+        """The next available message of the queue, got two-phase under a fresh confirm id
+        (ids.draw) with an optional lease: the get of a consumer's ack and next, as `get_many`
+        with confirm_id AUTO takes one ([MS-MQDMPR] 3.1.7.1.10 iTwoPhaseRead). None if none."""
+        item = next(self.positions(keys.queue_prefix(q.qid)), None)
+        if item is None:
+            return None
+        m = decode(item[1], q.name)
+        now = self.now
+        return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=ids.draw(self, keys.CONFIRM, q),
+                               since=now, lease_expires=now + lease_us if lease_us else m.lease_expires)
+
     def hold_next(self, q: QueueInfo, priority: int | None, count: int) -> list[tuple[bytes, bytes]]:
         """The next `count` available messages, to be held in place (store/holders.py): their
         position keys and records, nothing changed and nothing decoded, so the write
@@ -1091,6 +1127,7 @@ def _as_held(m: Message, hold: holders.Hold) -> None:
 
 
 _NOTHING_PLACED: dict[int, tuple[int, holders.Hold]] = {}
+_DEADLINE_TAGS = (keys.LEASE, keys.EXPIRY, keys.TX_TIMEOUT)
 _KEY = itemgetter(0)
 
 
