@@ -50,7 +50,7 @@ from .records import (
 )
 from . import addressing, deadletters, holders, ids, msmq_transactions
 from .msmq_transactions import TxInfo
-from .write import GONE, MAINTENANCE_BATCH, Write, new_guid
+from .write import GONE, MAINTENANCE_BATCH, Carry, Write, new_guid
 
 T = TypeVar("T")
 FOREVER = None
@@ -328,6 +328,7 @@ class Store(Forwarding):
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
         self._as_is = 0  # > 0: inside `as_is()`, reads run no maintenance
+        self._carry: Carry | None = None  # what this process's last commit left (write.Carry)
 
     # ---- opening -----------------------------------------------------------------------
 
@@ -498,10 +499,15 @@ class Store(Forwarding):
         try:
             with self._env.begin(write=True) as lt:
                 t = Write(lt, self._dbs, self._now(), self._queue_cache)
+                txn = lt.id()
+                carry, self._carry = self._carry, None  # used once: a write that fails leaves none
+                if carry is not None and carry.txn + 1 == txn:  # no other write came between
+                    t.adopt(carry)
                 if maintain:
                     self._maintain(t)
                 result = fn(t)
                 t.flush()
+            self._carry = t.carry(txn)
         except (lmdb.MapFullError, lmdb.TxnFullError) as exc:
             if maintain:
                 # the maintenance may be what does not fit (a dead holder's messages going back

@@ -65,6 +65,27 @@ class Counters:
         return self.RECORD.pack(self.seq, self.msg_n, self.put_time, self.count, self.bytes)
 
 
+class Carry:
+    """The meta records a committed write of this process read or wrote (counters, per-queue
+    stats and counters, settings, the origin), as they are after its commit, for this process's
+    next write to use instead of reading them again. Valid only in the write transaction whose
+    id is the committed one's plus one: no other write came between (an aborted one changes
+    nothing and takes no id). Store._write hands it over and takes a new one at each commit."""
+
+    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters")
+
+    def __init__(self) -> None:
+        self.txn = -1
+        self.origin: bytes | None = None
+        self.counters: Counters | None = None
+        self.meta: dict[bytes, int] = {}
+        self.qstats: dict[int, list[int]] = {}
+        self.qcounters: dict[int, QueueCounters] = {}
+
+
+_NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and finds nothing
+
+
 class Write:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
 
@@ -96,14 +117,35 @@ class Write:
         # qid -> seq -> (7-priority, hold) of the messages held in place (store/holders.py),
         # read on first use and again after a hold changes
         self._placed: dict[int, dict[int, tuple[int, holders.Hold]]] | None = None
+        self._carried = _NO_CARRY
+
+    def adopt(self, carry: Carry) -> None:
+        """Use what the previous commit left (Carry): only when this transaction's id follows it."""
+        self._carried = carry
+        self._origin = carry.origin
+
+    def carry(self, txn: int) -> Carry:
+        """What this write leaves for the next, once committed as transaction `txn`."""
+        c = Carry() if self._carried is _NO_CARRY else self._carried
+        c.txn = txn
+        c.origin = self._origin
+        if self._counters is not None:
+            c.counters = self._counters
+        c.meta.update(self._meta)
+        c.qstats.update(self._qstats)
+        c.qcounters.update(self._qcounters)
+        return c
 
     # ---- meta counters -----------------------------------------------------------------
 
     def meta_int(self, name: bytes) -> int:
         value = self._meta.get(name)
         if value is None:
-            raw = self.lt.get(name, db=self.dbs["meta"])
-            value = self._meta[name] = U64.unpack(raw)[0] if raw else 0
+            value = self._carried.meta.get(name)
+            if value is None:
+                raw = self.lt.get(name, db=self.dbs["meta"])
+                value = U64.unpack(raw)[0] if raw else 0
+            self._meta[name] = value
         return value
 
     def set_meta_int(self, name: bytes, value: int) -> None:
@@ -113,7 +155,7 @@ class Write:
     @property
     def counters(self) -> Counters:
         if self._counters is None:
-            self._counters = Counters(self.lt.get(keys.META_COUNTERS, db=self.dbs["meta"]))
+            self._counters = self._carried.counters or Counters(self.lt.get(keys.META_COUNTERS, db=self.dbs["meta"]))
         return self._counters
 
     @property
@@ -243,8 +285,11 @@ class Write:
     def qstats(self, qid: int) -> list[int]:
         stats = self._qstats.get(qid)
         if stats is None:
-            raw = self.lt.get(keys.qstats_key(qid), db=self.dbs["meta"])
-            stats = self._qstats[qid] = list(keys.QSTATS.unpack(raw)) if raw else [0, 0]
+            stats = self._carried.qstats.get(qid)
+            if stats is None:
+                raw = self.lt.get(keys.qstats_key(qid), db=self.dbs["meta"])
+                stats = list(keys.QSTATS.unpack(raw)) if raw else [0, 0]
+            self._qstats[qid] = stats
         return stats
 
     def _times(self, qid: int) -> tuple[int, int]:
@@ -269,6 +314,8 @@ class Write:
         self.lt.delete(queue_counters.counters_key(qid), db=meta)
         self.lt.delete(queue_counters.reasons_key(qid), db=meta)
         self._qnames.pop(qid, None)
+        self._carried.qstats.pop(qid, None)
+        self._carried.qcounters.pop(qid, None)
         self._qstats.pop(qid, None)
         self._qtimes.pop(qid, None)
         self._qcounters.pop(qid, None)
@@ -281,12 +328,14 @@ class Write:
         """The queue's counters; with `change`, to be written at the commit."""
         c = self._qcounters.get(qid)
         if c is None:
-            raw = self.lt.get(queue_counters.counters_key(qid), db=self.dbs["meta"])
-            if raw is not None and len(raw) == queue_counters.SIZE:
-                c = QueueCounters.decode(bytes(raw))
-            else:  # a store written before these counters: its current counts, computed once
-                c = self.count_queue(qid)
-                self._qcounters_dirty.add(qid)
+            c = self._carried.qcounters.get(qid)
+            if c is None:
+                raw = self.lt.get(queue_counters.counters_key(qid), db=self.dbs["meta"])
+                if raw is not None and len(raw) == queue_counters.SIZE:
+                    c = QueueCounters.decode(bytes(raw))
+                else:  # a store written before these counters: its current counts, computed once
+                    c = self.count_queue(qid)
+                    self._qcounters_dirty.add(qid)
             self._qcounters[qid] = c
         if change:
             self._qcounters_dirty.add(qid)
