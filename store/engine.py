@@ -506,8 +506,9 @@ class Store(Forwarding):
                 if maintain:
                     self._maintain(t)
                 result = fn(t)
-                t.flush()
-            self._carry = t.carry(txn)
+                changed = t.flush()
+            if changed:  # committed as transaction `txn`: what the next one may start from
+                self._carry = t.carry(txn)
         except (lmdb.MapFullError, lmdb.TxnFullError) as exc:
             if maintain:
                 # the maintenance may be what does not fit (a dead holder's messages going back

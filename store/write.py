@@ -69,10 +69,12 @@ class Carry:
     """The meta records a committed write of this process read or wrote (counters, per-queue
     stats and counters, settings, the origin), as they are after its commit, for this process's
     next write to use instead of reading them again. Valid only in the write transaction whose
-    id is the committed one's plus one: no other write came between (an aborted one changes
-    nothing and takes no id). Store._write hands it over and takes a new one at each commit."""
+    id is the committed one's plus one: no other write came between (an aborted one, or a
+    commit that changed nothing, takes no id). So it is made only by a commit that changed the
+    store (Write.flush wrote), and used once: Store._write hands it over at the start of a
+    write and takes a new one after its commit."""
 
-    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters")
+    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes")
 
     def __init__(self) -> None:
         self.txn = -1
@@ -81,6 +83,7 @@ class Carry:
         self.meta: dict[bytes, int] = {}
         self.qstats: dict[int, list[int]] = {}
         self.qcounters: dict[int, QueueCounters] = {}
+        self.qtimes: dict[int, tuple[int, int]] = {}
 
 
 _NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and finds nothing
@@ -103,6 +106,7 @@ class Write:
         self._qnames: dict[int, str] = {}
         self._qstats: dict[int, list[int]] = {}
         self._qtimes: dict[int, list[int]] = {}  # qid -> [last put, last get] this commit set (0: not)
+        self._qtimes_stored: dict[int, tuple[int, int]] = {}  # qid -> (last put, last get) as stored
         self._qcounters: dict[int, QueueCounters] = {}  # store/queue_counters.py, as read or computed
         self._qcounters_dirty: set[int] = set()
         self._qreasons: dict[int, dict[str, int]] = {}  # dead-lettered by reason, changed here
@@ -134,6 +138,7 @@ class Write:
         c.meta.update(self._meta)
         c.qstats.update(self._qstats)
         c.qcounters.update(self._qcounters)
+        c.qtimes.update(self._qtimes_stored)
         return c
 
     # ---- meta counters -----------------------------------------------------------------
@@ -178,9 +183,13 @@ class Write:
             self._qm_name = bytes(self.lt.get(keys.META_NAME, db=self.dbs["meta"]) or b"").decode()
         return self._qm_name
 
-    def flush(self) -> None:
-        """Write the counters this transaction changed."""
+    def flush(self) -> bool:
+        """Write the counters this transaction changed. True if it wrote any: the commit then
+        changes the store, and so takes a transaction id of its own (an LMDB commit that
+        changed nothing leaves the id to the next writer; Store._write carries nothing then)."""
         meta = self.dbs["meta"]
+        wrote = bool(self._meta_dirty or self._counters is not None or self._qstats or self._qtimes
+                     or self._qcounters_dirty or self._qreasons)
         for name in self._meta_dirty:
             self.lt.put(name, U64.pack(self._meta[name]), db=meta)
         if self._counters is not None:
@@ -188,11 +197,13 @@ class Write:
         for qid, (count, size) in self._qstats.items():
             self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
         for qid in self._qtimes:
-            self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(*self._times(qid)), db=meta)
+            times = self._qtimes_stored[qid] = self._times(qid)
+            self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(*times), db=meta)
         for qid in self._qcounters_dirty:
             self.lt.put(queue_counters.counters_key(qid), self._qcounters[qid].encode(), db=meta)
         for qid, reasons in self._qreasons.items():
             self.lt.put(queue_counters.reasons_key(qid), queue_counters.encode_reasons(reasons), db=meta)
+        return wrote
 
     # ---- queues ------------------------------------------------------------------------
 
@@ -294,8 +305,11 @@ class Write:
 
     def _times(self, qid: int) -> tuple[int, int]:
         """Last put and last get (0: never): what this commit set, else what is stored."""
-        raw = self.lt.get(keys.qtimes_key(qid), db=self.dbs["meta"])
-        put, got = keys.QTIMES.unpack(raw) if raw else (0, 0)
+        stored = self._qtimes_stored.get(qid) or self._carried.qtimes.get(qid)
+        if stored is None:
+            raw = self.lt.get(keys.qtimes_key(qid), db=self.dbs["meta"])
+            stored = self._qtimes_stored[qid] = keys.QTIMES.unpack(raw) if raw else (0, 0)
+        put, got = stored
         pending = self._qtimes.get(qid)
         if pending is not None:
             put, got = pending[0] or put, pending[1] or got
@@ -316,6 +330,8 @@ class Write:
         self._qnames.pop(qid, None)
         self._carried.qstats.pop(qid, None)
         self._carried.qcounters.pop(qid, None)
+        self._carried.qtimes.pop(qid, None)
+        self._qtimes_stored.pop(qid, None)
         self._qstats.pop(qid, None)
         self._qtimes.pop(qid, None)
         self._qcounters.pop(qid, None)
