@@ -79,4 +79,9 @@ def test_bench_states_the_ceiling_of_the_one_at_a_time_targets(tmp_path):
     doc = json.loads(out.read_text())
     bounds = {key: wl["target"]["bound"]["floor"] for key, wl in doc["workloads"].items()}
     assert bounds == {"put_single": "py-lmdb/store-pattern", "get_confirm": "py-lmdb/one commit"}
-    assert proc.stdout.count("ceiling: a store costing exactly the") == 2
+    # workload 4 also states what the store's own write pattern allows
+    design = doc["workloads"]["get_confirm"]["target"]["design_bound"]
+    results = doc["workloads"]["get_confirm"]["results"]
+    assert design["floor"] == "py-lmdb/store-pattern"
+    assert design["ratio"] == pytest.approx(results[design["floor"]]["msgs_per_s"] / results["persist-queue"]["msgs_per_s"])
+    assert proc.stdout.count("ceiling: a store costing exactly the") == 3
