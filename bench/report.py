@@ -151,10 +151,11 @@ def render_table(results: list[WorkloadResult], info: dict, sizes: Sizes, notes:
                     target, met = "context", ""
             lines.append(f"{title:<42} {name:<21} {c.messages:>8,} {_fmt_rate(c.median):>11} "
                          f"{_spread(c.rounds, c.median):>7} {ratio:>8} {target:>7}  {met}")
-        bound = wr.bound()
-        if bound is not None:
-            lines.append(f"{'':<42} ceiling: a store costing exactly the {wl.floor!r} row would be "
-                         f"{bound:.2f}x {wl.target.peer} (target >={wl.target.min_ratio:g}x)")
+        for floor in filter(None, (wl.floor, wl.design_floor)):
+            bound = wr.bound(floor)
+            if bound is not None:
+                lines.append(f"{'':<42} ceiling: a store costing exactly the {floor!r} row would be "
+                             f"{bound:.2f}x {wl.target.peer} (target >={wl.target.min_ratio:g}x)")
         lines.append("")
     lines.append("spread = (max - min) / median over the rounds.")
     for n in notes:
@@ -194,6 +195,8 @@ def build_json(results: list[WorkloadResult], info: dict, sizes: Sizes, args,
                       "ratio": r, "met": met}
             if wl.floor is not None:
                 target["bound"] = {"floor": wl.floor, "ratio": wr.bound()}
+            if wl.design_floor is not None:
+                target["design_bound"] = {"floor": wl.design_floor, "ratio": wr.bound(wl.design_floor)}
         workloads[wl.key] = {
             "title": wl.title.format(batch=wr.batch),
             "messages_per_commit": 1 if wl.size == "single" else wr.batch,

@@ -49,12 +49,14 @@ class WorkloadResult:
     def ratio(self, peer: str) -> float:
         return self.contenders[STORE].median / self.contenders[peer].median
 
-    def bound(self) -> float | None:
-        """The best ratio against the target peer that the workload's floor row allows."""
+    def bound(self, floor: str | None = None) -> float | None:
+        """The best ratio against the target peer that the workload's floor row (or the row
+        `floor`) allows."""
         wl = self.workload
-        if wl.floor is None or wl.target is None or wl.target.min_rate is not None:
+        floor = floor or wl.floor
+        if floor is None or wl.target is None or wl.target.min_rate is not None:
             return None
-        return self.contenders[wl.floor].median / self.contenders[wl.target.peer].median
+        return self.contenders[floor].median / self.contenders[wl.target.peer].median
 
 
 def sizes_for(args) -> Sizes:

@@ -50,7 +50,7 @@ from .records import (
 )
 from . import addressing, deadletters, holders, ids, msmq_transactions
 from .msmq_transactions import TxInfo
-from .write import GONE, MAINTENANCE_BATCH, Write, new_guid
+from .write import GONE, MAINTENANCE_BATCH, Carry, Write, new_guid
 
 T = TypeVar("T")
 FOREVER = None
@@ -328,6 +328,7 @@ class Store(Forwarding):
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
         self._as_is = 0  # > 0: inside `as_is()`, reads run no maintenance
+        self._carry: Carry | None = None  # what this process's last commit left (write.Carry)
 
     # ---- opening -----------------------------------------------------------------------
 
@@ -483,6 +484,8 @@ class Store(Forwarding):
         and the steps after skip the messages of live holders), then lapsed leases are undone,
         expired messages dead-lettered and timed-out transactions aborted. `sweep` runs the
         same steps until nothing is left."""
+        if not t.maintenance_due():  # the usual case: nothing is due
+            return SweepResult()
         if t.any_held():
             holders.recover(t, self._holder)
         done = SweepResult(leases_undone=t.lapse_leases(), expired=t.expire_messages())
@@ -496,10 +499,16 @@ class Store(Forwarding):
         try:
             with self._env.begin(write=True) as lt:
                 t = Write(lt, self._dbs, self._now(), self._queue_cache)
+                txn = lt.id()
+                carry, self._carry = self._carry, None  # used once: a write that fails leaves none
+                if carry is not None and carry.txn + 1 == txn:  # no other write came between
+                    t.adopt(carry)
                 if maintain:
                     self._maintain(t)
                 result = fn(t)
-                t.flush()
+                changed = t.flush()
+            if changed:  # committed as transaction `txn`: what the next one may start from
+                self._carry = t.carry(txn)
         except (lmdb.MapFullError, lmdb.TxnFullError) as exc:
             if maintain:
                 # the maintenance may be what does not fit (a dead holder's messages going back
@@ -1258,10 +1267,14 @@ class Store(Forwarding):
         """Confirm `confirm_ids` and get the next message two-phase under a fresh confirm id,
         in one durable commit (Consumer.next). Returns the message (None if none came within
         `wait`; the confirms are committed then too) and the confirms that failed: an id whose
-        lease lapsed or that is unknown (exit 4) does not stop the others or the get."""
+        lease lapsed or that is unknown (exit 4) does not stop the others or the get.
+
+        The consumer's loop (no selector) runs as one straight write: the confirms, then the
+        next available message taken two-phase (Write.take_two_phase). Only when none is
+        there and the caller waits does it go on as `get` waits, its confirms committed."""
         failed: list[tuple[int, StoreError]] = []
 
-        def acks(t: Write) -> None:
+        def acks(t: Write) -> Any:
             failed.clear()  # a retried write runs this again
             q = addressing.lookup(t, queue)
             for confirm_id in confirm_ids:
@@ -1269,6 +1282,20 @@ class Store(Forwarding):
                     _confirm(t, q, confirm_id)
                 except (MessageNotFound, AlreadyReceived) as exc:  # lapsed, unknown, or not ours
                     failed.append((confirm_id, exc))
+            return q
+        if where is None:
+            try:
+                if wait is not None and not is_seconds(wait):
+                    raise InvalidArgument(_not_seconds(wait, "wait") + " (None waits forever)")
+                lease_us = _seconds(lease, "lease")
+                m = self._write(lambda t: t.take_two_phase(acks(t), lease_us))
+            except BaseException:
+                if confirm_ids:  # the get's write failed: the confirms alone, as the chained get does
+                    self._write(acks)
+                raise
+            if m is not None or wait == 0:
+                return m, failed
+            confirm_ids = []  # committed: the wait below confirms nothing more
         chain = _Chain(acks if confirm_ids else None)
         try:
             found = self._get_many(queue, 1, wait=wait, confirm_id=AUTO, lease=lease, where=where, chain=chain)

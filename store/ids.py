@@ -105,7 +105,9 @@ def time_key(at: int, key: bytes) -> bytes:
 def pending(t: Write, tag: bytes, qid: int, ident: int) -> bool:
     """Whether some in-flight message of the queue holds the id: one cursor step on the
     confirm (K) or lock (L) index."""
-    return next(t.index_items(keys.id_in_queue_prefix(tag, qid, ident)), None) is not None
+    prefix = keys.id_in_queue_prefix(tag, qid, ident)
+    cur = t.lt.cursor(db=t.idx_db)
+    return cur.set_range(prefix) and cur.key().startswith(prefix)
 
 
 def lapse_of(t: Write, tag: bytes, qid: int, ident: int) -> Lapse | None:

@@ -65,6 +65,30 @@ class Counters:
         return self.RECORD.pack(self.seq, self.msg_n, self.put_time, self.count, self.bytes)
 
 
+class Carry:
+    """The meta records a committed write of this process read or wrote (counters, per-queue
+    stats and counters, settings, the origin), as they are after its commit, for this process's
+    next write to use instead of reading them again. Valid only in the write transaction whose
+    id is the committed one's plus one: no other write came between (an aborted one, or a
+    commit that changed nothing, takes no id). So it is made only by a commit that changed the
+    store (Write.flush wrote), and used once: Store._write hands it over at the start of a
+    write and takes a new one after its commit."""
+
+    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes")
+
+    def __init__(self) -> None:
+        self.txn = -1
+        self.origin: bytes | None = None
+        self.counters: Counters | None = None
+        self.meta: dict[bytes, int] = {}
+        self.qstats: dict[int, list[int]] = {}
+        self.qcounters: dict[int, QueueCounters] = {}
+        self.qtimes: dict[int, tuple[int, int]] = {}
+
+
+_NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and finds nothing
+
+
 class Write:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
 
@@ -82,6 +106,7 @@ class Write:
         self._qnames: dict[int, str] = {}
         self._qstats: dict[int, list[int]] = {}
         self._qtimes: dict[int, list[int]] = {}  # qid -> [last put, last get] this commit set (0: not)
+        self._qtimes_stored: dict[int, tuple[int, int]] = {}  # qid -> (last put, last get) as stored
         self._qcounters: dict[int, QueueCounters] = {}  # store/queue_counters.py, as read or computed
         self._qcounters_dirty: set[int] = set()
         self._qreasons: dict[int, dict[str, int]] = {}  # dead-lettered by reason, changed here
@@ -96,14 +121,36 @@ class Write:
         # qid -> seq -> (7-priority, hold) of the messages held in place (store/holders.py),
         # read on first use and again after a hold changes
         self._placed: dict[int, dict[int, tuple[int, holders.Hold]]] | None = None
+        self._carried = _NO_CARRY
+
+    def adopt(self, carry: Carry) -> None:
+        """Use what the previous commit left (Carry): only when this transaction's id follows it."""
+        self._carried = carry
+        self._origin = carry.origin
+
+    def carry(self, txn: int) -> Carry:
+        """What this write leaves for the next, once committed as transaction `txn`."""
+        c = Carry() if self._carried is _NO_CARRY else self._carried
+        c.txn = txn
+        c.origin = self._origin
+        if self._counters is not None:
+            c.counters = self._counters
+        c.meta.update(self._meta)
+        c.qstats.update(self._qstats)
+        c.qcounters.update(self._qcounters)
+        c.qtimes.update(self._qtimes_stored)
+        return c
 
     # ---- meta counters -----------------------------------------------------------------
 
     def meta_int(self, name: bytes) -> int:
         value = self._meta.get(name)
         if value is None:
-            raw = self.lt.get(name, db=self.dbs["meta"])
-            value = self._meta[name] = U64.unpack(raw)[0] if raw else 0
+            value = self._carried.meta.get(name)
+            if value is None:
+                raw = self.lt.get(name, db=self.dbs["meta"])
+                value = U64.unpack(raw)[0] if raw else 0
+            self._meta[name] = value
         return value
 
     def set_meta_int(self, name: bytes, value: int) -> None:
@@ -113,7 +160,7 @@ class Write:
     @property
     def counters(self) -> Counters:
         if self._counters is None:
-            self._counters = Counters(self.lt.get(keys.META_COUNTERS, db=self.dbs["meta"]))
+            self._counters = self._carried.counters or Counters(self.lt.get(keys.META_COUNTERS, db=self.dbs["meta"]))
         return self._counters
 
     @property
@@ -136,9 +183,13 @@ class Write:
             self._qm_name = bytes(self.lt.get(keys.META_NAME, db=self.dbs["meta"]) or b"").decode()
         return self._qm_name
 
-    def flush(self) -> None:
-        """Write the counters this transaction changed."""
+    def flush(self) -> bool:
+        """Write the counters this transaction changed. True if it wrote any: the commit then
+        changes the store, and so takes a transaction id of its own (an LMDB commit that
+        changed nothing leaves the id to the next writer; Store._write carries nothing then)."""
         meta = self.dbs["meta"]
+        wrote = bool(self._meta_dirty or self._counters is not None or self._qstats or self._qtimes
+                     or self._qcounters_dirty or self._qreasons)
         for name in self._meta_dirty:
             self.lt.put(name, U64.pack(self._meta[name]), db=meta)
         if self._counters is not None:
@@ -146,11 +197,13 @@ class Write:
         for qid, (count, size) in self._qstats.items():
             self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
         for qid in self._qtimes:
-            self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(*self._times(qid)), db=meta)
+            times = self._qtimes_stored[qid] = self._times(qid)
+            self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(*times), db=meta)
         for qid in self._qcounters_dirty:
             self.lt.put(queue_counters.counters_key(qid), self._qcounters[qid].encode(), db=meta)
         for qid, reasons in self._qreasons.items():
             self.lt.put(queue_counters.reasons_key(qid), queue_counters.encode_reasons(reasons), db=meta)
+        return wrote
 
     # ---- queues ------------------------------------------------------------------------
 
@@ -181,6 +234,7 @@ class Write:
                 q = decode_queue(raw)
                 self._queue_cache[key] = (raw, q)
             self._queues[key] = q
+            self._qnames[q.qid] = q.name  # what queue_name would read back for its qid
         return q
 
     def create_queue(self, name: str, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
@@ -242,14 +296,20 @@ class Write:
     def qstats(self, qid: int) -> list[int]:
         stats = self._qstats.get(qid)
         if stats is None:
-            raw = self.lt.get(keys.qstats_key(qid), db=self.dbs["meta"])
-            stats = self._qstats[qid] = list(keys.QSTATS.unpack(raw)) if raw else [0, 0]
+            stats = self._carried.qstats.get(qid)
+            if stats is None:
+                raw = self.lt.get(keys.qstats_key(qid), db=self.dbs["meta"])
+                stats = list(keys.QSTATS.unpack(raw)) if raw else [0, 0]
+            self._qstats[qid] = stats
         return stats
 
     def _times(self, qid: int) -> tuple[int, int]:
         """Last put and last get (0: never): what this commit set, else what is stored."""
-        raw = self.lt.get(keys.qtimes_key(qid), db=self.dbs["meta"])
-        put, got = keys.QTIMES.unpack(raw) if raw else (0, 0)
+        stored = self._qtimes_stored.get(qid) or self._carried.qtimes.get(qid)
+        if stored is None:
+            raw = self.lt.get(keys.qtimes_key(qid), db=self.dbs["meta"])
+            stored = self._qtimes_stored[qid] = keys.QTIMES.unpack(raw) if raw else (0, 0)
+        put, got = stored
         pending = self._qtimes.get(qid)
         if pending is not None:
             put, got = pending[0] or put, pending[1] or got
@@ -267,6 +327,11 @@ class Write:
         self.lt.delete(keys.qtimes_key(qid), db=meta)
         self.lt.delete(queue_counters.counters_key(qid), db=meta)
         self.lt.delete(queue_counters.reasons_key(qid), db=meta)
+        self._qnames.pop(qid, None)
+        self._carried.qstats.pop(qid, None)
+        self._carried.qcounters.pop(qid, None)
+        self._carried.qtimes.pop(qid, None)
+        self._qtimes_stored.pop(qid, None)
         self._qstats.pop(qid, None)
         self._qtimes.pop(qid, None)
         self._qcounters.pop(qid, None)
@@ -279,12 +344,14 @@ class Write:
         """The queue's counters; with `change`, to be written at the commit."""
         c = self._qcounters.get(qid)
         if c is None:
-            raw = self.lt.get(queue_counters.counters_key(qid), db=self.dbs["meta"])
-            if raw is not None and len(raw) == queue_counters.SIZE:
-                c = QueueCounters.decode(bytes(raw))
-            else:  # a store written before these counters: its current counts, computed once
-                c = self.count_queue(qid)
-                self._qcounters_dirty.add(qid)
+            c = self._carried.qcounters.get(qid)
+            if c is None:
+                raw = self.lt.get(queue_counters.counters_key(qid), db=self.dbs["meta"])
+                if raw is not None and len(raw) == queue_counters.SIZE:
+                    c = QueueCounters.decode(bytes(raw))
+                else:  # a store written before these counters: its current counts, computed once
+                    c = self.count_queue(qid)
+                    self._qcounters_dirty.add(qid)
             self._qcounters[qid] = c
         if change:
             self._qcounters_dirty.add(qid)
@@ -352,9 +419,17 @@ class Write:
 
     # ---- records -----------------------------------------------------------------------
 
-    def load(self, seq: int, location: bytes) -> Message | None:
+    def load(self, seq: int, location: bytes, in_flight: bool = False) -> Message | None:
         """The message `seq` at `location` (an index entry's value): its position entry if it
-        is available, else its held record."""
+        is available, else its held record. `in_flight`: an entry of an in-flight index (K, L,
+        T), whose record is in `msg` unless held in place, so that is read first (a record is
+        never in both)."""
+        if in_flight:
+            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            if raw is not None:
+                m = decode(raw)
+                m.queue = self.queue_name(m.qid)
+                return m
         raw = self.lt.get(keys.POS + location + keys.seq_key(seq), db=self.pos_db)
         if raw is None:
             raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
@@ -406,6 +481,20 @@ class Write:
     def holds_changed(self) -> None:
         """A hold was made, changed or ended in this transaction: read them again."""
         self._placed = None
+
+    def maintenance_due(self) -> bool:
+        """Whether a write's maintenance (Store._maintain) has anything to do: a holder's row, or
+        a lease, an expiry or a transaction timeout whose deadline passed. The first entry of
+        each deadline index is the soonest: one cursor step each."""
+        if self.any_held():
+            return True
+        cur, now = self.lt.cursor(db=self.idx_db), self.now
+        for tag in _DEADLINE_TAGS:
+            if cur.set_range(tag):
+                key = cur.key()
+                if key[:1] == tag and keys.deadline_of(key) <= now:
+                    return True
+        return False
 
     def any_held(self) -> bool:
         """Does any process hold messages (a row in `holders`, store/holders.py)?"""
@@ -856,10 +945,10 @@ class Write:
             if matches(RecordView(record, name), now):  # type: ignore[arg-type]
                 yield decode(record, name)
 
-    def by_index(self, prefix: bytes) -> Iterator[Message]:
-        """The messages an index prefix points at, in index order."""
+    def by_index(self, prefix: bytes, in_flight: bool = False) -> Iterator[Message]:
+        """The messages an index prefix points at, in index order (`in_flight`: see load)."""
         for seq, location in [(keys.seq_of(key), value) for key, value in self.index_items(prefix)]:
-            m = self.load(seq, location)
+            m = self.load(seq, location, in_flight)
             if m is not None:
                 yield m
 
@@ -904,7 +993,7 @@ class Write:
                 return
 
     def with_confirm_id(self, q: QueueInfo, confirm_id: int) -> list[Message]:
-        found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id)))
+        found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id), True))
         if not found:
             raise ids.unknown(self, keys.CONFIRM, q, confirm_id)  # unknown, or its lease lapsed
         return found
@@ -1006,6 +1095,18 @@ class Write:
             self.got(q, taken)
         return taken
 
+    def take_two_phase(self, q: QueueInfo, lease_us: int | None) -> Message | None:
+        """The next available message of the queue, got two-phase under a fresh confirm id
+        (ids.draw) with an optional lease: the get of a consumer's ack and next, as `get_many`
+        with confirm_id AUTO takes one ([MS-MQDMPR] 3.1.7.1.10 iTwoPhaseRead). None if none."""
+        item = next(self.positions(keys.queue_prefix(q.qid)), None)
+        if item is None:
+            return None
+        m = decode(item[1], q.name)
+        now = self.now
+        return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=ids.draw(self, keys.CONFIRM, q),
+                               since=now, lease_expires=now + lease_us if lease_us else m.lease_expires)
+
     def hold_next(self, q: QueueInfo, priority: int | None, count: int) -> list[tuple[bytes, bytes]]:
         """The next `count` available messages, to be held in place (store/holders.py): their
         position keys and records, nothing changed and nothing decoded, so the write
@@ -1085,6 +1186,7 @@ def _as_held(m: Message, hold: holders.Hold) -> None:
 
 
 _NOTHING_PLACED: dict[int, tuple[int, holders.Hold]] = {}
+_DEADLINE_TAGS = (keys.LEASE, keys.EXPIRY, keys.TX_TIMEOUT)
 _KEY = itemgetter(0)
 
 

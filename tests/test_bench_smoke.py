@@ -79,4 +79,19 @@ def test_bench_states_the_ceiling_of_the_one_at_a_time_targets(tmp_path):
     doc = json.loads(out.read_text())
     bounds = {key: wl["target"]["bound"]["floor"] for key, wl in doc["workloads"].items()}
     assert bounds == {"put_single": "py-lmdb/store-pattern", "get_confirm": "py-lmdb/one commit"}
-    assert proc.stdout.count("ceiling: a store costing exactly the") == 2
+    # workload 4 also states what the store's own write pattern allows
+    design = doc["workloads"]["get_confirm"]["target"]["design_bound"]
+    results = doc["workloads"]["get_confirm"]["results"]
+    assert design["floor"] == "py-lmdb/store-pattern"
+    assert design["ratio"] == pytest.approx(results[design["floor"]]["msgs_per_s"] / results["persist-queue"]["msgs_per_s"])
+    assert proc.stdout.count("ceiling: a store costing exactly the") == 3
+
+
+def test_bench_paired_runs_and_checks_its_contenders(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench.paired", "30", "--tmpdir", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("1. durable put, one per commit: store / py-lmdb ")
+    assert lines[2].startswith("4. get + confirm (ack and next): store / persist-queue ")
+    assert sum("ceiling: a store costing exactly the store-pattern row" in line for line in lines) == 2
