@@ -360,19 +360,17 @@ def python_pass(paths: list[str]) -> dict:
 
 
 def spark_pass(spark, paths: list[str]) -> dict:
-    from store.analytics.routes import routes
-
-    from store.analytics.routes import MESSAGE_COLUMNS_USED, PROPERTIES_USED
+    from store.analytics.routes import PROPERTIES_USED, SOURCE_COLUMNS_USED, routes
 
     messages = (spark.read.format("mqstore").option("class", "report")
-                .option("columns", ",".join(MESSAGE_COLUMNS_USED))
+                .option("columns", ",".join(SOURCE_COLUMNS_USED))
                 .option("properties", ",".join(PROPERTIES_USED)).load(paths))
     result = routes(messages)
     try:
+        rows, summary = result.totals()
         links = {f"{r['from_qm']}>{r['to_qm']}": {"count": r["count"], "p50_ms": r["p50_ms"],
                                                   "p95_ms": r["p95_ms"], "p99_ms": r["p99_ms"]}
-                 for r in result.links.collect()}
-        summary = result.summary()
+                 for r in rows}
     finally:
         result.unpersist()
     return {"reports": summary["reports"], "invalid_reports": summary["invalid_reports"],

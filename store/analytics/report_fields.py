@@ -1,0 +1,99 @@
+"""Trace reports decoded where they are read: the `trace_*` columns of the `mqstore` source
+(docs/design.md#trace-reports).
+
+`analyze routes` needs of each report its route's identity, hop count, computer, event and the
+body's target queue. Decoded by Spark SQL expressions (labels.py) that costs the JVM more than
+the whole read (a large generated method per row, the body's regular expression per report);
+decoded here, by store/trace.py's own decoders, it costs the Python worker that reads the
+records a few microseconds a report and the rows Spark gets are a few integers and two short
+strings. Parquet exports and reports files still go through labels.py; both decoders are held
+to the same vectors (tests/vectors/), so the figures are the same either way.
+
+- `trace_route` (long): the label's identity, qm_id (4 hex digits) × 2³² + message_id, as
+  routes.py keys a route; null when the label is not a `received by`/`sent from` label.
+- `trace_hops` (int), `trace_computer` (string: a GUID lowercase, else the machine name).
+- `trace_event` (string): `received`, `sent`, `conflict`, or null for a label that does not
+  decode.
+- `trace_queue` (string): the body's target queue as written, null when the body does not
+  decode.
+
+Labels come in bursts that share all but their head, and trace.decode_label keeps those rests.
+A body is `<MESSAGE ID>` eight hex digits `</MESSAGE ID>` CR LF, then the rest (the target queue
+and the optional elements): whether it decodes, and its queue, depend on the rest alone once the
+head has that exact shape, and every message to one queue shares the rest. Bodies are therefore
+decoded once per distinct rest (per Python worker), not once per report; any other head is
+decoded whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import BadData
+from ..trace import CONFLICT, decode_body, decode_label
+
+TRACE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("trace_route", "long"), ("trace_hops", "int"), ("trace_computer", "string"),
+    ("trace_event", "string"), ("trace_queue", "string"),
+)
+TRACE_COLUMN_NAMES = frozenset(name for name, _ in TRACE_COLUMNS)
+
+# the head as the encoder writes it ([MS-MQQB] `Report`: "<MESSAGE ID>" id "</MESSAGE ID>" CR LF)
+_BODY_HEAD = re.compile(rb"<MESSAGE ID>[0-9A-Fa-f]{8}</MESSAGE ID>\r\n")
+_HEAD_LENGTH = 35
+_RESTS: dict[bytes, str | None] = {}  # a body's rest → its target queue (None: does not decode)
+_MAX_RESTS = 65536
+
+
+def body_queue(body: bytes) -> str | None:
+    """The target queue of a report body (bytes as stored), None when it does not decode."""
+    if _BODY_HEAD.match(body) is None:
+        return _decoded_queue(body)
+    rest = body[_HEAD_LENGTH:]
+    try:
+        return _RESTS[rest]
+    except KeyError:
+        pass
+    queue = _decoded_queue(body)
+    if len(_RESTS) >= _MAX_RESTS:
+        _RESTS.clear()
+    _RESTS[rest] = queue
+    return queue
+
+
+def _decoded_queue(body: bytes) -> str | None:
+    try:
+        return decode_body(body.decode("utf-8", "surrogateescape")).queue
+    except BadData:
+        return None
+
+
+def trace_values(labels: Sequence[str], bodies: Sequence[bytes]) -> dict[str, list[Any]]:
+    """The TRACE_COLUMNS of reports with these labels and bodies, each as one list."""
+    route: list[int | None] = []
+    hops: list[int | None] = []
+    computer: list[str | None] = []
+    event: list[str | None] = []
+    for text in labels:
+        try:
+            label = decode_label(text)
+        except BadData:
+            route.append(None)
+            hops.append(None)
+            computer.append(None)
+            event.append(None)
+            continue
+        event.append(label.event)
+        if label.event == CONFLICT:
+            route.append(None)
+            hops.append(None)
+            computer.append(None)
+            continue
+        assert label.qm_id is not None and label.message_id is not None
+        route.append((int(label.qm_id, 16) << 32) + label.message_id)
+        hops.append(label.hops)
+        computer.append(label.computer)
+    return {"trace_route": route, "trace_hops": hops, "trace_computer": computer, "trace_event": event,
+            "trace_queue": list(map(body_queue, bodies))}
