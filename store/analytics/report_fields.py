@@ -17,8 +17,9 @@ to the same vectors (tests/vectors/), so the figures are the same either way.
 - `trace_queue` (string): the body's target queue as written, null when the body does not
   decode.
 
-Labels come in bursts that share all but their head, and trace.decode_label keeps those rests.
-A body is `<MESSAGE ID>` eight hex digits `</MESSAGE ID>` CR LF, then the rest (the target queue
+Labels come in bursts that share all but their head (every hop of every message traced through
+one computer in one second), so a label is decoded once per distinct rest, its route and hop
+count read from the head. A body is `<MESSAGE ID>` eight hex digits `</MESSAGE ID>` CR LF, then the rest (the target queue
 and the optional elements): whether it decodes, and its queue, depend on the rest alone once the
 head has that exact shape, and every message to one queue shares the rest. Bodies are therefore
 decoded once per distinct rest (per Python worker), not once per report; any other head is
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import BadData
-from ..trace import CONFLICT, decode_body, decode_label
+from ..trace import ReportLabel, decode_body, decode_label
 
 TRACE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_route", "long"), ("trace_hops", "int"), ("trace_computer", "string"),
@@ -45,6 +46,12 @@ _BODY_HEAD = re.compile(rb"<MESSAGE ID>[0-9A-Fa-f]{8}</MESSAGE ID>\r\n")
 _HEAD_LENGTH = 35
 _RESTS: dict[bytes, str | None] = {}  # a body's rest → its target queue (None: does not decode)
 _MAX_RESTS = 65536
+# a label's head, `qm_id:message_id:hops `: fixed width, so a label with
+# this head decodes exactly when its rest (event, computer, time-date) does (store/trace.py)
+_LABEL_HEAD = re.compile(r"[0-9A-Fa-f]{4}:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2} ", re.ASCII)
+_LABEL_HEAD_LENGTH = 17
+# a label's rest → (event, computer, whether it decodes)
+_LABEL_RESTS: dict[str, tuple[str | None, str | None, bool]] = {}
 
 
 def body_queue(body: bytes) -> str | None:
@@ -76,24 +83,38 @@ def trace_values(labels: Sequence[str], bodies: Sequence[bytes]) -> dict[str, li
     hops: list[int | None] = []
     computer: list[str | None] = []
     event: list[str | None] = []
+    rests = _LABEL_RESTS
     for text in labels:
-        try:
-            label = decode_label(text)
-        except BadData:
+        fields: tuple[str | None, str | None, bool] | None
+        if _LABEL_HEAD.match(text) is None:  # a conflict label, or one that does not decode
+            label = _label(text)
+            fields = (None, None, False) if label is None else (label.event, None, False)
+        else:
+            rest = text[_LABEL_HEAD_LENGTH:]
+            fields = rests.get(rest)
+            if fields is None:
+                label = _label(text)
+                fields = (None, None, False) if label is None else (label.event, label.computer, True)
+                if len(rests) >= _MAX_RESTS:
+                    rests.clear()
+                rests[rest] = fields
+        if not fields[2]:
             route.append(None)
             hops.append(None)
             computer.append(None)
-            event.append(None)
+            event.append(fields[0])
             continue
-        event.append(label.event)
-        if label.event == CONFLICT:
-            route.append(None)
-            hops.append(None)
-            computer.append(None)
-            continue
-        assert label.qm_id is not None and label.message_id is not None
-        route.append((int(label.qm_id, 16) << 32) + label.message_id)
-        hops.append(label.hops)
-        computer.append(label.computer)
+        # qm_id:message_id as twelve hex digits is qm_id × 2³² + message_id
+        route.append(int(text[0:4] + text[5:13], 16))
+        hops.append(int(text[14:16], 16))
+        event.append(fields[0])
+        computer.append(fields[1])
     return {"trace_route": route, "trace_hops": hops, "trace_computer": computer, "trace_event": event,
             "trace_queue": list(map(body_queue, bodies))}
+
+
+def _label(text: str) -> ReportLabel | None:
+    try:
+        return decode_label(text)
+    except BadData:
+        return None
