@@ -18,9 +18,12 @@ passes find them in the page cache.
 
 Two passes over the same stores, in one run:
 
-- spark: `store.analytics.routes` over the `mqstore` source (the columns, the two properties
-  and class=report asked for, as `mqcli analyze routes` does) in the embedded session (`local[*]`, or `--master`);
-  timed from the read to the collected links and summary. Starting the session (the JVM, the
+- spark: `store.analytics.routes` over the `mqstore` source (the columns, the property and
+  class=report asked for, labels and bodies decoded by the source as it reads, as `mqcli
+  analyze routes` does) in the embedded session (`local[*]`, or `--master`); timed from the
+  read to the collected links and summary (one job, `Routes.totals`). After the rounds, the
+  read alone (the same read and decoding, then a count) is timed once: the floor of any Spark
+  job over that read. Starting the session (the JVM, the
   first Python workers are started by the query) is measured apart.
 - python: one process reads every record (`store.records.decode`), decodes each report's label
   and body with store/trace.py's decoders (every documented form, as `analyze routes` reads them) (a body decoded once per distinct body: the
@@ -359,13 +362,31 @@ def python_pass(paths: list[str]) -> dict:
             "complete": complete, "loops": loops, "links": links}
 
 
-def spark_pass(spark, paths: list[str]) -> dict:
-    from store.analytics.routes import PROPERTIES_USED, SOURCE_COLUMNS_USED, routes
+def _reports(spark, paths: list[str]):
+    """The reports as `analyze routes` reads them from stores: the columns it uses, its
+    property, class=report, labels and bodies decoded by the source."""
+    from store.analytics.routes import PROPERTIES_USED, SOURCE_COLUMNS_USED
 
-    messages = (spark.read.format("mqstore").option("class", "report")
-                .option("columns", ",".join(SOURCE_COLUMNS_USED))
-                .option("properties", ",".join(PROPERTIES_USED)).load(paths))
-    result = routes(messages)
+    return (spark.read.format("mqstore").option("class", "report")
+            .option("columns", ",".join(SOURCE_COLUMNS_USED))
+            .option("properties", ",".join(PROPERTIES_USED)).load(paths))
+
+
+def spark_read_floor(spark, paths: list[str]) -> int:
+    """The read alone: every report read and decoded by the source as spark_pass reads them,
+    then only counted (no shuffle). What any Spark job over these reports costs at least."""
+    from pyspark.sql import functions as F
+
+    row = _reports(spark, paths).agg(F.count("trace_route").alias("n"), F.max("trace_hops")).first()
+    return int(row["n"])
+
+
+def spark_pass(spark, paths: list[str]) -> dict:
+    from store.analytics.routes import routes
+
+    # links and summary, as the Python pass computes them: one job, nothing kept for listing
+    # routes (`analyze routes` keeps the steps in memory for its listings of routes)
+    result = routes(_reports(spark, paths), cache=False)
     try:
         rows, summary = result.totals()
         links = {f"{r['from_qm']}>{r['to_qm']}": {"count": r["count"], "p50_ms": r["p50_ms"],
@@ -491,6 +512,7 @@ def run(args, info: dict, log) -> dict:
     python_cpu: list[float] = []
     spark_res = python_res = None
     pushdown = None
+    floor_s, floor_cpu = None, None
     try:
         for i in range(rounds):
             for name in (("spark", "python") if i % 2 == 0 else ("python", "spark")):
@@ -507,6 +529,15 @@ def run(args, info: dict, log) -> dict:
                 if cpu is not None and after is not None:
                     (spark_cpu if name == "spark" else python_cpu).append(after - cpu)
                 log(f"round {i + 1}: {name} {time.perf_counter() - t:.1f} s")
+        # the floor: the same read and decoding with nothing after it, in this session
+        warm(paths)
+        cpu = tree_cpu_seconds()
+        t = time.perf_counter()
+        spark_read_floor(setup.spark, paths)
+        floor_s = time.perf_counter() - t
+        after = tree_cpu_seconds()
+        floor_cpu = None if cpu is None or after is None else after - cpu
+        log(f"read floor: {floor_s:.1f} s")
         if not args.no_pushdown:
             pushdown = pushdown_pass(setup.spark, build_pushdown_store(root, reports, log))
             log(f"pushdown: {pushdown['with_pushdown_s']} s with, {pushdown['without_pushdown_s']} s without")
@@ -550,12 +581,16 @@ def run(args, info: dict, log) -> dict:
     n = desc["reports"]
     ratio = (n / spark_med) / (n / python_med)
     notes = [
-        "spark seconds: from the read to the collected links and summary, in the session "
+        "spark seconds: from the read to the collected links and summary (Routes.totals: one job; "
+        "the source decodes labels and bodies as it reads, report_fields.py), in the session "
         "already started (its start-up is session_start_s); the first query of the run also "
         "starts Spark's Python workers",
         "python: store.trace.decode_label (a regular-expression fast path; every documented form) per report "
         "and store.trace.decode_body (the ABNF parser) once per distinct body",
         "both passes read the store files from the page cache (read once before each pass)",
+        "read_floor: the Spark source's read and decoding of the same reports with only a count "
+        "after it (one round, after the rounds): no Spark job over these reports takes less; "
+        "ratio_bound is the python median over it, cpu_ratio_bound the same in CPU seconds",
         "cpu_seconds: CPU time (user + system) of this process and its descendants over each "
         "pass (Spark: the driver's JVM and the Python workers); a busy machine stretches wall "
         "time far more than CPU time",
@@ -592,6 +627,10 @@ def run(args, info: dict, log) -> dict:
                   "cpu_seconds": [round(c, 1) for c in spark_cpu]},
         "python": {"seconds": [round(s, 2) for s in python_s], "median_s": round(python_med, 2),
                    "reports_per_s": round(n / python_med), "cpu_seconds": [round(c, 1) for c in python_cpu]},
+        "read_floor": None if floor_s is None else {
+            "seconds": round(floor_s, 2), "cpu_seconds": None if floor_cpu is None else round(floor_cpu, 1),
+            "ratio_bound": round(python_med / floor_s, 3),
+            "cpu_ratio_bound": (round(_median(python_cpu) / floor_cpu, 3) if floor_cpu and python_cpu else None)},
         "ratio": round(ratio, 3),
         "ratio_with_session_start": round(python_med / (spark_med + session_s), 3),
         "target": {"min_ratio": TARGET_RATIO, "ratio": round(ratio, 3), "met": ratio >= TARGET_RATIO},
@@ -650,6 +689,10 @@ def render_table(doc: dict) -> str:
         f"passes agree: {'yes' if doc['agreement']['agree'] else 'NO: ' + '; '.join(doc['agreement']['problems'])}",
         f"CPU seconds per round: spark {doc['spark'].get('cpu_seconds')} (driver JVM and Python workers), "
         f"python {doc['python'].get('cpu_seconds')}",
+        *([f"read floor (the source's read and decoding, counted): {doc['read_floor']['seconds']:.2f} s, "
+           f"{doc['read_floor']['cpu_seconds']} CPU s; python/floor {doc['read_floor']['ratio_bound']:.2f}x "
+           f"(CPU {doc['read_floor']['cpu_ratio_bound']}x): the most any Spark job over this read can reach"]
+          if doc.get("read_floor") else []),
         "",
         f"{'link':<12}{'count':>10}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}",
     ]

@@ -62,14 +62,15 @@ LINK_FIELDS = ("from_qm", "to_qm", "count", "p50_ms", "p95_ms", "p99_ms", "mean_
 
 @dataclass
 class Routes:
-    """The results as DataFrames. `walked` (one row per route and hop step, in hop order, with
-    the next step's and the route's figures; the steps of undecodable and conflict reports in
-    rows of the null route) is kept in memory after its first use when `cache` is asked for,
-    so the routes, the links and the summary read the stores once; `unpersist()` lets it go.
-    `per_link` holds the links and every count of the summary in one small aggregate:
+    """The results as DataFrames. `steps` (one row per route and hop step; the steps of
+    undecodable and conflict reports in rows of the null route) is kept in memory after its
+    first use when `cache` is asked for, so the routes, the links and the summary read the
+    stores once; `unpersist()` lets it go. `walked` is the steps of each route in hop order
+    (one window), `per_link` the links and every count of the summary in one small aggregate:
     `totals()` gets both from one Spark job."""
 
-    walked: DataFrame    # route, hops, computer: first/last/sent/delivered times, reports, ...
+    steps: DataFrame     # route, hops, computer: first/last/sent/delivered times, reports
+    walked: DataFrame    # the steps in hop order, with the next step's and the route's figures
     routes: DataFrame    # one row per traced message
     links: DataFrame     # one row per queue manager → queue manager link
     per_link: DataFrame  # one row per link, and one (from_qm and to_qm null) for the rest
@@ -98,7 +99,7 @@ class Routes:
                        "incomplete": routes - sums["complete"], "loops": sums["loop"]}
 
     def unpersist(self) -> None:
-        self.walked.unpersist()
+        self.steps.unpersist()
 
 
 def _delivered_text(messages: DataFrame) -> Column:
@@ -224,6 +225,10 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
             F.col("route").isNotNull() & F.col("sent_t").isNull()
             & (F.col("hops") == F.max("hops").over(whole)), F.col("received_t"))))
     steps = steps.drop("said_delivered_t", "says_delivered", "received_t")
+    if cache:
+        # the steps, not the walk: a walked row carries its route's path (an array), which
+        # costs the cache more than sorting the steps again costs each query
+        steps = steps.persist()
     # the steps of every route in order, each with the next step's and its route's figures
     # (the steps of undecodable and conflict reports, route null, are walked too: only their
     # counts are used)
@@ -241,8 +246,6 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         F.max("target_queue").over(whole).alias("route_target"),
         F.min(F.when(F.col("hops") == 0, F.col("computer"))).over(whole).alias("origin"),
     )
-    if cache:
-        walked = walked.persist()
     path = F.col("path")
     qm_id = F.lpad(F.hex(F.shiftright("route", 32)), 4, "0")
     message_id = F.col("route").bitwiseAND(F.lit(0xFFFFFFFF))
@@ -283,4 +286,4 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
                         *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(("p50_ms", "p95_ms", "p99_ms"))],
                         (F.col("mean_us") / 1000.0).alias("mean_ms"), (F.col("max_us") / 1000.0).alias("max_ms"))
                 .orderBy("from_qm", "to_qm"))
-    return Routes(walked=walked, routes=routes_df, links=links_df, per_link=per_link)
+    return Routes(steps=steps, walked=walked, routes=routes_df, links=links_df, per_link=per_link)

@@ -141,9 +141,10 @@ class MqStoreDataSource(DataSource):
         if table != "messages":
             return table, select(asked, TABLES[table])
         # the decoded trace columns come after the message table's, only when asked for
-        traced = tuple(c for c in TRACE_COLUMNS if asked is not None and c[0] in asked)
-        columns = (select([c for c in asked if c not in TRACE_COLUMN_NAMES], TABLES[table]) if traced
-                   else select(asked, TABLES[table]))
+        traced = () if asked is None else tuple(c for c in TRACE_COLUMNS if c[0] in asked)
+        if asked is not None:
+            asked = [c for c in asked if c not in TRACE_COLUMN_NAMES]
+        columns = select(asked, TABLES[table])
         columns += tuple(property_column(p) for p in _list_option(self.options, "properties") or [])
         return table, columns + traced
 
