@@ -26,9 +26,9 @@ Two passes over the same stores, in one run:
   job over that read. Starting the session (the JVM, the
   first Python workers are started by the query) is measured apart.
 - python: one process reads every record (`store.records.decode`), decodes each report's label
-  and body with store/trace.py's decoders (every documented form, as `analyze routes` reads them) (a body decoded once per distinct body: the
-  reports of one message share it), rebuilds routes and links the same way and computes exact
-  nearest-rank percentiles.
+  and body as the Spark source does (store/analytics/report_fields.py: store/trace.py's
+  decoders, every documented form, once per distinct text after the fixed-width head),
+  rebuilds routes and links the same way and computes exact nearest-rank percentiles.
 
 Both must agree (routes, complete, loops, per-link counts; percentiles within the approximate
 percentile's error), else the run fails. Rate = reports / seconds. Target: spark ≥ 2× python.
@@ -297,15 +297,13 @@ def nearest_rank(values: list[int], p: float) -> int:
 
 def python_pass(paths: list[str]) -> dict:
     """The routes of every trace report in the stores, in this process (see the docstring)."""
+    from store.analytics.report_fields import body_queue, label_fields
     from store.analytics.scan import open_readonly
-    from store.errors import BadData
     from store.records import decode
-    from store.trace import decode_body, decode_label
 
     reports = invalid = 0
-    bodies: dict[bytes, str | None] = {}
     # route → (hops, computer) → [first_t, last_t, sent_t, delivered_t]
-    routes: dict[str, dict[tuple[int, str], list]] = defaultdict(dict)
+    routes: dict[object, dict[tuple[int, str], list]] = defaultdict(dict)
     for path in paths:
         with open_readonly(path) as (env, dbs):
             for table in ("pos", "msg"):
@@ -315,23 +313,19 @@ def python_pass(paths: list[str]) -> dict:
                         if not m.report:
                             continue
                         reports += 1
-                        try:
-                            label = decode_label(m.label)
-                        except BadData:
-                            invalid += 1
+                        # the label and body decoded as the Spark pass's source decodes them
+                        route, hops, computer, label_event = label_fields(m.label)
+                        if route is None:
+                            invalid += label_event != "conflict"
                             continue
-                        if m.body not in bodies:
-                            try:
-                                bodies[m.body] = decode_body(m.body.decode("utf-8", "surrogateescape")).queue
-                            except BadData:
-                                bodies[m.body] = None
-                        key = m.correl_id or f"{label.qm_id.upper()}:{label.message_id:08X}"
+                        body_queue(m.body)  # a step's target queue (Spark groups by it)
+                        key = m.correl_id or route
                         t = m.put_time
                         event = m.props.get("mqcli.event")
                         delivered = m.props.get("mqcli.delivered") == "true"
-                        step = routes[key].get((label.hops, label.computer))
+                        step = routes[key].get((hops, computer))
                         if step is None:
-                            routes[key][(label.hops, label.computer)] = [
+                            routes[key][(hops, computer)] = [
                                 t, t, t if event == "sent" else None, t if delivered else None]
                             continue
                         if t < step[0]:
@@ -585,8 +579,9 @@ def run(args, info: dict, log) -> dict:
         "the source decodes labels and bodies as it reads, report_fields.py), in the session "
         "already started (its start-up is session_start_s); the first query of the run also "
         "starts Spark's Python workers",
-        "python: store.trace.decode_label (a regular-expression fast path; every documented form) per report "
-        "and store.trace.decode_body (the ABNF parser) once per distinct body",
+        "python: each report's label and body decoded as the Spark source decodes them "
+        "(store/analytics/report_fields.py: store.trace's decoders, once per distinct text after "
+        "the fixed-width head), then the routes and links in dicts",
         "both passes read the store files from the page cache (read once before each pass)",
         "read_floor: the Spark source's read and decoding of the same reports with only a count "
         "after it (one round, after the rounds): no Spark job over these reports takes less; "

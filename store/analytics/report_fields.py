@@ -40,6 +40,7 @@ TRACE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_event", "string"), ("trace_queue", "string"),
 )
 TRACE_COLUMN_NAMES = frozenset(name for name, _ in TRACE_COLUMNS)
+_LABEL_COLUMNS = ("trace_route", "trace_hops", "trace_computer", "trace_event")  # label_fields' order
 
 # the head as the encoder writes it ([MS-MQQB] `Report`: "<MESSAGE ID>" id "</MESSAGE ID>" CR LF)
 _BODY_HEAD = re.compile(rb"<MESSAGE ID>[0-9A-Fa-f]{8}</MESSAGE ID>\r\n")
@@ -77,40 +78,30 @@ def _decoded_queue(body: bytes) -> str | None:
         return None
 
 
+def label_fields(text: str) -> tuple[int | None, int | None, str | None, str | None]:
+    """(trace_route, trace_hops, trace_computer, trace_event) of one report label."""
+    if _LABEL_HEAD.match(text) is None:  # a conflict label, or one that does not decode
+        label = _label(text)
+        return None, None, None, None if label is None else label.event
+    rest = text[_LABEL_HEAD_LENGTH:]
+    fields = _LABEL_RESTS.get(rest)
+    if fields is None:
+        label = _label(text)
+        fields = (None, None, False) if label is None else (label.event, label.computer, True)
+        if len(_LABEL_RESTS) >= _MAX_RESTS:
+            _LABEL_RESTS.clear()
+        _LABEL_RESTS[rest] = fields
+    if not fields[2]:
+        return None, None, None, fields[0]
+    # qm_id:message_id as twelve hex digits is qm_id × 2³² + message_id
+    return int(text[0:4] + text[5:13], 16), int(text[14:16], 16), fields[1], fields[0]
+
+
 def trace_values(labels: Sequence[str], bodies: Sequence[bytes]) -> dict[str, list[Any]]:
     """The TRACE_COLUMNS of reports with these labels and bodies, each as one list."""
-    route: list[int | None] = []
-    hops: list[int | None] = []
-    computer: list[str | None] = []
-    event: list[str | None] = []
-    rests = _LABEL_RESTS
-    for text in labels:
-        fields: tuple[str | None, str | None, bool] | None
-        if _LABEL_HEAD.match(text) is None:  # a conflict label, or one that does not decode
-            label = _label(text)
-            fields = (None, None, False) if label is None else (label.event, None, False)
-        else:
-            rest = text[_LABEL_HEAD_LENGTH:]
-            fields = rests.get(rest)
-            if fields is None:
-                label = _label(text)
-                fields = (None, None, False) if label is None else (label.event, label.computer, True)
-                if len(rests) >= _MAX_RESTS:
-                    rests.clear()
-                rests[rest] = fields
-        if not fields[2]:
-            route.append(None)
-            hops.append(None)
-            computer.append(None)
-            event.append(fields[0])
-            continue
-        # qm_id:message_id as twelve hex digits is qm_id × 2³² + message_id
-        route.append(int(text[0:4] + text[5:13], 16))
-        hops.append(int(text[14:16], 16))
-        event.append(fields[0])
-        computer.append(fields[1])
-    return {"trace_route": route, "trace_hops": hops, "trace_computer": computer, "trace_event": event,
-            "trace_queue": list(map(body_queue, bodies))}
+    fields = list(map(label_fields, labels))
+    return {name: [f[i] for f in fields] for i, name in enumerate(_LABEL_COLUMNS)} | {
+        "trace_queue": list(map(body_queue, bodies))}
 
 
 def _label(text: str) -> ReportLabel | None:

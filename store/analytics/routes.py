@@ -1,7 +1,8 @@
 """`analyze routes`: traced messages' routes rebuilt from their trace reports (docs/design.md#trace-reports).
 
-Every report message (class `report`) is decoded by Spark SQL expressions (labels.py; no
-Python UDF), in any form Windows documents: its label gives the event (`received by`, `sent
+Every report message (class `report`) is decoded, in any form Windows documents: by the
+`mqstore` source as it reads stores (its `trace_*` columns, report_fields.py), else by Spark SQL
+expressions (labels.py; no Python UDF): its label gives the event (`received by`, `sent
 from … to …`, `Report Message Conflict`), the route's identity (qm_id, message_id), the hop
 count and the queue manager where the event happened (`computer`); its body the target queue;
 its put time, in µs, when the event happened (the label's time has whole seconds only). A
