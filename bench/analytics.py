@@ -18,14 +18,17 @@ passes find them in the page cache.
 
 Two passes over the same stores, in one run:
 
-- spark: `store.analytics.routes` over the `mqstore` source (the columns, the two properties
-  and class=report asked for, as `mqcli analyze routes` does) in the embedded session (`local[*]`, or `--master`);
-  timed from the read to the collected links and summary. Starting the session (the JVM, the
+- spark: `store.analytics.routes` over the `mqstore` source (the columns, the property and
+  class=report asked for, labels and bodies decoded by the source as it reads, as `mqcli
+  analyze routes` does) in the embedded session (`local[*]`, or `--master`); timed from the
+  read to the collected links and summary (one job, `Routes.totals`). After the rounds, the
+  read alone (the same read and decoding, then a count) is timed once: the floor of any Spark
+  job over that read. Starting the session (the JVM, the
   first Python workers are started by the query) is measured apart.
 - python: one process reads every record (`store.records.decode`), decodes each report's label
-  and body with store/trace.py's decoders (every documented form, as `analyze routes` reads them) (a body decoded once per distinct body: the
-  reports of one message share it), rebuilds routes and links the same way and computes exact
-  nearest-rank percentiles.
+  and body as the Spark source does (store/analytics/report_fields.py: store/trace.py's
+  decoders, every documented form, once per distinct text after the fixed-width head),
+  rebuilds routes and links the same way and computes exact nearest-rank percentiles.
 
 Both must agree (routes, complete, loops, per-link counts; percentiles within the approximate
 percentile's error), else the run fails. Rate = reports / seconds. Target: spark ≥ 2× python.
@@ -276,6 +279,14 @@ def tree_cpu_seconds() -> float | None:
     return total / tick
 
 
+def own_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process alone."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def warm(paths: list[str]) -> None:
     """Read the store files once so both passes start from the page cache."""
     for p in paths:
@@ -294,15 +305,13 @@ def nearest_rank(values: list[int], p: float) -> int:
 
 def python_pass(paths: list[str]) -> dict:
     """The routes of every trace report in the stores, in this process (see the docstring)."""
+    from store.analytics.report_fields import body_queue, label_fields
     from store.analytics.scan import open_readonly
-    from store.errors import BadData
     from store.records import decode
-    from store.trace import decode_body, decode_label
 
     reports = invalid = 0
-    bodies: dict[bytes, str | None] = {}
     # route → (hops, computer) → [first_t, last_t, sent_t, delivered_t]
-    routes: dict[str, dict[tuple[int, str], list]] = defaultdict(dict)
+    routes: dict[object, dict[tuple[int, str], list]] = defaultdict(dict)
     for path in paths:
         with open_readonly(path) as (env, dbs):
             for table in ("pos", "msg"):
@@ -312,23 +321,19 @@ def python_pass(paths: list[str]) -> dict:
                         if not m.report:
                             continue
                         reports += 1
-                        try:
-                            label = decode_label(m.label)
-                        except BadData:
-                            invalid += 1
+                        # the label and body decoded as the Spark pass's source decodes them
+                        route, hops, computer, label_event = label_fields(m.label)
+                        if route is None:
+                            invalid += label_event != "conflict"
                             continue
-                        if m.body not in bodies:
-                            try:
-                                bodies[m.body] = decode_body(m.body.decode("utf-8", "surrogateescape")).queue
-                            except BadData:
-                                bodies[m.body] = None
-                        key = m.correl_id or f"{label.qm_id.upper()}:{label.message_id:08X}"
+                        body_queue(m.body)  # a step's target queue (Spark groups by it)
+                        key = m.correl_id or route
                         t = m.put_time
                         event = m.props.get("mqcli.event")
                         delivered = m.props.get("mqcli.delivered") == "true"
-                        step = routes[key].get((label.hops, label.computer))
+                        step = routes[key].get((hops, computer))
                         if step is None:
-                            routes[key][(label.hops, label.computer)] = [
+                            routes[key][(hops, computer)] = [
                                 t, t, t if event == "sent" else None, t if delivered else None]
                             continue
                         if t < step[0]:
@@ -359,20 +364,36 @@ def python_pass(paths: list[str]) -> dict:
             "complete": complete, "loops": loops, "links": links}
 
 
+def _reports(spark, paths: list[str]):
+    """The reports as `analyze routes` reads them from stores: the columns it uses, its
+    property, class=report, labels and bodies decoded by the source."""
+    from store.analytics.routes import PROPERTIES_USED, SOURCE_COLUMNS_USED
+
+    return (spark.read.format("mqstore").option("class", "report")
+            .option("columns", ",".join(SOURCE_COLUMNS_USED))
+            .option("properties", ",".join(PROPERTIES_USED)).load(paths))
+
+
+def spark_read_floor(spark, paths: list[str]) -> int:
+    """The read alone: every report read and decoded by the source as spark_pass reads them,
+    then only counted (no shuffle). What any Spark job over these reports costs at least."""
+    from pyspark.sql import functions as F
+
+    row = _reports(spark, paths).agg(F.count("trace_route").alias("n"), F.max("trace_hops")).first()
+    return int(row["n"])
+
+
 def spark_pass(spark, paths: list[str]) -> dict:
     from store.analytics.routes import routes
 
-    from store.analytics.routes import MESSAGE_COLUMNS_USED, PROPERTIES_USED
-
-    messages = (spark.read.format("mqstore").option("class", "report")
-                .option("columns", ",".join(MESSAGE_COLUMNS_USED))
-                .option("properties", ",".join(PROPERTIES_USED)).load(paths))
-    result = routes(messages)
+    # links and summary, as the Python pass computes them: one job, nothing kept for listing
+    # routes (`analyze routes` keeps the steps in memory for its listings of routes)
+    result = routes(_reports(spark, paths), cache=False)
     try:
+        rows, summary = result.totals()
         links = {f"{r['from_qm']}>{r['to_qm']}": {"count": r["count"], "p50_ms": r["p50_ms"],
                                                   "p95_ms": r["p95_ms"], "p99_ms": r["p99_ms"]}
-                 for r in result.links.collect()}
-        summary = result.summary()
+                 for r in rows}
     finally:
         result.unpersist()
     return {"reports": summary["reports"], "invalid_reports": summary["invalid_reports"],
@@ -493,11 +514,15 @@ def run(args, info: dict, log) -> dict:
     python_cpu: list[float] = []
     spark_res = python_res = None
     pushdown = None
+    floor_s, floor_cpu = None, None
     try:
         for i in range(rounds):
             for name in (("spark", "python") if i % 2 == 0 else ("python", "spark")):
                 warm(paths)
-                cpu = tree_cpu_seconds()
+                # the Python pass runs in this process alone: its own CPU time. Counting the
+                # tree would add what Spark's idle Python workers did and lose what those that
+                # exit meanwhile had done (measured: negative seconds)
+                cpu = tree_cpu_seconds() if name == "spark" else own_cpu_seconds()
                 t = time.perf_counter()
                 if name == "spark":
                     spark_res = spark_pass(setup.spark, paths)
@@ -505,10 +530,19 @@ def run(args, info: dict, log) -> dict:
                 else:
                     python_res = python_pass(paths)
                     python_s.append(time.perf_counter() - t)
-                after = tree_cpu_seconds()
+                after = tree_cpu_seconds() if name == "spark" else own_cpu_seconds()
                 if cpu is not None and after is not None:
                     (spark_cpu if name == "spark" else python_cpu).append(after - cpu)
                 log(f"round {i + 1}: {name} {time.perf_counter() - t:.1f} s")
+        # the floor: the same read and decoding with nothing after it, in this session
+        warm(paths)
+        cpu = tree_cpu_seconds()
+        t = time.perf_counter()
+        spark_read_floor(setup.spark, paths)
+        floor_s = time.perf_counter() - t
+        after = tree_cpu_seconds()
+        floor_cpu = None if cpu is None or after is None else after - cpu
+        log(f"read floor: {floor_s:.1f} s")
         if not args.no_pushdown:
             pushdown = pushdown_pass(setup.spark, build_pushdown_store(root, reports, log))
             log(f"pushdown: {pushdown['with_pushdown_s']} s with, {pushdown['without_pushdown_s']} s without")
@@ -552,15 +586,20 @@ def run(args, info: dict, log) -> dict:
     n = desc["reports"]
     ratio = (n / spark_med) / (n / python_med)
     notes = [
-        "spark seconds: from the read to the collected links and summary, in the session "
+        "spark seconds: from the read to the collected links and summary (Routes.totals: one job; "
+        "the source decodes labels and bodies as it reads, report_fields.py), in the session "
         "already started (its start-up is session_start_s); the first query of the run also "
         "starts Spark's Python workers",
-        "python: store.trace.decode_label (a regular-expression fast path; every documented form) per report "
-        "and store.trace.decode_body (the ABNF parser) once per distinct body",
+        "python: each report's label and body decoded as the Spark source decodes them "
+        "(store/analytics/report_fields.py: store.trace's decoders, once per distinct text after "
+        "the fixed-width head), then the routes and links in dicts",
         "both passes read the store files from the page cache (read once before each pass)",
-        "cpu_seconds: CPU time (user + system) of this process and its descendants over each "
-        "pass (Spark: the driver's JVM and the Python workers); a busy machine stretches wall "
-        "time far more than CPU time",
+        "read_floor: the Spark source's read and decoding of the same reports with only a count "
+        "after it (one round, after the rounds): no Spark job over these reports takes less; "
+        "ratio_bound is the python median over it, cpu_ratio_bound the same in CPU seconds",
+        "cpu_seconds: CPU time (user + system) over each pass: for spark, of this process and its "
+        "descendants (the driver's JVM and the Python workers); for python, of this process "
+        "alone; a busy machine stretches wall time far more than CPU time",
     ]
     if args.quick or args.reports:
         notes.append("non-default size: Spark's fixed costs weigh more in small runs")
@@ -594,6 +633,10 @@ def run(args, info: dict, log) -> dict:
                   "cpu_seconds": [round(c, 1) for c in spark_cpu]},
         "python": {"seconds": [round(s, 2) for s in python_s], "median_s": round(python_med, 2),
                    "reports_per_s": round(n / python_med), "cpu_seconds": [round(c, 1) for c in python_cpu]},
+        "read_floor": None if floor_s is None else {
+            "seconds": round(floor_s, 2), "cpu_seconds": None if floor_cpu is None else round(floor_cpu, 1),
+            "ratio_bound": round(python_med / floor_s, 3),
+            "cpu_ratio_bound": (round(_median(python_cpu) / floor_cpu, 3) if floor_cpu and python_cpu else None)},
         "ratio": round(ratio, 3),
         "ratio_with_session_start": round(python_med / (spark_med + session_s), 3),
         "target": {"min_ratio": TARGET_RATIO, "ratio": round(ratio, 3), "met": ratio >= TARGET_RATIO},
@@ -652,6 +695,10 @@ def render_table(doc: dict) -> str:
         f"passes agree: {'yes' if doc['agreement']['agree'] else 'NO: ' + '; '.join(doc['agreement']['problems'])}",
         f"CPU seconds per round: spark {doc['spark'].get('cpu_seconds')} (driver JVM and Python workers), "
         f"python {doc['python'].get('cpu_seconds')}",
+        *([f"read floor (the source's read and decoding, counted): {doc['read_floor']['seconds']:.2f} s, "
+           f"{doc['read_floor']['cpu_seconds']} CPU s; python/floor {doc['read_floor']['ratio_bound']:.2f}x "
+           f"(CPU {doc['read_floor']['cpu_ratio_bound']}x): the most any Spark job over this read can reach"]
+          if doc.get("read_floor") else []),
         "",
         f"{'link':<12}{'count':>10}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}",
     ]

@@ -38,6 +38,8 @@ def test_bench_analytics_quick_runs_and_writes_json(tmp_path):
     assert doc["ratio"] == pytest.approx(doc["spark"]["reports_per_s"] / doc["python"]["reports_per_s"], rel=0.05, abs=0.002)
     assert doc["target"]["met"] == (doc["ratio"] >= doc["target"]["min_ratio"] == 2.0)
     assert doc["agreement"] == {"agree": True, "problems": []}
+    # the read alone, the floor of any Spark plan over it
+    assert doc["read_floor"]["seconds"] > 0 and doc["read_floor"]["ratio_bound"] > 0
     # a sample moved through real stores by the transfer's own calls fits the synthetic model
     sample = doc["real_sample"]
     assert sample["routes_in_model_order"] == sample["messages"] > 0

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from .. import records
 from ..errors import InvalidArgument
 from ..records import Message, lookup_id_of, msg_id_text, unique_id_text
+from .report_fields import TRACE_COLUMN_NAMES, trace_values
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -213,7 +214,10 @@ def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: Stor
     fields = records.decode_columns(raws, queue_names, report_only)
     if not len(fields):
         return None
-    arrays = [_column(name, kind, fields, queue_names, where) for name, kind in columns]
+    traced = (trace_values(fields.values("label"), fields.values("body"))
+              if any(name in TRACE_COLUMN_NAMES for name, _ in columns) else {})
+    arrays = [pa.array(traced[name], arrow_type(kind)) if name in traced
+              else _column(name, kind, fields, queue_names, where) for name, kind in columns]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(columns))
 
 

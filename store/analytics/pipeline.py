@@ -18,7 +18,6 @@ from .scan import distinct_stores
 from . import snapshots as snapshots_mod
 from . import health as health_mod
 from . import routes as routes_mod
-from .outputs import to_records
 from .parquet import QUEUE_TABLE_FIELDS, queue_table
 
 if TYPE_CHECKING:
@@ -168,14 +167,15 @@ class RoutesReport:
 def run_routes(spark: SparkSession, source: Source) -> RoutesReport:
     if source.reports is not None:
         result = routes_mod.routes(routes_mod.report_rows(spark, source.report_rows), decoded_rows=True)
-        return RoutesReport(summary=result.summary(), links=to_records(result.links), result=result)
-    columns = list(routes_mod.MESSAGE_COLUMNS_USED)
+        links, summary = result.totals()
+        return RoutesReport(summary=summary, links=links, result=result)
+    # from stores and snapshots the source decodes the labels and bodies as it reads them
+    columns = list(routes_mod.SOURCE_COLUMNS_USED)
     if source.parquet is not None:
-        columns.append("props")
+        columns = [*routes_mod.MESSAGE_COLUMNS_USED, "props"]
     messages = source.messages(spark, columns, reports_only=True, properties=list(routes_mod.PROPERTIES_USED))
     result = routes_mod.routes(messages)
-    links = to_records(result.links)
-    summary = result.summary()
+    links, summary = result.totals()
     if source.parquet is not None:
         source.learn_names(source.messages(spark, ["store_guid", "store_name"]))
     return RoutesReport(summary=summary, links=links, result=result)

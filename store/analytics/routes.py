@@ -1,7 +1,8 @@
 """`analyze routes`: traced messages' routes rebuilt from their trace reports (docs/design.md#trace-reports).
 
-Every report message (class `report`) is decoded by Spark SQL expressions (labels.py; no
-Python UDF), in any form Windows documents: its label gives the event (`received by`, `sent
+Every report message (class `report`) is decoded, in any form Windows documents: by the
+`mqstore` source as it reads stores (its `trace_*` columns, report_fields.py), else by Spark SQL
+expressions (labels.py; no Python UDF): its label gives the event (`received by`, `sent
 from … to …`, `Report Message Conflict`), the route's identity (qm_id, message_id), the hop
 count and the queue manager where the event happened (`computer`); its body the target queue;
 its put time, in µs, when the event happened (the label's time has whole seconds only). A
@@ -34,12 +35,12 @@ Reports whose label does not decode are not part of any route; `summary` counts 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .labels import with_body_fields, with_label_fields
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from ..reportfile import ReportRow
 
@@ -48,55 +49,73 @@ DELIVERED_PROP = "mqcli.delivered"
 # what decode_reports reads: the event and delivered properties either as columns of their own
 # (the mqstore option `properties`, cheaper) or from the props map (Parquet exports)
 MESSAGE_COLUMNS_USED = ("correl_id", "label", "body", "put_time")
+# what routes reads from the mqstore source: the labels and bodies decoded as they are read
+# (report_fields.py), the same fields labels.py gives a Parquet export's rows
+SOURCE_COLUMNS_USED = ("correl_id", "put_time", "trace_route", "trace_hops", "trace_computer",
+                       "trace_event", "trace_queue")
 PROPERTIES_USED = (DELIVERED_PROP,)
 PERCENTILE_ACCURACY = 10_000
 
 
+TOTALS = ("reports", "invalid", "conflicts", "route_rows", "complete", "loop")
+LINK_FIELDS = ("from_qm", "to_qm", "count", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "max_ms")
+
+
 @dataclass
 class Routes:
-    """The results as DataFrames. `steps` (one row per route and hop step; the undecodable
-    reports counted in the row of the null key) is kept in memory after its first use when
-    `cache` is asked for, so the routes, the links and the summary read the stores once;
-    `unpersist()` lets it go."""
+    """The results as DataFrames. `steps` (one row per route and hop step; the steps of
+    undecodable and conflict reports in rows of the null route) is kept in memory after its
+    first use when `cache` is asked for, so the routes, the links and the summary read the
+    stores once; `unpersist()` lets it go. `walked` is the steps of each route in hop order
+    (one window), `per_link` the links and every count of the summary in one small aggregate:
+    `totals()` gets both from one Spark job."""
 
-    steps: DataFrame    # route, hops, computer: first/last/sent/delivered times, reports
-    routes: DataFrame   # one row per traced message
-    links: DataFrame    # one row per queue manager → queue manager link
+    steps: DataFrame     # route, hops, computer: first/last/sent/delivered times, reports
+    walked: DataFrame    # the steps in hop order, with the next step's and the route's figures
+    routes: DataFrame    # one row per traced message
+    links: DataFrame     # one row per queue manager → queue manager link
+    per_link: DataFrame  # one row per link, and one (from_qm and to_qm null) for the rest
 
     def summary(self) -> dict[str, int]:
         """Counts of reports, undecodable reports, routes, complete and incomplete routes, loops.
 
-        From the steps with hash aggregates only (no window): a loop is a queue manager with
-        two steps in one route, since a route's steps are distinct (hops, computer) pairs."""
-        from pyspark.sql import functions as F
+        A loop is a queue manager with two steps in one route, since a route's steps are
+        distinct (hops, computer) pairs."""
+        return self.totals()[1]
 
-        r = _only_row(self.steps.agg(F.sum("reports").alias("reports"),
-                           F.sum(F.when(F.col("route").isNull(), F.col("reports") - F.col("conflicts"))
-                                 .otherwise(0)).alias("invalid"),
-                           F.sum("conflicts").alias("conflicts")))
-        key = ["route", "correl_hash"]
-        per_route = (self.steps.where(F.col("route").isNotNull())
-                     .groupBy(*key, "computer").agg(F.count(F.lit(1)).alias("steps"),
-                                                    F.max(F.col("delivered_t").isNotNull().cast("int")).alias("done"))
-                     .groupBy(*key).agg((F.max("steps") > 1).cast("int").alias("loop"), F.max("done").alias("done")))
-        t = _only_row(per_route.agg(F.count(F.lit(1)).alias("routes"), F.sum("done").alias("complete"),
-                                    F.sum("loop").alias("loops")))
-        routes = int(t["routes"] or 0)
-        complete = int(t["complete"] or 0)
-        return {"reports": int(r["reports"] or 0), "invalid_reports": int(r["invalid"] or 0),
-                "conflict_reports": int(r["conflicts"] or 0),
-                "routes": routes, "complete": complete, "incomplete": routes - complete,
-                "loops": int(t["loops"] or 0)}
+    def totals(self) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        """The links (as outputs.to_records gives `links`) and the summary, from one job."""
+        rows = self.per_link.collect()
+        sums = {name: sum(int(r[name] or 0) for r in rows) for name in TOTALS}
+        links = []
+        for r in sorted((r for r in rows if r["to_qm"] is not None), key=lambda r: (r["from_qm"], r["to_qm"])):
+            p = r["p"]
+            links.append(dict(zip(LINK_FIELDS, (
+                r["from_qm"], r["to_qm"], r["count"], *(None if p is None else p[i] / 1000.0 for i in range(3)),
+                None if r["mean_us"] is None else r["mean_us"] / 1000.0,
+                None if r["max_us"] is None else r["max_us"] / 1000.0))))
+        routes = sums["route_rows"]
+        return links, {"reports": sums["reports"], "invalid_reports": sums["invalid"],
+                       "conflict_reports": sums["conflicts"], "routes": routes, "complete": sums["complete"],
+                       "incomplete": routes - sums["complete"], "loops": sums["loop"]}
 
     def unpersist(self) -> None:
         self.steps.unpersist()
 
 
-def _only_row(aggregate: DataFrame) -> Row:
-    """The row of an aggregate without grouping (it always has exactly one)."""
-    row = aggregate.first()
-    assert row is not None
-    return row
+def _delivered_text(messages: DataFrame) -> Column:
+    """mqcli's `mqcli.delivered` property: its own column (the mqstore option `properties`,
+    cheaper) or from the props map (Parquet exports), else null."""
+    from pyspark.sql import functions as F
+
+    from .columns import property_column
+
+    delivered_col = property_column(DELIVERED_PROP)[0]
+    if delivered_col in messages.columns:
+        return F.col(delivered_col)
+    if "props" in messages.columns:
+        return F.col("props").getItem(DELIVERED_PROP)
+    return F.lit(None).cast("string")
 
 
 def decode_reports(messages: DataFrame) -> DataFrame:
@@ -105,18 +124,9 @@ def decode_reports(messages: DataFrame) -> DataFrame:
     told so, and then the column need not be read)."""
     from pyspark.sql import functions as F
 
-    from .columns import property_column
-
-    delivered_col = property_column(DELIVERED_PROP)[0]
-    if delivered_col in messages.columns:
-        delivered = F.col(delivered_col)
-    elif "props" in messages.columns:
-        delivered = F.col("props").getItem(DELIVERED_PROP)
-    else:
-        delivered = F.lit(None).cast("string")
     if "class" in messages.columns:
         messages = messages.where(F.col("class") == "report")
-    reports = messages.select(*MESSAGE_COLUMNS_USED, delivered.alias("delivered_text"))
+    reports = messages.select(*MESSAGE_COLUMNS_USED, _delivered_text(messages).alias("delivered_text"))
     return decode_rows(reports)
 
 
@@ -149,6 +159,38 @@ def report_rows(spark: SparkSession, rows: list[ReportRow]) -> DataFrame:
                      F.lit(None).cast("string").alias("delivered_text"))
 
 
+def _events(messages: DataFrame, decoded_rows: bool) -> DataFrame:
+    """One row per report: its route key (null for a conflict or an undecodable label), hop,
+    computer, target queue, time (µs) and event flags; from the source's decoded columns when
+    `messages` has them, else decoded here (labels.py)."""
+    from pyspark.sql import functions as F
+
+    if "trace_route" in messages.columns:
+        if "class" in messages.columns:
+            messages = messages.where(F.col("class") == "report")
+        event = F.col("trace_event")
+        return messages.select(
+            "trace_route", F.when(event.isNotNull(), F.xxhash64("correl_id")),
+            "trace_hops", "trace_computer", "trace_queue", F.unix_micros("put_time"),
+            event == "sent", event == "received", _delivered_text(messages) == "true",
+            F.coalesce(event == "conflict", F.lit(False)),
+        ).toDF(*EVENT_COLUMNS)
+    label = F.col("label_fields")
+    valid = label["valid"]
+    decoded = decode_rows(messages) if decoded_rows else decode_reports(messages)
+    return decoded.select(
+        F.when(valid, F.conv(label["qm_id"], 16, 10).cast("long") * (1 << 32) + label["message_id"]),
+        F.when(valid, F.xxhash64("correl_id")),
+        label["hops"], label["computer"], F.col("body_fields.queue"),
+        "t", F.col("event") == "sent", F.col("event") == "received",
+        "delivered", F.coalesce(F.col("event") == "conflict", F.lit(False)),
+    ).toDF(*EVENT_COLUMNS)
+
+
+EVENT_COLUMNS = ("route", "correl_hash", "hops", "computer", "target_queue", "t", "sent", "received",
+                 "delivered", "conflict")
+
+
 def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = False) -> Routes:
     """Rebuild routes and links from the reports among `messages` (see the module docstring).
 
@@ -163,17 +205,7 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    label = F.col("label_fields")
-    valid = label["valid"]
-    decoded = decode_rows(messages) if decoded_rows else decode_reports(messages)
-    events = decoded.select(
-        F.when(valid, F.conv(label["qm_id"], 16, 10).cast("long") * (1 << 32) + label["message_id"]).alias("route"),
-        F.when(valid, F.xxhash64("correl_id")).alias("correl_hash"),
-        label["hops"].alias("hops"), label["computer"].alias("computer"),
-        F.col("body_fields.queue").alias("target_queue"),
-        "t", (F.col("event") == "sent").alias("sent"), (F.col("event") == "received").alias("received"),
-        "delivered", F.coalesce(F.col("event") == "conflict", F.lit(False)).alias("conflict"),
-    ).repartition("route", "correl_hash")
+    events = _events(messages, decoded_rows).repartition("route", "correl_hash")
     steps = events.groupBy("route", "correl_hash", "hops", "computer", "target_queue").agg(
         F.min("t").alias("first_t"), F.max("t").alias("last_t"),
         F.max(F.when(F.col("sent"), F.col("t"))).alias("sent_t"),
@@ -183,22 +215,28 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         F.max(F.col("delivered").isNotNull().cast("int")).alias("says_delivered"),
         F.count(F.lit(1)).alias("reports"),
         F.sum(F.col("conflict").cast("int")).alias("conflicts"))
+    # Each route walked in hop order by one window (one sort); every window below has this
+    # order, so Spark sorts the steps once.
+    in_order = Window.partitionBy("route", "correl_hash").orderBy("hops", "first_t", "computer")
+    whole = in_order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     # Without that property (reports no mqcli wrote) a message was delivered where it was
     # received and not sent on: the route's last step, a `received by` with no `sent from`
-    last_hop = Window.partitionBy("route", "correl_hash")
     steps = steps.withColumn("delivered_t", F.when(
         F.col("says_delivered") == 1, F.col("said_delivered_t")).otherwise(F.when(
             F.col("route").isNotNull() & F.col("sent_t").isNull()
-            & (F.col("hops") == F.max("hops").over(last_hop)), F.col("received_t"))))
+            & (F.col("hops") == F.max("hops").over(whole)), F.col("received_t"))))
     steps = steps.drop("said_delivered_t", "says_delivered", "received_t")
     if cache:
+        # the steps, not the walk: a walked row carries its route's path (an array), which
+        # costs the cache more than sorting the steps again costs each query
         steps = steps.persist()
-    in_order = Window.partitionBy("route", "correl_hash").orderBy("hops", "first_t", "computer")
-    whole = in_order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    walked = steps.where(F.col("route").isNotNull()).select(
+    # the steps of every route in order, each with the next step's and its route's figures
+    # (the steps of undecodable and conflict reports, route null, are walked too: only their
+    # counts are used)
+    walked = steps.select(
         "*",
         F.row_number().over(in_order).alias("step"),
-        F.lead("hops").over(in_order).alias("next_hops"),
+        (F.lead("hops").over(in_order) - F.col("hops")).alias("gap"),
         F.lead("computer").over(in_order).alias("next_computer"),
         F.lead("first_t").over(in_order).alias("next_first_t"),
         F.collect_list("computer").over(whole).alias("path"),
@@ -212,7 +250,7 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
     path = F.col("path")
     qm_id = F.lpad(F.hex(F.shiftright("route", 32)), 4, "0")
     message_id = F.col("route").bitwiseAND(F.lit(0xFFFFFFFF))
-    routes_df = walked.where(F.col("step") == 1).select(
+    routes_df = walked.where(F.col("route").isNotNull() & (F.col("step") == 1)).select(
         # the traced message's msg_id: its origin (the queue manager at hop 0) and number
         F.coalesce(F.concat(F.col("origin"), F.lit("\\"), message_id.cast("string")),
                    F.concat(qm_id, F.lit(":"), F.lpad(F.hex(message_id), 8, "0"))).alias("msg_id"),
@@ -227,19 +265,26 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         ((F.col("route_delivered_t") - F.col("started_t")) / 1000.0).alias("latency_ms"),
         F.col("route_reports").alias("reports"),
     )
-    link_steps = Window.partitionBy("route", "correl_hash").orderBy("hops", "first_t", "computer")
-    links = steps.where(F.col("route").isNotNull()).select(
-        F.col("computer").alias("from_qm"),
-        F.lead("computer").over(link_steps).alias("to_qm"),
-        (F.lead("hops").over(link_steps) - F.col("hops")).alias("gap"),
-        (F.lead("first_t").over(link_steps) - F.coalesce("sent_t", "last_t")).alias("latency_us"),
-    ).where(F.col("gap") == 1)
-    links_df = (links.groupBy("from_qm", "to_qm")
-                .agg(F.count(F.lit(1)).alias("count"),
-                     F.percentile_approx("latency_us", [0.5, 0.95, 0.99], PERCENTILE_ACCURACY).alias("p"),
-                     F.avg("latency_us").alias("mean_us"), F.max("latency_us").alias("max_us"))
+    # a link: from hop k to hop k+1 of a route; its latency the first report at hop k+1 minus
+    # the `sent` report at hop k (else its last report)
+    link = F.col("route").isNotNull() & (F.col("gap") == 1)
+    route_row = F.col("route").isNotNull() & (F.col("step") == 1)
+    per_link = walked.select(
+        F.when(link, F.col("computer")).alias("from_qm"), F.when(link, F.col("next_computer")).alias("to_qm"),
+        F.when(link, F.col("next_first_t") - F.coalesce("sent_t", "last_t")).alias("latency_us"),
+        link.cast("int").alias("is_link"), "reports", "conflicts",
+        F.when(F.col("route").isNull(), F.col("reports") - F.col("conflicts")).otherwise(0).alias("invalid"),
+        route_row.cast("int").alias("route_rows"),
+        (route_row & F.col("route_delivered_t").isNotNull()).cast("int").alias("complete"),
+        (route_row & (F.size(F.array_distinct(path)) < F.size(path))).cast("int").alias("loop"),
+    ).groupBy("from_qm", "to_qm").agg(
+        F.sum("is_link").alias("count"),
+        F.percentile_approx("latency_us", [0.5, 0.95, 0.99], PERCENTILE_ACCURACY).alias("p"),
+        F.avg("latency_us").alias("mean_us"), F.max("latency_us").alias("max_us"),
+        *[F.sum(c).alias(c) for c in TOTALS])
+    links_df = (per_link.where(F.col("to_qm").isNotNull())
                 .select("from_qm", "to_qm", "count",
                         *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(("p50_ms", "p95_ms", "p99_ms"))],
                         (F.col("mean_us") / 1000.0).alias("mean_ms"), (F.col("max_us") / 1000.0).alias("max_ms"))
                 .orderBy("from_qm", "to_qm"))
-    return Routes(steps=steps, routes=routes_df, links=links_df)
+    return Routes(steps=steps, walked=walked, routes=routes_df, links=links_df, per_link=per_link)

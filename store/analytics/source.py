@@ -20,6 +20,9 @@ Options (names are case-insensitive, as Spark's are):
 - `columns`: comma-separated columns to build (default all). The reader cannot be told which
   columns a query uses, so a job that needs a few asks for them and saves building the rest.
 - `class`: `report` reads only report messages (trace reports); default every message.
+- `columns` may also name the decoded trace columns `trace_route`, `trace_hops`,
+  `trace_computer`, `trace_event` and `trace_queue` (report_fields.py: each report's label
+  and body decoded as it is read; null for a message that is not a valid report).
 - `properties`: comma-separated property names, each added as a STRING column `prop_<name>`
   (see columns.py; much cheaper for Spark than looking into the `props` map).
 - `rowsPerPartition` (default 250,000): a queue's positions and the in-flight table are cut
@@ -63,6 +66,7 @@ from . import planning, pushdown, scan, snapshots
 from .stream import MqStoreStreamReader
 from .columns import MESSAGE_COLUMNS, QUEUE_COLUMNS, StoreIdentity, property_column, select, spark_schema
 from .locate import planned
+from .report_fields import TRACE_COLUMN_NAMES, TRACE_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -133,10 +137,16 @@ class MqStoreDataSource(DataSource):
         table = str(self.options.get("table", "messages")).lower()
         if table not in TABLES:
             raise InvalidArgument(f"option table must be messages or queues, got {table!r}")
-        columns = select(_list_option(self.options, "columns"), TABLES[table])
-        if table == "messages":
-            columns += tuple(property_column(p) for p in _list_option(self.options, "properties") or [])
-        return table, columns
+        asked = _list_option(self.options, "columns")
+        if table != "messages":
+            return table, select(asked, TABLES[table])
+        # the decoded trace columns come after the message table's, only when asked for
+        traced = () if asked is None else tuple(c for c in TRACE_COLUMNS if c[0] in asked)
+        if asked is not None:
+            asked = [c for c in asked if c not in TRACE_COLUMN_NAMES]
+        columns = select(asked, TABLES[table])
+        columns += tuple(property_column(p) for p in _list_option(self.options, "properties") or [])
+        return table, columns + traced
 
     def schema(self) -> StructType:
         return spark_schema(self._table()[1])
