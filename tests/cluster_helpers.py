@@ -155,8 +155,8 @@ class StandaloneCluster:
 
 
 class ClusterApp:
-    """One application on the cluster at `url`, started on the first `run`, running each
-    command as `mqcli ARGS --master URL` would (tests/cluster_driver.py)."""
+    """One application on the cluster at `url`, running each command as `mqcli ARGS --master
+    URL` would (tests/cluster_driver.py); started by `start` or the first `run` after a `stop`."""
 
     def __init__(self, url: str, root: Path, env: dict[str, str] | None = None) -> None:
         self.url = url
@@ -169,7 +169,7 @@ class ClusterApp:
     def run(self, args: list[Any], timeout: float = 600) -> Result:
         """`mqcli ARGS --master URL` in this application (tests/cli_helpers.py `Result`)."""
         if self.proc is None:
-            self._start()
+            self.start()
         assert self.proc is not None and self.proc.stdin is not None
         argv = [*map(str, args), "--master", self.url]
         self.proc.stdin.write(json.dumps(argv).encode() + b"\n")
@@ -177,13 +177,15 @@ class ClusterApp:
         doc = json.loads(self._line(timeout))
         return checked(Result(doc["code"], doc["stdout"].encode("utf-8"), doc["stderr"], argv))
 
-    def _start(self) -> None:
+    def start(self) -> ClusterApp:
+        """Start the application's driver (its JVM and executors come up while the caller goes on)."""
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": str(REPO) + (os.pathsep + path if path else ""), **self.env}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "cluster_driver.py"), self.url],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                          cwd=self.root, start_new_session=True)
+        return self
 
     def _line(self, timeout: float) -> bytes:
         assert self.proc is not None and self.proc.stdout is not None

@@ -150,11 +150,13 @@ def spark_cluster(tmp_path_factory):
 @pytest.fixture(scope="session")
 def cluster_app(spark_cluster, tmp_path_factory):
     """One Spark application on `spark_cluster` that runs `mqcli analyze ... --master URL`
-    commands (tests/cluster_helpers.py `ClusterApp`): started on its first command, stopped
-    after the run or by a test that needs the Workers' cores for another application."""
+    commands (tests/cluster_helpers.py `ClusterApp`): started at once (it comes up while the
+    test makes its stores and runs local mode), stopped after the run or by a test that needs
+    the Workers' cores for another application (started again by a later command)."""
     from cluster_helpers import ClusterApp
 
     app = ClusterApp(spark_cluster.url, tmp_path_factory.mktemp("cluster-app"), env={"SPARK_LOCAL_IP": "127.0.0.1"})
+    app.start()
     try:
         yield app
     finally:
