@@ -62,6 +62,15 @@ def unshare_allowed() -> str | None:
     return None
 
 
+def _wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait for `proc` to end, else end its process group (it leads one) with SIGKILL."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 class StandaloneCluster:
     def __init__(self, root: Path, workers: int = 2, cores: int = 1, memory: str = "1g",
                  hide: Path | None = None, plant: dict[str, Path] | None = None) -> None:
@@ -146,11 +155,7 @@ class StandaloneCluster:
                 except ProcessLookupError:
                     continue
         for p in reversed(self.procs):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            _wait_or_kill(p, 20)
         self.procs.clear()
 
 
@@ -214,9 +219,5 @@ class ClusterApp:
             proc.stdin.close()
         except BrokenPipeError:
             pass
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _wait_or_kill(proc, 60)
         proc.stdout.close()
