@@ -62,7 +62,7 @@ class Result:
                 f"stderr={self.stderr[:2000]!r})")
 
 
-def _check(result: Result) -> Result:
+def checked(result: Result) -> Result:
     assert "Traceback" not in result.stderr, result
     return result
 
@@ -80,7 +80,7 @@ def invoke(args: Sequence[Any], input: bytes | str | None = None,
         sys.stderr.flush()
         stdout = out.getvalue()
         stderr = err.getvalue().decode("utf-8", "backslashreplace")
-    return _check(Result(int(code), stdout, stderr, argv))
+    return checked(Result(int(code), stdout, stderr, argv))
 
 
 def mqcli_command() -> list[str]:
@@ -98,7 +98,7 @@ def run_mqcli(args: Sequence[Any], input: bytes | None = None,
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run([*mqcli_command(), *map(str, args)], input=input or b"",
                           capture_output=True, env=full_env, timeout=timeout)
-    return _check(Result(proc.returncode, proc.stdout,
+    return checked(Result(proc.returncode, proc.stdout,
                          proc.stderr.decode("utf-8", "backslashreplace"), list(map(str, args))))
 
 

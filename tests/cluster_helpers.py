@@ -15,12 +15,20 @@ machine lets a test do that; without it the cluster starts with Workers that see
 
 Each daemon is the leader of a process group of its own; `stop()` ends those groups (the
 executors a Worker started are in its group) and nothing else.
+
+`ClusterApp` is one Spark application on such a cluster (tests/cluster_driver.py) that runs many
+`mqcli analyze ... --master URL` commands: each application start costs a driver JVM, an
+executor JVM per Worker and their Python workers (tens of seconds on a busy machine), so the
+tests start one where they would start one per command. It holds every Worker core while it
+runs: `stop()` it before another application needs executors.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -29,6 +37,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from cli_helpers import Result, checked
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 120.0
@@ -49,6 +60,15 @@ def unshare_allowed() -> str | None:
     if probe.returncode != 0:
         return f"unshare -m with a tmpfs mount is not allowed here: {probe.stderr.strip()[:200]}"
     return None
+
+
+def _wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait for `proc` to end, else end its process group (it leads one) with SIGKILL."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 class StandaloneCluster:
@@ -135,9 +155,69 @@ class StandaloneCluster:
                 except ProcessLookupError:
                     continue
         for p in reversed(self.procs):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            _wait_or_kill(p, 20)
         self.procs.clear()
+
+
+class ClusterApp:
+    """One application on the cluster at `url`, running each command as `mqcli ARGS --master
+    URL` would (tests/cluster_driver.py); started by `start` or the first `run` after a `stop`."""
+
+    def __init__(self, url: str, root: Path, env: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.root = root
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = root / "cluster-app.log"
+        self._buffer = b""
+
+    def run(self, args: list[Any], timeout: float = 600) -> Result:
+        """`mqcli ARGS --master URL` in this application (tests/cli_helpers.py `Result`)."""
+        if self.proc is None:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        argv = [*map(str, args), "--master", self.url]
+        self.proc.stdin.write(json.dumps(argv).encode() + b"\n")
+        self.proc.stdin.flush()
+        doc = json.loads(self._line(timeout))
+        return checked(Result(doc["code"], doc["stdout"].encode("utf-8"), doc["stderr"], argv))
+
+    def start(self) -> ClusterApp:
+        """Start the application's driver (its JVM and executors come up while the caller goes on)."""
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": str(REPO) + (os.pathsep + path if path else ""), **self.env}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "cluster_driver.py"), self.url],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+                                         cwd=self.root, start_new_session=True)
+        return self
+
+    def _line(self, timeout: float) -> bytes:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(0.0, left))
+            chunk = os.read(fd, 65536) if ready else b""
+            if not chunk:
+                tail = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+                self.stop()
+                raise RuntimeError(f"the cluster application gave no answer ({'timed out' if not ready else 'ended'}):\n"
+                                   + tail)
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
+    def stop(self) -> None:
+        """End the application (its driver stops the session at end of input); idempotent."""
+        proc, self.proc, self._buffer = self.proc, None, b""
+        if proc is None:
+            return
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        _wait_or_kill(proc, 60)
+        proc.stdout.close()

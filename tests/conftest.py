@@ -1,15 +1,46 @@
+import warnings
+
 import pytest
 
 from store import Store
 
 
+SHARED_SPARK = {"spark", "spark_cluster"}  # the session's one SparkSession and one standalone cluster
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group markers
 def pytest_collection_modifyitems(config, items):
-    """With pytest-xdist (pyproject's addopts: a worker per core), every Spark test runs in the
-    same worker, so a run starts one SparkSession and one standalone cluster, not one per core
-    (each takes a JVM, seconds and a core or two)."""
+    """With pytest-xdist (pyproject's addopts: a worker per core, `--dist loadgroup`):
+
+    - every test that uses the session's SparkSession or standalone cluster runs in the same
+      worker, so a run starts one of each, not one per core (each takes a JVM, seconds and a core
+      or two). A `spark` test that uses neither starts its own application in a subprocess
+      (spark-submit, the analytics bench) and may run in another worker meanwhile: the group is
+      the run's longest stretch of work in one worker.
+    - in a worker, the `slow` tests come first: the group goes out first (xdist hands out its
+      largest unit first), then each worker takes the next test as it frees up, so the long
+      tests start early and the short ones even out the end of the run instead of one long
+      test running alone at the end."""
     for item in items:
-        if item.get_closest_marker("spark") is not None or {"spark", "spark_cluster"} & set(item.fixturenames):
+        if SHARED_SPARK & set(item.fixturenames):
             item.add_marker(pytest.mark.xdist_group("spark"))
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_collection_finish(session):
+    """xdist groups a test by a suffix it adds to the test's node id (`…@spark`); where that
+    does not take (pytest 9.2's node ids with xdist 3.8), every worker starts its own
+    SparkSession and may start its own cluster: say so in the run's warnings."""
+    config = session.config
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid]
+    if lost:
+        warnings.warn(pytest.PytestConfigWarning(
+            f"pytest-xdist did not put {len(lost)} Spark tests in their group (e.g. {lost[0]}) under pytest "
+            f"{pytest.__version__}: each worker starts its own SparkSession; install the test extra's pytest"), stacklevel=2)
 
 
 class FakeClock:
@@ -132,3 +163,19 @@ def spark_cluster(tmp_path_factory):
         yield SimpleNamespace(url=cluster.url, hidden=hidden, planted_guid=planted_guid, hide_skip=reason)
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_app(spark_cluster, tmp_path_factory):
+    """One Spark application on `spark_cluster` that runs `mqcli analyze ... --master URL`
+    commands (tests/cluster_helpers.py `ClusterApp`): started at once (it comes up while the
+    test makes its stores and runs local mode), stopped after the run or by a test that needs
+    the Workers' cores for another application (started again by a later command)."""
+    from cluster_helpers import ClusterApp
+
+    app = ClusterApp(spark_cluster.url, tmp_path_factory.mktemp("cluster-app"), env={"SPARK_LOCAL_IP": "127.0.0.1"})
+    app.start()
+    try:
+        yield app
+    finally:
+        app.stop()

@@ -1,13 +1,14 @@
 """`analyze health` and `analyze routes` on a real standalone cluster (a Master and two Workers,
 the session's one, tests/conftest.py `spark_cluster`) give local mode's results; the reads are cut so that both executor
-cores have work. Few tests: each application start costs seconds."""
+cores have work. Both commands run in the session's one application on the cluster
+(tests/conftest.py `cluster_app`): each application start costs tens of seconds."""
 
 from __future__ import annotations
 
 import pytest
 
 from analytics_helpers import new_guid, put_reports, report, route_events
-from cli_helpers import invoke, run_mqcli
+from cli_helpers import invoke
 from store import NewMessage, Store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -40,16 +41,16 @@ def stores(tmp_path_factory):
     return paths
 
 
-def _cluster(command, paths, master):
-    result = run_mqcli(["analyze", command, *paths, "--master", master, "-o", "json"], timeout=600)
+def _cluster(app, command, paths):
+    result = app.run(["analyze", command, *paths, "-o", "json"])
     assert result.code == 0, result
     return result.json()
 
 
-def test_health_and_routes_on_a_standalone_cluster_equal_local_mode(spark, spark_cluster, stores):
+def test_health_and_routes_on_a_standalone_cluster_equal_local_mode(spark, cluster_app, stores):
     local = invoke(["analyze", "health", *stores, "-o", "json"])
     assert local.code == 0, local
-    on_cluster = _cluster("health", stores, spark_cluster.url)
+    on_cluster = _cluster(cluster_app, "health", stores)
     pick = [{k: r[k] for k in HEALTH_FIELDS} for r in local.json()]
     assert [{k: r[k] for k in HEALTH_FIELDS} for r in on_cluster] == pick
     assert {r["queue"]: r["depth"] for r in pick if r["queue"] == "orders"} == {"orders": 300}
@@ -58,4 +59,4 @@ def test_health_and_routes_on_a_standalone_cluster_equal_local_mode(spark, spark
     assert local.code == 0, local
     routes = sorted(local.json(), key=lambda r: r["msg_id"])
     assert len(routes) == 60 and all(r["complete"] for r in routes)
-    assert sorted(_cluster("routes", stores, spark_cluster.url), key=lambda r: r["msg_id"]) == routes
+    assert sorted(_cluster(cluster_app, "routes", stores), key=lambda r: r["msg_id"]) == routes

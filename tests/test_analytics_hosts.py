@@ -6,6 +6,11 @@ tmpfs over the stores' directory, as executors on other hosts would see it:
 - reading the stores directly fails at once, exit 11, with a one-line error naming the store,
   the GUIDs and the executor host: a hidden store is missing, and a different store planted at
   the same path is refused by its GUID, never read.
+
+The commands run in the session's one application on the cluster (tests/conftest.py
+`cluster_app`), except the last: the installed `mqcli` in a process of its own, so that the
+whole command line (`--master` parsed, a session made, the job's failure, its exit code and
+one-line error) runs end to end on the cluster at least once.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ T0 = 1_790_000_000_000_000
 
 
 @pytest.fixture(scope="module")
-def hosts(spark_cluster, tmp_path_factory):
+def hosts(spark_cluster, cluster_app, tmp_path_factory):
     if spark_cluster.hide_skip is not None:
         pytest.skip(spark_cluster.hide_skip)
     work = tmp_path_factory.mktemp("hosts")
@@ -45,12 +50,7 @@ def hosts(spark_cluster, tmp_path_factory):
     for name in guids:
         assert invoke(["--store", stores / name, "snapshot", snaps, "-q"]).code == 0
     guids["planted"] = spark_cluster.planted_guid  # the Workers' qm2: same name, another GUID
-    return spark_cluster, stores, snaps, guids
-
-
-def _on_cluster(cluster, *args):
-    return run_mqcli([*map(str, args), "--master", cluster.url, "-o", "json"], timeout=600,
-                     env={"SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(REPO)})
+    return cluster_app, stores, snaps, guids
 
 
 def _without_ages(rows):
@@ -59,26 +59,27 @@ def _without_ages(rows):
 
 
 def test_snapshots_on_a_worker_that_cannot_see_the_stores_give_a_local_scans_figures(hosts):
-    cluster, stores, snaps, _ = hosts
+    app, stores, snaps, _ = hosts
     local = invoke(["analyze", "health", stores / "qm1", stores / "qm2", "-o", "json"])
-    remote = _on_cluster(cluster, "analyze", "health", "--snapshots", snaps)
+    remote = app.run(["analyze", "health", "--snapshots", snaps, "-o", "json"])
     assert local.code == 0 and remote.code == 0, (local, remote)
     assert _without_ages(remote.json()) == _without_ages(local.json())
     local = invoke(["analyze", "routes", stores / "qm1", "-o", "json"])
-    remote = _on_cluster(cluster, "analyze", "routes", "--snapshots", snaps, "--queue", "reports")
+    remote = app.run(["analyze", "routes", "--snapshots", snaps, "--queue", "reports", "-o", "json"])
     assert local.code == 0 and remote.code == 0, (local, remote)
     assert remote.json() == local.json() and len(local.json()) == 5
 
 
 def test_reading_hidden_or_planted_stores_directly_fails_at_once_naming_store_guid_and_host(hosts):
-    cluster, stores, _, guids = hosts
+    app, stores, _, guids = hosts
     host = socket.gethostname()
-    missing = _on_cluster(cluster, "analyze", "health", stores / "qm1")
+    missing = app.run(["analyze", "health", stores / "qm1", "-o", "json"])
     assert missing.code == 11, missing
     assert missing.error_json()["error"]["message"] == (
         f"the store {stores / 'qm1'} is missing on executor host {host} (expected store GUID "
         f"{guids['qm1']}, found none); the job reads nothing of it")
-    planted = run_mqcli(["analyze", "health", stores / "qm2", "--master", cluster.url], timeout=600,
+    app.stop()  # it holds every Worker core: the next application would wait for executors
+    planted = run_mqcli(["analyze", "health", stores / "qm2", "--master", app.url], timeout=600,
                         env={"SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(REPO)})
     assert planted.code == 11, planted
     assert planted.err_lines == [
