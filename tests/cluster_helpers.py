@@ -14,7 +14,9 @@ that a read of DIR fails whichever executor runs a task. `unshare_allowed()` say
 machine lets a test do that; without it the cluster starts with Workers that see everything.
 
 Each daemon is the leader of a process group of its own; `stop()` ends those groups (the
-executors a Worker started are in its group) and nothing else.
+executors a Worker started are in its group) and nothing else. Each is also sent SIGTERM when
+the test process that started it dies (`_die_with_parent`), so a test run killed before its
+fixtures stop the cluster leaves no JVM behind.
 
 `ClusterApp` is one Spark application on such a cluster (tests/cluster_driver.py) that runs many
 `mqcli analyze ... --master URL` commands: each application start costs a driver JVM, an
@@ -62,6 +64,17 @@ def unshare_allowed() -> str | None:
     return None
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it ends (Linux
+    prctl PR_SET_PDEATHSIG, kept across exec), or at once if it ended already."""
+    import ctypes
+
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> None:
     """Wait for `proc` to end, else end its process group (it leads one) with SIGKILL."""
     try:
@@ -100,7 +113,8 @@ class StandaloneCluster:
         with open(log, "wb") as out:
             self.procs.append(subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**self._env(), **(env or {})}, cwd=self.root, start_new_session=True))
+                env={**self._env(), **(env or {})}, cwd=self.root, start_new_session=True,
+                preexec_fn=_die_with_parent))
         self.logs.append(log)
         return log
 
@@ -189,7 +203,7 @@ class ClusterApp:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "cluster_driver.py"), self.url],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
-                                         cwd=self.root, start_new_session=True)
+                                         cwd=self.root, start_new_session=True, preexec_fn=_die_with_parent)
         return self
 
     def _line(self, timeout: float) -> bytes:
