@@ -11,7 +11,9 @@ else's directory is refused always.
 Every check is made with `fstat` on a descriptor opened with O_NOFOLLOW (a symbolic link where a
 file belongs is refused; only the store directory itself may be reached through one), so a
 path swapped between the check and the open cannot pass: what is checked is what was opened. LMDB opens its files by path, so `StoreFiles.verify_unchanged`
-compares, after LMDB opened them, the files at those paths with the ones checked.
+compares, after LMDB opened them, the files at those paths with the ones checked, and the files
+LMDB mapped into memory (/proc/self/maps, new since the check) with the ones checked: a path
+swapped to another file for the open and back before the comparison is caught by the second.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class StoreFiles:
     directory: tuple[int, int]
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     foreign_owner: str | None = None  # the owner of a store root uses with allow_foreign_owner
+    mapped_before: frozenset[tuple[int, int]] | None = None  # files mapped before LMDB opened these
 
     def verify_unchanged(self) -> None:
         """After LMDB opened the store by path: the directory and files at those paths are
@@ -118,10 +121,49 @@ class StoreFiles:
                    for name in self.files}
         except OSError:
             now = None
+        other = self._mapped_other()
+        if other is not None:
+            raise StorePermission(f"the store at {self.path} changed while it was being opened (LMDB "
+                                  f"opened {other} instead of its files); check who can write to "
+                                  f"{self.path.parent}")
         if now is None or _identity(st) != self.directory or now != self.files:
             raise StorePermission(f"the store at {self.path} changed while it was being opened "
                                   f"(a file or the directory was replaced); check who can write to "
                                   f"{self.path.parent}")
+
+
+    def _mapped_other(self) -> str | None:
+        """A file LMDB mapped other than the ones checked (its path): one newly mapped since
+        the check that is neither a checked file, nor one LMDB made in the store directory
+        (a lock file missing at the check), nor a shared library. None where
+        /proc/self/maps cannot be read."""
+        if self.mapped_before is None:
+            return None
+        after = _mapped_files()
+        if after is None:
+            return None
+        allowed = set(self.files.values())
+        made = {os.path.realpath(self.path / name) for name in _LMDB_FILES if name not in self.files}
+        return next((name for ident, name in after.items() if ident not in self.mapped_before
+                     and ident not in allowed and name not in made and ".so" not in os.path.basename(name)),
+                    None)
+
+
+def _mapped_files() -> dict[tuple[int, int], str] | None:
+    """(st_dev, st_ino) -> path of every file mapped into this process (/proc/self/maps)."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            lines = f.read().decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return None
+    mapped: dict[tuple[int, int], str] = {}
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 6 or parts[4] == "0":
+            continue
+        major, _, minor = parts[3].partition(":")
+        mapped[(os.makedev(int(major, 16), int(minor, 16)), int(parts[4]))] = parts[5]
+    return mapped
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
@@ -176,6 +218,9 @@ def check_store(path: Path, *, allow_foreign: bool = False, owner: int | None = 
                                       f"instead of linking it")
             if name in _FILES:
                 checked.files[name] = _identity(fst)
+        if "data.mdb" in checked.files:
+            mapped = _mapped_files()
+            checked.mapped_before = None if mapped is None else frozenset(mapped)
         return checked
     finally:
         os.close(dfd)

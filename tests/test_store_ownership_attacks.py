@@ -121,7 +121,7 @@ def test_data_mdb_swapped_while_processes_open_the_store_is_never_read(tmp_path)
     swapper = threading.Thread(target=swap)
     swapper.start()
     try:
-        results = [cli.subprocess("browse", "q", "-o", "body") for _ in range(12)]
+        results = [cli.subprocess("browse", "q", "-o", "body") for _ in range(40)]
     finally:
         stop.set()
         swapper.join()
