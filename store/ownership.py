@@ -123,14 +123,13 @@ class StoreFiles:
             now = None
         other = self._mapped_other()
         if other is not None:
-            raise StorePermission(f"the store at {self.path} changed while it was being opened (LMDB "
-                                  f"opened {other} instead of its files); check who can write to "
-                                  f"{self.path.parent}")
-        if now is None or _identity(st) != self.directory or now != self.files:
-            raise StorePermission(f"the store at {self.path} changed while it was being opened "
-                                  f"(a file or the directory was replaced); check who can write to "
-                                  f"{self.path.parent}")
-
+            why = f"LMDB opened {other} instead of its files"
+        elif now is None or _identity(st) != self.directory or now != self.files:
+            why = "a file or the directory was replaced"
+        else:
+            return
+        raise StorePermission(f"the store at {self.path} changed while it was being opened ({why}); "
+                              f"check who can write to {self.path.parent}")
 
     def _mapped_other(self) -> str | None:
         """A file LMDB mapped other than the ones checked (its path): one newly mapped since
