@@ -182,10 +182,12 @@ def put(s: Session, queue: str, body: Optional[str] = None, file: Optional[Path]
             with inputs.opened(jsonl) as stream:
                 max_size = st.info().max_message_size
                 limit = inputs.record_line_limit(max_size)
-                records = (m for _, m in inputs.put_records(stream, limit, max_size))
+                read = inputs.put_records(stream, limit, max_size)
+                records = (m for _, m in read)
                 batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
+                position = read.position if isinstance(read, inputs.WholeFile) else None
                 _put_stream(st, s.out, queue, batches, True, None, None, new_ids=new_ids,
-                            tracking=inputs.reading_progress(f"put {queue}", stream))
+                            tracking=inputs.reading_progress(f"put {queue}", stream, position))
         elif lines is not None:
             with inputs.opened(lines) as stream:
                 bodies = inputs.body_lines(stream, st.info().max_message_size)

@@ -38,7 +38,7 @@ from .forwarding import Forwarding
 from .ids import AUTO
 from .keys import U32, U64, queue_key
 from .notify import WAIT_DIR, Waiter, wake
-from .ownership import check_store, open_checked
+from .ownership import OPENING, check_store, open_checked
 from .queues import (
     DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueAttrs, QueueInfo, encode_queue, validate_attrs,
     validate_name,
@@ -346,6 +346,13 @@ class Store(Forwarding):
         if not isinstance(path, (str, os.PathLike)) or os.fspath(path) in ("", b""):
             raise InvalidArgument(f"a store path must be a non-empty path, got {path!r:.60}")
         path = Path(path)
+        with OPENING:  # the files mapped meanwhile are this open's (StoreFiles.verify_unchanged)
+            return cls._open(path, create, name, map_size, allow_unsafe_permissions, allow_foreign_owner, clock)
+
+    @classmethod
+    def _open(cls, path: Path, create: bool, name: str | None, map_size: int | None,
+              allow_unsafe_permissions: bool, allow_foreign_owner: bool,
+              clock: Callable[[], float] | None) -> Store:
         checked = check_store(path, allow_foreign=allow_foreign_owner)  # before reading anything
         if checked is None or not store_exists(path) or read_marker(path).get("creating"):
             if not create:
@@ -396,6 +403,12 @@ class Store(Forwarding):
         Only in a directory of the running user's (checked before anything is changed in it)."""
         if name:
             _qmgr_name(name)
+        with OPENING:
+            return cls._make_checked(path, name, map_size, clock)
+
+    @classmethod
+    def _make_checked(cls, path: Path, name: str | None, map_size: int | None,
+                      clock: Callable[[], float] | None) -> Store | None:
         check_store(path)  # a directory someone else made (and can swap files in) is refused
         if not store_exists(path):
             prepare_directory(path)

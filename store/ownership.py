@@ -12,8 +12,10 @@ Every check is made with `fstat` on a descriptor opened with O_NOFOLLOW (a symbo
 file belongs is refused; only the store directory itself may be reached through one), so a
 path swapped between the check and the open cannot pass: what is checked is what was opened. LMDB opens its files by path, so `StoreFiles.verify_unchanged`
 compares, after LMDB opened them, the files at those paths with the ones checked, and the files
-LMDB mapped into memory (/proc/self/maps, new since the check) with the ones checked: a path
-swapped to another file for the open and back before the comparison is caught by the second.
+LMDB mapped into memory (/proc/self/maps: the shared mappings new since the check) with the ones
+checked: a path swapped to another file for the open and back before the comparison is caught
+by the second, whatever that file's name. Opens in one process take turns (OPENING), so one
+thread's mappings are never taken for a file swapped in under another's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import errno
 import os
 import pwd
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +35,10 @@ from .errors import ForeignOwner, StorePermission, StoreUnavailable
 _FILES = ("mqcli-store.json", "data.mdb", "lock.mdb")
 _FOLDERS = ("wait", "holders")
 _LMDB_FILES = ("data.mdb", "lock.mdb")
+
+# held by a store's open from its check to StoreFiles.verify_unchanged: the files another
+# thread's LMDB maps meanwhile would otherwise look like files swapped in under this one
+OPENING = threading.RLock()
 
 
 def describe(uid: int) -> str:
@@ -132,9 +139,11 @@ class StoreFiles:
                               f"check who can write to {self.path.parent}")
 
     def _mapped_other(self) -> str | None:
-        """A file LMDB mapped other than the ones checked (its path): one newly mapped since
-        the check that is neither a checked file, nor one LMDB made in the store directory
-        (a lock file missing at the check), nor a shared library. None where
+        """A file LMDB mapped other than the ones checked (its path): one newly mapped shared
+        since the check that is neither a checked file nor one LMDB made in the store
+        directory (a lock file missing at the check). LMDB maps its files shared; what else
+        maps files (the loader, a shared library) maps them private, so no file's name is
+        trusted here: a name is whatever the swapper renamed it to. None where
         /proc/self/maps cannot be read."""
         if self.mapped_before is None:
             return None
@@ -144,12 +153,13 @@ class StoreFiles:
         allowed = set(self.files.values())
         made = {os.path.realpath(self.path / name) for name in _LMDB_FILES if name not in self.files}
         return next((name for ident, name in after.items() if ident not in self.mapped_before
-                     and ident not in allowed and name not in made and ".so" not in os.path.basename(name)),
+                     and ident not in allowed and name not in made),
                     None)
 
 
 def _mapped_files() -> dict[tuple[int, int], str] | None:
-    """(st_dev, st_ino) -> path of every file mapped into this process (/proc/self/maps)."""
+    """(st_dev, st_ino) -> path of every file mapped shared into this process (/proc/self/maps:
+    permissions such as `r--s`)."""
     try:
         with open("/proc/self/maps", "rb") as f:
             lines = f.read().decode("utf-8", "surrogateescape").splitlines()
@@ -158,7 +168,7 @@ def _mapped_files() -> dict[tuple[int, int], str] | None:
     mapped: dict[tuple[int, int], str] = {}
     for line in lines:
         parts = line.split(None, 5)
-        if len(parts) < 6 or parts[4] == "0":
+        if len(parts) < 6 or parts[4] == "0" or not parts[1].endswith("s"):
             continue
         major, _, minor = parts[3].partition(":")
         mapped[(os.makedev(int(major, 16), int(minor, 16)), int(parts[4]))] = parts[5]

@@ -95,10 +95,12 @@ def test_a_store_on_a_read_only_bind_mount_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_data_mdb_swapped_while_processes_open_the_store_is_never_read(tmp_path):
+@pytest.mark.parametrize("forged_name", ["store/data.mdb", "libforged.so"])
+def test_data_mdb_swapped_while_processes_open_the_store_is_never_read(tmp_path, forged_name):
     """data.mdb exchanged (renameat2 RENAME_EXCHANGE, atomic) with a link to another store's,
     whose queue holds "forged", again and again while processes browse: each shows ours or
-    refuses with exit 11, never the other store's."""
+    refuses with exit 11, never the other store's. The other store's data file may have any
+    name (a copy named like a shared library is no less foreign)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -108,7 +110,10 @@ def test_data_mdb_swapped_while_processes_open_the_store_is_never_read(tmp_path)
     _store(tmp_path / "b", body="forged")
     data = os.fsencode(tmp_path / "a" / "store" / "data.mdb")
     evil = os.fsencode(tmp_path / "a" / "store" / "data.evil")
-    os.symlink(tmp_path / "b" / "store" / "data.mdb", evil)
+    forged = tmp_path / "b" / forged_name
+    if not forged.exists():
+        shutil.copyfile(tmp_path / "b" / "store" / "data.mdb", forged)
+    os.symlink(forged, evil)
     at_cwd, exchange = -100, 2
     if libc.renameat2(at_cwd, data, at_cwd, evil, exchange) != 0:
         pytest.skip(f"RENAME_EXCHANGE is not supported here: {os.strerror(ctypes.get_errno())}")

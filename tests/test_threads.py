@@ -72,3 +72,27 @@ def test_threads_share_one_store_exactly_once_and_in_order(tmp_path):
     assert sum(map(len, got)) == PRODUCERS * PER_PRODUCER
     assert st.queue_info("q").depth == 0 and st.check() == []
     st.close()
+
+
+def test_threads_opening_stores_at_once_are_not_taken_for_a_swapped_file(tmp_path):
+    """Each open compares the files LMDB mapped meanwhile with the ones it checked
+    (store/ownership.py): another thread's open mapping its own store's files in between is
+    not a file swapped in, so threads opening stores at once are never refused."""
+    paths = [tmp_path / f"s{i}" for i in range(4)]
+    for path in paths:
+        Store.open(path, create=True).close()
+    failures: list[BaseException] = []
+
+    def open_close(path) -> None:
+        try:
+            for _ in range(40):
+                Store.open(path).close()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=open_close, args=(path,)) for path in paths]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, BinaryIO, Optional
 
@@ -126,14 +126,13 @@ def import_(
     imported = skipped = 0
     with inputs.opened(source) as stream, s.open() as st:
         limit = inputs.record_line_limit(st.info().max_message_size)
+        records: Iterable[tuple[int, Message | dict]] = _records(stream, limit)
+        position = None
         if stream.seekable():  # validation pass: nothing is stored if a line is bad
+            whole = inputs.WholeFile(stream, lambda first: _targeted(stream, limit, queue, first))
             with inputs.reading_progress("import: check", stream) as checked:
-                for number, m in _records(stream, limit):
-                    if isinstance(m, Message):
-                        _target(number, m, queue)
-                    if number % BATCH == 0:
-                        checked(BATCH)
-            stream.seek(0)
+                whole.check(checked)
+            records, position = whole, whole.position
         known = {q.name.casefold() for q in st.list_queues()}
         pending: list[Message] = []
         target: str | None = None
@@ -153,8 +152,8 @@ def import_(
                 pending.clear()
 
         try:
-            with inputs.reading_progress("import", stream) as step:
-                for number, m in _records(stream, limit):
+            with inputs.reading_progress("import", stream, position) as step:
+                for number, m in records:
                     if not isinstance(m, Message):
                         if queue is None:  # with --queue the records' own queues are not made
                             flush()
@@ -177,6 +176,14 @@ def _records(stream: BinaryIO, limit: int) -> Iterator[tuple[int, Message | dict
     """(line number, message or queue definition) for each line of a dump; a dump written
     before definitions were exported has messages only, and imports as it always did."""
     return inputs.read_records(stream, limit, other=_definition_of)
+
+
+def _targeted(stream: BinaryIO, limit: int, queue: str | None, first: int) -> Iterator[tuple[int, Message | dict]]:
+    """The records of a dump from line `first` on, each message's target queue checked."""
+    for number, m in inputs.read_records(stream, limit, other=_definition_of, first=first):
+        if isinstance(m, Message):
+            _target(number, m, queue)
+        yield number, m
 
 
 def _definition_of(number: int, record: object) -> dict | None:

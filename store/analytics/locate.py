@@ -39,7 +39,7 @@ import lmdb
 from .. import keys
 from ..environment import no_store, open_environment, read_marker, store_exists
 from ..errors import StoreCorrupt, StoreMismatch, StorePermission, StoreUnavailable
-from ..ownership import check_store, open_checked, private_folder, require_owner
+from ..ownership import OPENING, check_store, open_checked, private_folder, require_owner
 from ..records import guid_text
 from .columns import StoreIdentity
 
@@ -59,12 +59,17 @@ def open_readonly(path: str | Path, *, allow_foreign: bool = False,
     running user's, or another's for root with `allow_foreign`, or `owner`'s when given) and
     found unchanged after LMDB opened them: another user's (or a forged) store is never read."""
     path = Path(path)
-    checked = check_store(path, allow_foreign=allow_foreign, owner=owner)
-    if checked is None or not store_exists(path):
-        raise no_store(path)
-    env, dbs = open_environment(path, read_marker(path)["map_size"], readonly=True)
+    with OPENING:  # the files mapped meanwhile are this open's (StoreFiles.verify_unchanged)
+        checked = check_store(path, allow_foreign=allow_foreign, owner=owner)
+        if checked is None or not store_exists(path):
+            raise no_store(path)
+        env, dbs = open_environment(path, read_marker(path)["map_size"], readonly=True)
+        try:
+            checked.verify_unchanged()
+        except BaseException:
+            env.close()
+            raise
     try:
-        checked.verify_unchanged()
         yield env, dbs
     finally:
         env.close()
