@@ -22,7 +22,8 @@ fixtures stop the cluster leaves no JVM behind.
 `mqcli analyze ... --master URL` commands: each application start costs a driver JVM, an
 executor JVM per Worker and their Python workers (tens of seconds on a busy machine), so the
 tests start one where they would start one per command. It holds every Worker core while it
-runs: `stop()` it before another application needs executors.
+runs: `stop()` it before another application needs executors. With a `local[N]` master it is one
+local application serving many commands (tests/test_channel_three_qm.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 traced messages go A → B → C (A reaches C through B: A's link named qmC points at B's listener)
 and their trace reports come back to A's report queue through outgoing queues (C's link qmA
 points at B, B's at A). Every message arrives once, in order within its priority, with hops 2,
-and A's report queue holds the report of every hop."""
+and A's report queue holds the report of every hop.
+
+Both tests run in one worker (their xdist group) and their `mqcli analyze routes` commands in one
+local Spark application (`pipeline`, tests/cluster_helpers.py `ClusterApp`), started while the
+first test moves its messages: each application start costs a JVM and tens of seconds."""
 
 import json
 import subprocess
@@ -17,9 +21,28 @@ from store import NewMessage, Store
 from store import trace
 from store.reports import describe
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("three-qm")]
 
 N = 400
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """The module's one local Spark application running `mqcli analyze` commands as the installed
+    `mqcli analyze ... --master local[2]` runs them; None without the spark extra (CI installs it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        yield None
+        return
+    from cluster_helpers import ClusterApp
+
+    app = ClusterApp("local[2]", tmp_path_factory.mktemp("three-qm-app"),
+                     env={"SPARK_LOCAL_IP": "127.0.0.1"}).start()
+    try:
+        yield app
+    finally:
+        app.stop()
 
 
 def count(store, queue):
@@ -27,7 +50,7 @@ def count(store, queue):
         return st.queue_info(queue).depth
 
 
-def test_traced_messages_cross_two_hops_and_their_reports_come_home(tmp_path):
+def test_traced_messages_cross_two_hops_and_their_reports_come_home(tmp_path, pipeline):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     guids = {"qmA": make_store(a, "qmA", "reports"), "qmB": make_store(b, "qmB"), "qmC": make_store(c, "qmC", "q")}
     keys = {name: keygen(tmp_path / f"{name}.key") for name in ("qmA", "qmB", "qmC")}  # one per listener
@@ -96,7 +119,7 @@ def test_traced_messages_cross_two_hops_and_their_reports_come_home(tmp_path):
             assert listener.stop() == 0, listener.stderr
         for store in (a, b, c):
             assert mqcli(store, "check").code == 0
-        _routes_rebuilt_by_the_pipeline(a, guids, msg_ids)
+        _routes_rebuilt_by_the_pipeline(pipeline, a, guids, msg_ids)
     finally:
         for f in followers:
             if f.poll() is None:
@@ -106,12 +129,10 @@ def test_traced_messages_cross_two_hops_and_their_reports_come_home(tmp_path):
             listener.kill()
 
 
-def _routes_rebuilt_by_the_pipeline(a, guids, msg_ids):
+def _routes_rebuilt_by_the_pipeline(pipeline, a, guids, msg_ids):
     """Issue 7: `mqcli analyze routes` on local Spark rebuilds, from A's report queue, the route
     every message took through the real listeners and dispatchers: A, B, C in hop order."""
-    import importlib.util
-
-    if importlib.util.find_spec("pyspark") is None:  # the spark extra (CI installs it)
+    if pipeline is None:
         return
     # the same reports without their mqcli.event property: the labels alone give the events
     stripped = a.parent / "stripped"
@@ -122,7 +143,7 @@ def _routes_rebuilt_by_the_pipeline(a, guids, msg_ids):
         st.create_queue("reports")
         st.import_messages("reports", reports)
     for store in (a, stripped):
-        r = mqcli(a, "analyze", "routes", str(store), "-o", "json", timeout=600)
+        r = pipeline.run(["--store", a, "analyze", "routes", store, "-o", "json"])
         assert r.code == 0, r
         rows = json.loads(r.stdout)
         assert {row["msg_id"] for row in rows} == msg_ids
@@ -161,7 +182,7 @@ def _labels_are_as_windows_writes_them(a, guids, port):
 M = 30  # traced messages in the conflict test
 
 
-def test_a_hop_with_its_own_report_queue_sends_conflict_reports_there(tmp_path):
+def test_a_hop_with_its_own_report_queue_sends_conflict_reports_there(tmp_path, pipeline):
     """Issue 22: A → B → C with real listeners and dispatchers, B with a report queue of its own
     (`qmgr set --report-queue`). As Windows' "Specifying Multiple Report Queues" describes, B
     sends each report to the message's report queue (A's) and a conflict report, label `Report
@@ -258,17 +279,15 @@ def test_a_hop_with_its_own_report_queue_sends_conflict_reports_there(tmp_path):
         assert all(s["since_previous_us"] >= 0 for s in steps[1:])
         r = mqcli(stripped_b, "trace", "route", msg_id, "--report-queue", "breports")
         assert r.code == 4 and "2 conflict report(s)" in r.stderr, r
-    _conflicts_do_not_confuse_the_pipeline(tmp_path, stripped_a, stripped_b, guids, msg_ids)
+    _conflicts_do_not_confuse_the_pipeline(pipeline, tmp_path, stripped_a, stripped_b, guids, msg_ids)
 
 
-def _conflicts_do_not_confuse_the_pipeline(tmp_path, stripped_a, stripped_b, guids, msg_ids):
-    import importlib.util
-
-    if importlib.util.find_spec("pyspark") is None:  # the spark extra (CI installs it)
+def _conflicts_do_not_confuse_the_pipeline(pipeline, tmp_path, stripped_a, stripped_b, guids, msg_ids):
+    if pipeline is None:
         return
     out = tmp_path / "out"
-    r = mqcli(stripped_a, "analyze", "routes", str(stripped_a), str(stripped_b), "--out", out,
-              "--format", "json", timeout=600)
+    r = pipeline.run(["--store", stripped_a, "analyze", "routes", stripped_a, stripped_b, "--out", out,
+                      "--format", "json"])
     assert r.code == 0, r
     fields = [line.split() for line in r.stdout.decode().splitlines()]
     wanted = ("reports", "conflict_reports", "invalid_reports", "routes", "complete", "loops")
