@@ -1722,7 +1722,7 @@ def _held_by_a_process(t: Write, m: Message) -> bool:
 def _not_held_by_a_process(t: Write, confirm_id: int) -> None:
     """A holder's token is not a confirm id anyone may confirm or undo: its messages are being
     written out or sent right now, and go back by themselves if that process dies."""
-    hold = holders.lookup(t, confirm_id)
+    hold = holders.lookup(t, confirm_id) if t.any_held() else None
     if hold is not None:
         raise AlreadyReceived(f"id {confirm_id} belongs to a {hold.what} that is delivering its "
                               f"messages; they return by themselves if it dies")

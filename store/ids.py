@@ -106,7 +106,7 @@ def pending(t: Write, tag: bytes, qid: int, ident: int) -> bool:
     """Whether some in-flight message of the queue holds the id: one cursor step on the
     confirm (K) or lock (L) index."""
     prefix = keys.id_in_queue_prefix(tag, qid, ident)
-    cur = t.lt.cursor(db=t.idx_db)
+    cur = t.cursor("idx")
     return cur.set_range(prefix) and cur.key().startswith(prefix)
 
 

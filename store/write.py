@@ -74,7 +74,7 @@ class Carry:
     store (Write.flush wrote), and used once: Store._write hands it over at the start of a
     write and takes a new one after its commit."""
 
-    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes")
+    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes", "last_run")
 
     def __init__(self) -> None:
         self.txn = -1
@@ -84,6 +84,7 @@ class Carry:
         self.qstats: dict[int, list[int]] = {}
         self.qcounters: dict[int, QueueCounters] = {}
         self.qtimes: dict[int, tuple[int, int]] = {}
+        self.last_run: tuple[bytes, int, int, bytes] | None = None  # Write.last_run
 
 
 _NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and finds nothing
@@ -121,18 +122,32 @@ class Write:
         # qid -> seq -> (7-priority, hold) of the messages held in place (store/holders.py),
         # read on first use and again after a hold changes
         self._placed: dict[int, dict[int, tuple[int, holders.Hold]]] | None = None
+        self._any_held: bool | None = None  # whether `holders` has a row, read on first use
+        self._cursors: dict[str, lmdb.Cursor[bytes]] = {}
+        # (key, first seq, count, location) of the msg_id run identity.release found last
+        self.last_run: tuple[bytes, int, int, bytes] | None = None
         self._carried = _NO_CARRY
+
+    def cursor(self, name: str) -> lmdb.Cursor[bytes]:
+        """This write's one cursor on table `name`, made on first use: for a lookup that is done
+        with it before it returns (never kept across a yield, where another lookup would move it)."""
+        cur = self._cursors.get(name)
+        if cur is None:
+            cur = self._cursors[name] = self.lt.cursor(db=self.dbs[name])
+        return cur
 
     def adopt(self, carry: Carry) -> None:
         """Use what the previous commit left (Carry): only when this transaction's id follows it."""
         self._carried = carry
         self._origin = carry.origin
+        self.last_run = carry.last_run
 
     def carry(self, txn: int) -> Carry:
         """What this write leaves for the next, once committed as transaction `txn`."""
         c = Carry() if self._carried is _NO_CARRY else self._carried
         c.txn = txn
         c.origin = self._origin
+        c.last_run = self.last_run
         if self._counters is not None:
             c.counters = self._counters
         c.meta.update(self._meta)
@@ -480,7 +495,7 @@ class Write:
 
     def holds_changed(self) -> None:
         """A hold was made, changed or ended in this transaction: read them again."""
-        self._placed = None
+        self._placed = self._any_held = None
 
     def maintenance_due(self) -> bool:
         """Whether a write's maintenance (Store._maintain) has anything to do: a holder's row, or
@@ -488,7 +503,7 @@ class Write:
         each deadline index is the soonest: one cursor step each."""
         if self.any_held():
             return True
-        cur, now = self.lt.cursor(db=self.idx_db), self.now
+        cur, now = self.cursor("idx"), self.now
         for tag in _DEADLINE_TAGS:
             if cur.set_range(tag):
                 key = cur.key()
@@ -498,7 +513,9 @@ class Write:
 
     def any_held(self) -> bool:
         """Does any process hold messages (a row in `holders`, store/holders.py)?"""
-        return self.lt.cursor(db=self.dbs["holders"]).first()
+        if self._any_held is None:
+            self._any_held = self.cursor("holders").first()
+        return self._any_held
 
     def placed(self, qid: int) -> dict[int, tuple[int, holders.Hold]]:
         """seq -> (7-priority, hold) of the queue's messages held in place by a process:
@@ -597,7 +614,7 @@ class Write:
             counted[0] -= 1
             counted[1] -= len(m.body)
             durable = durable or not m.express
-        identity.release(lt, self.dbs, messages)
+        identity.release(self, messages)
         for qid, (count, size) in by_queue.items():
             self._count(qid, count, size, durable)
 
@@ -947,7 +964,14 @@ class Write:
 
     def by_index(self, prefix: bytes, in_flight: bool = False) -> Iterator[Message]:
         """The messages an index prefix points at, in index order (`in_flight`: see load)."""
-        for seq, location in [(keys.seq_of(key), value) for key, value in self.index_items(prefix)]:
+        found = []
+        cur = self.cursor("idx")  # read to the end before the first message is loaded
+        if cur.set_range(prefix):
+            for key, location in cur:
+                if not key.startswith(prefix):
+                    break
+                found.append((keys.seq_of(key), location))
+        for seq, location in found:
             m = self.load(seq, location, in_flight)
             if m is not None:
                 yield m
@@ -1087,7 +1111,7 @@ class Write:
             if not cur.delete():  # deletes the position and steps to the next entry
                 break
         if taken:
-            identity.release(lt, self.dbs, taken)
+            identity.release(self, taken)
             self._count(q.qid, -len(taken), -size, durable)
             by_priority = self.queue_counters(q.qid, change=True).by_priority
             for m in taken:
@@ -1099,10 +1123,18 @@ class Write:
         """The next available message of the queue, got two-phase under a fresh confirm id
         (ids.draw) with an optional lease: the get of a consumer's ack and next, as `get_many`
         with confirm_id AUTO takes one ([MS-MQDMPR] 3.1.7.1.10 iTwoPhaseRead). None if none."""
-        item = next(self.positions(keys.queue_prefix(q.qid)), None)
-        if item is None:
-            return None
-        m = decode(item[1], q.name)
+        prefix = keys.queue_prefix(q.qid)
+        if self.placed(q.qid):
+            item = next(self.positions(prefix), None)
+            if item is None:
+                return None
+            record = item[1]
+        else:  # the usual case: the first position of the queue (positions() without a generator)
+            cur = self.cursor("pos")
+            if not cur.set_range(prefix) or not cur.key().startswith(prefix):
+                return None
+            record = cur.value()
+        m = decode(record, q.name)
         now = self.now
         return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=ids.draw(self, keys.CONFIRM, q),
                                since=now, lease_expires=now + lease_us if lease_us else m.lease_expires)
@@ -1167,7 +1199,7 @@ class Write:
                     lt.delete(key, db=idx)
             size += len(m.body)
             by_priority[m.priority] -= 1
-        identity.release(lt, self.dbs, messages)
+        identity.release(self, messages)
         self._count(q.qid, -len(messages), -size, not all(m.express for m in messages))
         return messages, kept
 
