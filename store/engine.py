@@ -510,13 +510,14 @@ class Store(Forwarding):
     def _write(self, fn: Callable[[Write], T], maintain: bool = True) -> T:
         """Run `fn` in one write transaction; sync if it made durable changes; wake getters."""
         try:
-            with self._env.begin(write=True) as lt:
+            env = self._env
+            with env.begin(write=True) as lt:
                 t = Write(lt, self._dbs, self._now(), self._queue_cache)
                 txn = lt.id()
                 carry, self._carry = self._carry, None  # used once: a write that fails leaves none
                 if carry is not None and carry.txn + 1 == txn:  # no other write came between
                     t.adopt(carry)
-                if maintain:
+                if maintain and t.maintenance_due():  # the usual case: nothing is due
                     self._maintain(t)
                 result = fn(t)
                 changed = t.flush()
@@ -535,7 +536,7 @@ class Store(Forwarding):
             raise self._write_failed(exc) from None
         if t.durable:
             try:
-                self._env.sync(True)
+                env.sync(True)
             except lmdb.Error as exc:  # committed, but maybe not on disk
                 raise self._write_failed(exc, "the commit went through but its sync failed: ") from None
         if t.woke:

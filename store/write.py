@@ -74,7 +74,8 @@ class Carry:
     store (Write.flush wrote), and used once: Store._write hands it over at the start of a
     write and takes a new one after its commit."""
 
-    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes", "last_run")
+    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes", "last_run", "any_held",
+                 "soonest")
 
     def __init__(self) -> None:
         self.txn = -1
@@ -85,6 +86,8 @@ class Carry:
         self.qcounters: dict[int, QueueCounters] = {}
         self.qtimes: dict[int, tuple[int, int]] = {}
         self.last_run: tuple[bytes, int, int, bytes] | None = None  # Write.last_run
+        self.any_held: bool | None = None  # Write.any_held, when read and no hold changed since
+        self.soonest: int | None = None  # Write.maintenance_due
 
 
 _NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and finds nothing
@@ -123,6 +126,8 @@ class Write:
         # read on first use and again after a hold changes
         self._placed: dict[int, dict[int, tuple[int, holders.Hold]]] | None = None
         self._any_held: bool | None = None  # whether `holders` has a row, read on first use
+        # no lease, expiry or transaction deadline is sooner than this (maintenance_due); None: not known
+        self._soonest: int | None = None
         self._cursors: dict[str, lmdb.Cursor[bytes]] = {}
         # (key, first seq, count, location) of the msg_id run identity.release found last
         self.last_run: tuple[bytes, int, int, bytes] | None = None
@@ -141,6 +146,7 @@ class Write:
         self._carried = carry
         self._origin = carry.origin
         self.last_run = carry.last_run
+        self._any_held, self._soonest = carry.any_held, carry.soonest
 
     def carry(self, txn: int) -> Carry:
         """What this write leaves for the next, once committed as transaction `txn`."""
@@ -148,6 +154,7 @@ class Write:
         c.txn = txn
         c.origin = self._origin
         c.last_run = self.last_run
+        c.any_held, c.soonest = self._any_held, self._soonest
         if self._counters is not None:
             c.counters = self._counters
         c.meta.update(self._meta)
@@ -470,6 +477,8 @@ class Write:
         else:
             lt.put(keys.seq_key(m.seq), encode(m), db=self.msg_db)
             self.queue_counters(m.qid, change=True).in_flight[m.state] += 1
+            if m.lease_expires:  # its E entry (state_entries)
+                self.deadline_added(m.lease_expires)
         location = keys.location(m.qid, m.priority)
         for key in entries:
             lt.put(key, location, db=idx)
@@ -500,16 +509,31 @@ class Write:
     def maintenance_due(self) -> bool:
         """Whether a write's maintenance (Store._maintain) has anything to do: a holder's row, or
         a lease, an expiry or a transaction timeout whose deadline passed. The first entry of
-        each deadline index is the soonest: one cursor step each."""
+        each deadline index is the soonest: one cursor step each. Nothing to read when this
+        process's previous commit left the soonest deadline (Carry): no other write came between,
+        and each deadline this process wrote since went through `deadline_added`."""
         if self.any_held():
             return True
-        cur, now = self.cursor("idx"), self.now
+        now = self.now
+        if self._soonest is not None and self._soonest > now:
+            return False
+        cur, soonest = self.cursor("idx"), _NO_DEADLINE
         for tag in _DEADLINE_TAGS:
             if cur.set_range(tag):
                 key = cur.key()
-                if key[:1] == tag and keys.deadline_of(key) <= now:
-                    return True
+                if key[:1] == tag:
+                    deadline = keys.deadline_of(key)
+                    if deadline <= now:
+                        self._soonest = None
+                        return True
+                    soonest = min(soonest, deadline)
+        self._soonest = soonest
         return False
+
+    def deadline_added(self, deadline: int) -> None:
+        """A lease, expiry or transaction-timeout entry was written (maintenance_due keeps the soonest)."""
+        if self._soonest is not None and deadline < self._soonest:
+            self._soonest = deadline
 
     def any_held(self) -> bool:
         """Does any process hold messages (a row in `holders`, store/holders.py)?"""
@@ -583,13 +607,20 @@ class Write:
                 append((key, location))
             for key in identity_entries(m):
                 append((key, location))
+            if m.expires is not None:  # its X entry (identity_entries)
+                self.deadline_added(m.expires)
+            if m.lease_expires:  # its E entry if in flight (state_entries): a bound either way
+                self.deadline_added(m.lease_expires)
         entries += identity.run_entries(q.qid, messages)
         c.put_messages += len(messages)
         c.put_bytes += size
-        self.lt.cursor(db=self.pos_db).putmulti(positions)
-        self.lt.cursor(db=self.idx_db).putmulti(entries)
-        if held:
-            self.lt.cursor(db=self.msg_db).putmulti(held)
+        lt = self.lt
+        for db, items in ((self.pos_db, positions), (self.idx_db, entries), (self.msg_db, held)):
+            if len(items) > 4:
+                lt.cursor(db=db).putmulti(items)
+            else:  # a few entries (one put): no cursor to make
+                for key, value in items:
+                    lt.put(key, value, db=db)
         if len(held) < len(messages):
             self.woke.add(q.qid)
         self._count(q.qid, len(messages), size, durable=not all(m.express for m in messages))
@@ -606,8 +637,9 @@ class Write:
         for m in messages:
             self._unplace(m)
             self.queue_counters(m.qid, change=True).by_priority[m.priority] -= 1
-            for key in identity_entries(m):
-                lt.delete(key, db=idx)
+            if m.correl_id is not None or m.expires is not None:  # else identity_entries has none
+                for key in identity_entries(m):
+                    lt.delete(key, db=idx)
             counted = by_queue.get(m.qid)
             if counted is None:
                 counted = by_queue[m.qid] = [0, 0]
@@ -964,17 +996,22 @@ class Write:
 
     def by_index(self, prefix: bytes, in_flight: bool = False) -> Iterator[Message]:
         """The messages an index prefix points at, in index order (`in_flight`: see load)."""
+        for seq, location in self._entries(prefix):
+            m = self.load(seq, location, in_flight)
+            if m is not None:
+                yield m
+
+    def _entries(self, prefix: bytes) -> list[tuple[int, bytes]]:
+        """(seq, location) of the index entries under `prefix`, in key order, read to the end
+        with this write's cursor before any is used."""
         found = []
-        cur = self.cursor("idx")  # read to the end before the first message is loaded
+        cur = self.cursor("idx")
         if cur.set_range(prefix):
             for key, location in cur:
                 if not key.startswith(prefix):
                     break
-                found.append((keys.seq_of(key), location))
-        for seq, location in found:
-            m = self.load(seq, location, in_flight)
-            if m is not None:
-                yield m
+                found.append((_seq_at(key, len(key) - 8)[0], location))
+        return found
 
     def by_msg_id(self, origin: bytes, n: int) -> Iterator[Message]:
         """Every message with the msg_id `origin\\n` (a copy keeps its msg_id), in seq order."""
@@ -1017,7 +1054,9 @@ class Write:
                 return
 
     def with_confirm_id(self, q: QueueInfo, confirm_id: int) -> list[Message]:
-        found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id), True))
+        load = self.load
+        found = [m for seq, location in self._entries(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id))
+                 if (m := load(seq, location, True)) is not None]
         if not found:
             raise ids.unknown(self, keys.CONFIRM, q, confirm_id)  # unknown, or its lease lapsed
         return found
@@ -1123,21 +1162,27 @@ class Write:
         """The next available message of the queue, got two-phase under a fresh confirm id
         (ids.draw) with an optional lease: the get of a consumer's ack and next, as `get_many`
         with confirm_id AUTO takes one ([MS-MQDMPR] 3.1.7.1.10 iTwoPhaseRead). None if none."""
-        prefix = keys.queue_prefix(q.qid)
+        prefix, now = keys.queue_prefix(q.qid), self.now
         if self.placed(q.qid):
             item = next(self.positions(prefix), None)
             if item is None:
                 return None
-            record = item[1]
-        else:  # the usual case: the first position of the queue (positions() without a generator)
-            cur = self.cursor("pos")
-            if not cur.set_range(prefix) or not cur.key().startswith(prefix):
-                return None
-            record = cur.value()
-        m = decode(record, q.name)
-        now = self.now
-        return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=ids.draw(self, keys.CONFIRM, q),
-                               since=now, lease_expires=now + lease_us if lease_us else m.lease_expires)
+            m = decode(item[1], q.name)
+            return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=ids.draw(self, keys.CONFIRM, q),
+                                   since=now, lease_expires=now + lease_us if lease_us else m.lease_expires)
+        # the usual case, nothing held in place: the queue's first position, and `transition`
+        # with the cursor standing on it (an available message's one state entry is its position)
+        cur = self.cursor("pos")
+        if not cur.set_range(prefix) or not cur.key().startswith(prefix):
+            return None
+        m = decode(cur.value(), q.name)
+        m.confirm_id = ids.draw(self, keys.CONFIRM, q)  # looks in idx and ids only: the cursor stays
+        cur.delete()
+        m.state, m.since = GET_UNCONFIRMED, now
+        if lease_us:
+            m.lease_expires = now + lease_us
+        self._place(m)
+        return m
 
     def hold_next(self, q: QueueInfo, priority: int | None, count: int) -> list[tuple[bytes, bytes]]:
         """The next `count` available messages, to be held in place (store/holders.py): their
@@ -1219,6 +1264,7 @@ def _as_held(m: Message, hold: holders.Hold) -> None:
 
 _NOTHING_PLACED: dict[int, tuple[int, holders.Hold]] = {}
 _DEADLINE_TAGS = (keys.LEASE, keys.EXPIRY, keys.TX_TIMEOUT)
+_NO_DEADLINE = 1 << 64  # later than every deadline a key holds
 _KEY = itemgetter(0)
 
 
@@ -1235,6 +1281,7 @@ def index_entries(m: Message) -> list[bytes]:
 
 # the key layouts of store/keys.py, packed here without a call per key (the put/get hot path)
 _pack_pos, _pack_id_in_queue = keys.POS_KEY.pack, keys.ID_IN_QUEUE_KEY.pack
+_seq_at = U64.unpack_from  # keys.seq_of: the seq is an index key's last eight bytes
 
 
 def identity_entries(m: Message) -> list[bytes]:
