@@ -41,6 +41,7 @@ _ORDINAL = {keys.MSGID: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ: keys.ORIGIN_TIME_SEQ_K
 _LOCATION_SIZE = len(keys.location(0, 0))
 _COUNT = struct.Struct(">H")  # after the location, in a run's value
 _LAST_SEQ = (1 << 64) - 1
+_U64 = keys.U64
 
 
 def run_count(value: bytes) -> int:
@@ -180,7 +181,8 @@ def release(t: Write, messages: Iterable[Message]) -> None:
 
 def _any_left(cur: lmdb.Cursor[bytes], prefix: bytes, seq: int, count: int) -> bool:
     """Whether a key `prefix seq(8)` with seq in [seq, seq+count) exists."""
-    if not cur.set_range(prefix + keys.seq_key(seq)):
+    if not cur.set_range(prefix + _U64.pack(seq)):  # keys.seq_key
         return False
     key = cur.key()
-    return len(key) == len(prefix) + keys.SEQ_SIZE and key.startswith(prefix) and keys.seq_of(key) < seq + count
+    size = len(prefix) + keys.SEQ_SIZE
+    return len(key) == size and key.startswith(prefix) and _U64.unpack_from(key, size - keys.SEQ_SIZE)[0] < seq + count

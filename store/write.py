@@ -96,6 +96,11 @@ _NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and fi
 class Write:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
 
+    __slots__ = ("lt", "dbs", "now", "durable", "woke", "_queues", "_queue_cache", "_qnames", "_qstats", "_qtimes",
+                 "_qtimes_stored", "_qcounters", "_qcounters_dirty", "_qreasons", "_meta", "_meta_dirty", "_origin",
+                 "_qm_name", "_counters", "msg_db", "idx_db", "pos_db", "_placed", "_any_held", "_soonest",
+                 "_cursors", "last_run", "_carried")  # one made per operation: no instance dict to fill
+
     def __init__(self, lt: lmdb.Transaction[bytes], dbs: dict[str, lmdb._Database], now: int,
                  queue_cache: dict[bytes, tuple[bytes, QueueInfo]] | None = None) -> None:
         self.lt = lt
@@ -282,7 +287,11 @@ class Write:
         self._qtimes.setdefault(q.qid, [0, 0])[1] = self.now
         c = self.queue_counters(q.qid, change=True)
         c.got_messages += len(removed)
-        c.got_bytes += sum([len(m.body) for m in removed]) if size is None else size
+        if size is None:
+            size = 0
+            for m in removed:
+                size += len(m.body)
+        c.got_bytes += size
         if not q.journal:
             return
         jq = self.journal_queue(q.name)
@@ -447,7 +456,7 @@ class Write:
         T), whose record is in `msg` unless held in place, so that is read first (a record is
         never in both)."""
         if in_flight:
-            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            raw = self.lt.get(_pack_seq(seq), db=self.msg_db)
             if raw is not None:
                 m = decode(raw)
                 m.queue = self.queue_name(m.qid)
@@ -475,7 +484,7 @@ class Write:
             entries = entries[1:]
             self.woke.add(m.qid)
         else:
-            lt.put(keys.seq_key(m.seq), encode(m), db=self.msg_db)
+            lt.put(_pack_seq(m.seq), encode(m), db=self.msg_db)
             self.queue_counters(m.qid, change=True).in_flight[m.state] += 1
             if m.lease_expires:  # its E entry (state_entries)
                 self.deadline_added(m.lease_expires)
@@ -495,7 +504,7 @@ class Write:
             holders.unplace(self, hold, m.seq)
             return
         else:
-            lt.delete(keys.seq_key(m.seq), db=self.msg_db)
+            lt.delete(_pack_seq(m.seq), db=self.msg_db)
             self.queue_counters(m.qid, change=True).in_flight[m.state] -= 1
         for key in entries:
             lt.delete(key, db=idx)
@@ -586,8 +595,10 @@ class Write:
         locations: dict[int, bytes] = {}
         c = self.queue_counters(qid, change=True)
         by_priority, in_flight = c.by_priority, c.in_flight
+        express = True  # all of them express: nothing to sync for them
         for m in messages:  # one pass: the batched-put hot path
             record = encode(m)
+            express = express and m.express
             priority = m.priority
             by_priority[priority] += 1
             size += len(m.body)
@@ -623,7 +634,7 @@ class Write:
                     lt.put(key, value, db=db)
         if len(held) < len(messages):
             self.woke.add(q.qid)
-        self._count(q.qid, len(messages), size, durable=not all(m.express for m in messages))
+        self._count(q.qid, len(messages), size, durable=not express)
         self._qtimes.setdefault(q.qid, [0, 0])[0] = self.now
 
     def remove(self, m: Message) -> None:
@@ -784,7 +795,7 @@ class Write:
         message is never dropped), and the dead letter is returned.
         """
         if to is GONE:
-            self.remove(m)
+            self.remove_many([m])
             if durable:
                 self.durable = True
             return None
@@ -1282,6 +1293,7 @@ def index_entries(m: Message) -> list[bytes]:
 # the key layouts of store/keys.py, packed here without a call per key (the put/get hot path)
 _pack_pos, _pack_id_in_queue = keys.POS_KEY.pack, keys.ID_IN_QUEUE_KEY.pack
 _seq_at = U64.unpack_from  # keys.seq_of: the seq is an index key's last eight bytes
+_pack_seq = U64.pack  # keys.seq_key
 
 
 def identity_entries(m: Message) -> list[bytes]:
