@@ -709,6 +709,7 @@ class Store(Forwarding):
                 if value is not None:
                     setattr(q, attr, value)
             t.lt.put(queue_key(q.name), encode_queue(q), db=self._dbs["queues"])
+            t.queue_changed(q.name)
             t.durable = True
             return self._queue_info(t, q)
         return self._write(change)
@@ -736,6 +737,7 @@ class Store(Forwarding):
                     f"{', '.join(map(str, open_txs))}; commit or abort it first (`mqcli tx list`)")
             t.remove_many(doomed)
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
+            t.queue_changed(q.name)
             t.lt.delete(queue_key(q.name), db=self._dbs["outq"])  # an outgoing queue's dispatch state
             t.lt.delete(U32.pack(q.qid), db=self._dbs["qids"])
             t.forget_queue(q.qid)

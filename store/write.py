@@ -75,7 +75,7 @@ class Carry:
     write and takes a new one after its commit."""
 
     __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes", "last_run", "any_held",
-                 "soonest")
+                 "soonest", "queues", "qnames")
 
     def __init__(self) -> None:
         self.txn = -1
@@ -88,6 +88,8 @@ class Carry:
         self.last_run: tuple[bytes, int, int, bytes] | None = None  # Write.last_run
         self.any_held: bool | None = None  # Write.any_held, when read and no hold changed since
         self.soonest: int | None = None  # Write.maintenance_due
+        self.queues: dict[bytes, QueueInfo] = {}  # Write.find_queue: the records as they are after the commit
+        self.qnames: dict[int, str] = {}
 
 
 _NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and finds nothing
@@ -152,6 +154,7 @@ class Write:
         self._origin = carry.origin
         self.last_run = carry.last_run
         self._any_held, self._soonest = carry.any_held, carry.soonest
+        self._queues, self._qnames = carry.queues, carry.qnames
 
     def carry(self, txn: int) -> Carry:
         """What this write leaves for the next, once committed as transaction `txn`."""
@@ -160,6 +163,7 @@ class Write:
         c.origin = self._origin
         c.last_run = self.last_run
         c.any_held, c.soonest = self._any_held, self._soonest
+        c.queues, c.qnames = self._queues, self._qnames  # every change of a queue record popped its entry
         if self._counters is not None:
             c.counters = self._counters
         c.meta.update(self._meta)
@@ -264,6 +268,11 @@ class Write:
             self._qnames[q.qid] = q.name  # what queue_name would read back for its qid
         return q
 
+    def queue_changed(self, name: str) -> None:
+        """The record of queue `name` was written or deleted in this write: `find_queue` reads
+        it again (this write's queues go on to the next one: Carry)."""
+        self._queues.pop(queue_key(name), None)
+
     def create_queue(self, name: str, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
         key = queue_key(name)
         if self.lt.get(key, db=self.dbs["queues"]) is not None:
@@ -272,6 +281,7 @@ class Write:
         self.set_meta_int(keys.META_NEXT_QID, qid)
         q = new_queue(name, qid, self.now, **attrs)
         self.lt.put(key, encode_queue(q), db=self.dbs["queues"])
+        self._queues.pop(key, None)
         self.lt.put(U32.pack(qid), key, db=self.dbs["qids"])
         self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(0, 0), db=self.dbs["meta"])
         self.durable = True

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import time
 
-from store import NewMessage, Store
+import pytest
+
+from store import NewMessage, Store, errors
 
 
 class Clock:
@@ -120,4 +122,32 @@ def test_runs_released_through_a_consumer_with_another_process_between(tmp_path)
     st.put("q", b"again")
     assert st.browse("q", msg_id=ids[b"5"]) == []
     assert st.check() == []
+    st.close()
+
+
+def test_queue_changes_made_by_this_process_are_seen_by_its_next_write(tmp_path):
+    st = _open(tmp_path, Clock())
+    st.put("q", b"x" * 10)  # the queue's record is carried to the next write
+    st.set_queue("q", quota=15)
+    with pytest.raises(errors.QueueQuotaExceeded):
+        st.put("q", b"y" * 10)
+    st.delete_queue("q")
+    with pytest.raises(errors.QueueNotAvailable):
+        st.put("q", b"gone")
+    st.create_queue("q")
+    st.put("q", b"new")
+    assert st.queue_info("q").depth == 1
+    assert st.queue_info("q").quota == 0
+    assert st.check() == []
+    st.close()
+
+
+def test_a_queue_another_process_changed_in_between_is_read_again(tmp_path):
+    st = _open(tmp_path, Clock())
+    st.put("q", b"x" * 10)
+    program = (f"from store import Store\nst = Store.open({str(tmp_path / 's')!r})\n"
+               "st.set_queue('q', quota=15)\nst.close()\n")
+    subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, timeout=60)
+    with pytest.raises(errors.QueueQuotaExceeded):
+        st.put("q", b"y" * 10)
     st.close()
