@@ -28,6 +28,13 @@ def _open(tmp_path, clock: Clock) -> Store:
     return st
 
 
+def _in_another_process(tmp_path, code: str) -> str:
+    """Run `code` with `st` open on the store, in a process of its own; what it printed."""
+    program = f"from store import Store\nst = Store.open({str(tmp_path / 's')!r})\n{code}\nst.close()\n"
+    return subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True,
+                          timeout=60).stdout
+
+
 def _depth_as_is(st: Store) -> int:
     """The queue's depth as the last write left it: no maintenance runs for the read."""
     with st.as_is():
@@ -54,13 +61,17 @@ def test_a_lease_written_in_a_carried_write_lapses_on_time(tmp_path):
     st.close()
 
 
-def test_an_expiry_written_in_a_carried_write_is_met(tmp_path):
+@pytest.mark.parametrize("writer", ["this process, in a carried write", "another process, between"])
+def test_an_expiry_is_met_whoever_wrote_it(tmp_path, writer):
     clock = Clock()
     st = _open(tmp_path, clock)
-    st.put("q", b"first")
-    st.put("q", b"short", ttl=5)
+    st.put("q", b"first")  # carries: nothing due, no deadline at all
+    if writer.startswith("this"):
+        st.put("q", b"short", ttl=5)
+    else:  # the next write of this process reads the deadline index
+        _in_another_process(tmp_path, "st.put('q', b'short', ttl=5)")
     st.put("q", b"more")
-    clock.now += 6
+    clock.now += 60
     st.put("q", b"last")  # the short one expires in this write
     assert _depth_as_is(st) == 3
     assert st.queue_stats("q").totals["expired"] == 1
@@ -83,20 +94,6 @@ def test_a_transaction_timeout_written_in_a_carried_write_is_met(tmp_path):
     st.close()
 
 
-def test_an_expiry_another_process_wrote_in_between_is_met(tmp_path):
-    clock = Clock()
-    st = _open(tmp_path, clock)
-    st.put("q", b"mine")  # carries: nothing due, no deadline at all
-    program = (f"from store import Store\nst = Store.open({str(tmp_path / 's')!r})\n"
-               "st.put('q', b'theirs', ttl=5)\nst.close()\n")
-    subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, timeout=60)
-    clock.now += 60
-    st.put("q", b"mine again")  # another write came between: the deadline index is read
-    assert _depth_as_is(st) == 2
-    assert st.queue_stats("q").totals["expired"] == 1
-    st.close()
-
-
 def test_runs_released_through_a_consumer_with_another_process_between(tmp_path):
     clock = Clock()
     st = _open(tmp_path, clock)
@@ -108,11 +105,8 @@ def test_runs_released_through_a_consumer_with_another_process_between(tmp_path)
             m = c.next(wait=0)
             ids[m.body] = m.msg_id
             c.confirm(m)
-        program = (f"from store import Store\nst = Store.open({str(tmp_path / 's')!r})\n"
-                   "print(st.get('q', wait=0).body.decode())\nst.close()\n")
-        out = subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True,
-                             timeout=60)
-        assert out.stdout.strip() == "4"  # the other process got the run's fifth message
+        out = _in_another_process(tmp_path, "print(st.get('q', wait=0).body.decode())")
+        assert out.strip() == "4"  # the other process got the run's fifth message
         while (m := c.next(wait=0)) is not None:
             ids[m.body] = m.msg_id
             c.confirm(m)
@@ -145,9 +139,7 @@ def test_queue_changes_made_by_this_process_are_seen_by_its_next_write(tmp_path)
 def test_a_queue_another_process_changed_in_between_is_read_again(tmp_path):
     st = _open(tmp_path, Clock())
     st.put("q", b"x" * 10)
-    program = (f"from store import Store\nst = Store.open({str(tmp_path / 's')!r})\n"
-               "st.set_queue('q', quota=15)\nst.close()\n")
-    subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, timeout=60)
+    _in_another_process(tmp_path, "st.set_queue('q', quota=15)")
     with pytest.raises(errors.QueueQuotaExceeded):
         st.put("q", b"y" * 10)
     st.close()
