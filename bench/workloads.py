@@ -12,6 +12,7 @@ without them, and a missing peer gives a clear error.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from dataclasses import dataclass, field
@@ -236,6 +237,107 @@ def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int)
         dt = perf_counter() - t0
         with env.begin() as txn:
             _expect("pattern records after put", txn.stat(pos)["entries"], n + WARM_SINGLE)
+    finally:
+        env.close()
+    return dt
+
+
+_PATTERN_RUN = 256  # the store's msg_id and unique-id entries cover runs of up to 256 messages
+
+
+def _pattern_runs(txn, idx, origin: bytes, first: int, count: int) -> None:
+    """The msg_id and unique-id run entries of messages first..first+count-1 (one pair a run)."""
+    for start in range(first, first + count, _PATTERN_RUN):
+        key = _pack(start)
+        value = b"\0\0\0\1\4" + struct.pack(">H", min(_PATTERN_RUN, first + count - start))
+        txn.put(b"N" + origin + key[4:] + key, value, db=idx)
+        txn.put(b"V" + origin + key + key, value, db=idx)
+
+
+def _pattern_run_keys(origin: bytes, first: int, count: int) -> list[bytes]:
+    return [k for start in range(first, first + count, _PATTERN_RUN)
+            for k in (b"N" + origin + _pack(start)[4:] + _pack(start), b"V" + origin + _pack(start) * 2)]
+
+
+def lmdb_store_pattern_put_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
+    """Raw py-lmdb writing what one store put_many of `batch` messages writes, one durable
+    commit a batch with the store's sync settings: a position entry holding each record, a
+    msg_id and a unique-id run entry for each run of 256, the four meta records. Context: the
+    floor of the store's design for workload 2, without any of its Python."""
+    env, (pos, _msg, idx, meta) = _pattern_open(workdir)
+    try:
+        origin = bytes(range(16))
+        record = bytes(_PATTERN_RECORD) + body
+        begin, sync = env.begin, env.sync
+        t0 = 0.0
+        for b in range(n // batch + 1):  # the first batch is the warm-up
+            if b == 1:
+                t0 = perf_counter()
+            first = b * batch + 1
+            with begin(write=True) as txn:
+                put = txn.put
+                for i in range(first, first + batch):
+                    put(_pattern_pos(i), record, db=pos)
+                _pattern_runs(txn, idx, origin, first, batch)
+                _pattern_meta(txn, meta, b)
+            sync(True)
+        dt = perf_counter() - t0
+        with env.begin() as txn:
+            _expect("pattern records after batched put", txn.stat(pos)["entries"], n + batch)
+    finally:
+        env.close()
+    return dt
+
+
+def lmdb_store_pattern_get_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
+    """Raw py-lmdb writing what the store's get_batches writes, one durable commit a batch with
+    the store's sync settings: the previous batch's positions, run entries and hold row
+    deleted, the next batch's positions and records read and its hold row put (a row naming
+    each held place), the four meta records. Context: the floor of the store's design for
+    workload 3, without any of its Python (the records are not decoded)."""
+    env, (pos, _msg, idx, meta) = _pattern_open(workdir)
+    holds = env.open_db(b"holders")
+    try:
+        origin = bytes(range(16))
+        record = bytes(_PATTERN_RECORD) + body
+        total = n + batch
+        for first in range(1, total + 1, batch):
+            with env.begin(write=True) as txn:
+                for i in range(first, min(first + batch, total + 1)):
+                    txn.put(_pattern_pos(i), record, db=pos)
+                _pattern_runs(txn, idx, origin, first, min(batch, total + 1 - first))
+        env.sync(True)
+        begin, sync = env.begin, env.sync
+        row = bytes(40)
+        held: list[tuple[bytes, bytes]] = []
+        got, token, t0 = 0, 0, 0.0
+        while True:
+            with begin(write=True) as txn:
+                if held:  # the end of the last batch's hold: its messages removed
+                    cur = txn.cursor(db=pos)
+                    cur.set_key(held[0][0])
+                    for _ in held:
+                        cur.delete()
+                    first = int.from_bytes(held[0][0][-8:], "big")
+                    for key in _pattern_run_keys(origin, first, len(held)):
+                        txn.delete(key, db=idx)
+                    txn.delete(_pack(token), db=holds)
+                    token += 1
+                cur = txn.cursor(db=pos)
+                held = list(itertools.islice(cur.iternext(), batch)) if cur.first() else []
+                if held:  # the next batch held in place
+                    txn.put(_pack(token), row + b"".join([k[5:] for k, _ in held]), db=holds)
+                _pattern_meta(txn, meta, token)
+            sync(True)
+            if not held:
+                break
+            got += len(held)
+            if got == batch:  # the first batch was the warm-up
+                t0 = perf_counter()
+        dt = perf_counter() - t0
+        _expect("pattern messages read", got, total)
+        with env.begin() as txn:
+            _expect("pattern positions left", txn.stat(pos)["entries"], 0)
     finally:
         env.close()
     return dt
@@ -651,8 +753,11 @@ WORKLOADS: list[Workload] = [
         contenders={
             STORE: ("st.put_many(q, [NewMessage(body)]*batch)", store_put_batched),
             LMDB: ("batch txn.put per write txn, 8-byte BE keys", lmdb_put_batched),
+            LMDB_PATTERN: ("positions + msg_id and unique-id runs + 4 meta records a batch, durable commit",
+                           lmdb_store_pattern_put_batched),
         },
         target=Target(LMDB, 0.3),
+        design_floor=LMDB_PATTERN,
     ),
     Workload(
         key="get_batched",
@@ -662,8 +767,11 @@ WORKLOADS: list[Workload] = [
         contenders={
             STORE: ("st.get_batches(q, deliver, batch=batch) until empty, as `mqcli get --all`", store_get_batched),
             LMDB: ("per write txn: batch x (cursor.first, value, delete)", lmdb_get_batched),
+            LMDB_PATTERN: ("a batch's removal + the next one's hold row + 4 meta records, durable commit",
+                           lmdb_store_pattern_get_batched),
         },
         target=Target(LMDB, 0.25),
+        design_floor=LMDB_PATTERN,
     ),
     Workload(
         key="get_confirm",

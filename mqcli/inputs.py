@@ -187,11 +187,14 @@ def record_line_limit(max_message_size: int) -> int:
     return _JSON_BYTES_PER_BODY_BYTE * max_message_size + _RECORD_FIELDS_BYTES
 
 
-def jsonl_lines(stream: BinaryIO, limit: int, first: int = 1) -> Iterator[tuple[int, bytes]]:
+def jsonl_lines(stream: BinaryIO, limit: int, first: int = 1, end: int | None = None) -> Iterator[tuple[int, bytes]]:
     """(line number, line) for each line, each read no further than `limit` + 1 bytes: a
     longer line is BadData naming it, refused before it is read to its end. `first` is the
-    number of the line the stream is at."""
-    for number, line in enumerate(iter(lambda: stream.readline(limit + 1), b""), first):
+    number of the line the stream is at; with `end`, nothing is read from that offset on."""
+    def read_line() -> bytes:
+        return stream.readline(limit + 1 if end is None else min(limit + 1, max(end - stream.tell(), 0)))
+
+    for number, line in enumerate(iter(read_line, b""), first):
         if len(line) > limit and not line.endswith(b"\n"):
             raise errors.BadData(f"line {number}: longer than {limit} bytes, more than any record this "
                                  "store can hold (its max-message-size bounds a record's line); "
@@ -248,13 +251,14 @@ def _refuse_duplicates(number: int, line: bytes) -> None:
 
 
 def read_records(stream: BinaryIO, limit: int,
-                 other: Optional[Callable[[int, object], Any]] = None, first: int = 1) -> Iterator[tuple[int, Any]]:
+                 other: Optional[Callable[[int, object], Any]] = None, first: int = 1,
+                 end: int | None = None) -> Iterator[tuple[int, Any]]:
     """(line number, record) for each non-empty JSONL line; a bad or overlong line is BadData
     naming it. `other(line number, parsed JSON)` may claim a line that is not a message (an
-    export's queue definitions): what it returns, if not None, is yielded instead. `first`:
-    the number of the line the stream is at."""
+    export's queue definitions): what it returns, if not None, is yielded instead. `first`
+    and `end`: as jsonl_lines takes them."""
 
-    for number, line in jsonl_lines(stream, limit, first):
+    for number, line in jsonl_lines(stream, limit, first, end):
         if line.isspace() or not line:
             continue
         record = loads_record(number, line)
@@ -385,8 +389,8 @@ def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterable
 
     now = int(time.time() * 1_000_000)  # an `expires` must be later than the start
 
-    def records(first: int = 1) -> Iterator[tuple[int, Message | NewMessage]]:
-        for number, line in jsonl_lines(stream, limit, first):
+    def records(first: int = 1, end: int | None = None) -> Iterator[tuple[int, Message | NewMessage]]:
+        for number, line in jsonl_lines(stream, limit, first, end):
             if line and not line.isspace():
                 m = _record_of(number, line, now)
                 if len(m.body) > max_message_size:
@@ -399,15 +403,17 @@ def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterable
 
 
 class WholeFile(Generic[T]):
-    """The records of a regular file, every one read by `records(first line number)` (which
-    raises at a bad one) before the first is handed out, so a bad line hands out none.
+    """The records of a regular file, every one read by `records(first line number, end)`
+    (which raises at a bad one) before the first is handed out, so a bad line hands out none.
 
     The records of the file's first KEEP_READ_BYTES are kept as they were read, the rest are
-    read again from where the kept ones end: a file that size is parsed once, and memory is
-    bounded whatever the file's size (a record kept takes about 1.2 times its line).
+    read again from where the kept ones end up to where the first read ended (lines written
+    to the file meanwhile were not checked, and are not handed out, whatever the file's size):
+    a file that size is parsed once, and memory is bounded whatever the file's size (a record
+    kept takes about 1.2 times its line).
     `position()` is where in the file the records handed out so far end, for progress."""
 
-    def __init__(self, stream: BinaryIO, records: Callable[[int], Iterator[tuple[int, T]]]) -> None:
+    def __init__(self, stream: BinaryIO, records: Callable[[int, int | None], Iterator[tuple[int, T]]]) -> None:
         self.stream, self.records = stream, records
         self.start = stream.tell()
         self.handed_out: int | None = None  # the position of the last record handed out
@@ -429,7 +435,7 @@ class WholeFile(Generic[T]):
         collecting = gc.isenabled()
         gc.disable()
         try:
-            for count, (number, record) in enumerate(self.records(1), 1):
+            for count, (number, record) in enumerate(self.records(1, None), 1):
                 if self.resume is None:
                     at = stream.tell()
                     kept.append((number, record, at))
@@ -454,7 +460,7 @@ class WholeFile(Generic[T]):
         self.stream.seek(self.end if self.resume is None else self.resume[0])
         self.handed_out = None
         if self.resume is not None:
-            yield from self.records(self.resume[1])
+            yield from self.records(self.resume[1], self.end)
 
 
 def _record_of(number: int, line: bytes, now_us: int) -> Message | NewMessage:

@@ -51,7 +51,8 @@ class Consumer:
         acked, self._acked = self._acked, {}
         message, failed = self.store._ack_and_get(self.queue, list(acked), wait=wait, lease=self.lease,
                                                   where=self.where)
-        self.failed += [(acked[confirm_id], exc) for confirm_id, exc in failed]
+        if failed:
+            self.failed += [(acked[confirm_id], exc) for confirm_id, exc in failed]
         if message is not None:
             self.in_flight[message.confirm_id] = message  # type: ignore[index]  # got under a confirm id
         return message

@@ -510,13 +510,14 @@ class Store(Forwarding):
     def _write(self, fn: Callable[[Write], T], maintain: bool = True) -> T:
         """Run `fn` in one write transaction; sync if it made durable changes; wake getters."""
         try:
-            with self._env.begin(write=True) as lt:
+            env = self._env
+            with env.begin(write=True) as lt:
                 t = Write(lt, self._dbs, self._now(), self._queue_cache)
                 txn = lt.id()
                 carry, self._carry = self._carry, None  # used once: a write that fails leaves none
                 if carry is not None and carry.txn + 1 == txn:  # no other write came between
                     t.adopt(carry)
-                if maintain:
+                if maintain and t.maintenance_due():  # the usual case: nothing is due
                     self._maintain(t)
                 result = fn(t)
                 changed = t.flush()
@@ -535,7 +536,7 @@ class Store(Forwarding):
             raise self._write_failed(exc) from None
         if t.durable:
             try:
-                self._env.sync(True)
+                env.sync(True)
             except lmdb.Error as exc:  # committed, but maybe not on disk
                 raise self._write_failed(exc, "the commit went through but its sync failed: ") from None
         if t.woke:
@@ -708,6 +709,7 @@ class Store(Forwarding):
                 if value is not None:
                     setattr(q, attr, value)
             t.lt.put(queue_key(q.name), encode_queue(q), db=self._dbs["queues"])
+            t.queue_changed(q.name)
             t.durable = True
             return self._queue_info(t, q)
         return self._write(change)
@@ -735,6 +737,7 @@ class Store(Forwarding):
                     f"{', '.join(map(str, open_txs))}; commit or abort it first (`mqcli tx list`)")
             t.remove_many(doomed)
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
+            t.queue_changed(q.name)
             t.lt.delete(queue_key(q.name), db=self._dbs["outq"])  # an outgoing queue's dispatch state
             t.lt.delete(U32.pack(q.qid), db=self._dbs["qids"])
             t.forget_queue(q.qid)
@@ -1722,7 +1725,7 @@ def _held_by_a_process(t: Write, m: Message) -> bool:
 def _not_held_by_a_process(t: Write, confirm_id: int) -> None:
     """A holder's token is not a confirm id anyone may confirm or undo: its messages are being
     written out or sent right now, and go back by themselves if that process dies."""
-    hold = holders.lookup(t, confirm_id)
+    hold = holders.lookup(t, confirm_id) if t.any_held() else None
     if hold is not None:
         raise AlreadyReceived(f"id {confirm_id} belongs to a {hold.what} that is delivering its "
                               f"messages; they return by themselves if it dies")

@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import lmdb
 
 from . import keys
 from .records import Message
+
+if TYPE_CHECKING:
+    from .write import Write
 
 MAX_RUN = 256  # also bounds how far a lookup walks back from the id it looks for
 KIND = {keys.MSGID: keys.MSGID, keys.MSGID_RUN: keys.MSGID, keys.UNIQ: keys.UNIQ, keys.UNIQ_RUN: keys.UNIQ}
@@ -37,6 +41,7 @@ _ORDINAL = {keys.MSGID: keys.ORIGIN_N_SEQ_KEY, keys.UNIQ: keys.ORIGIN_TIME_SEQ_K
 _LOCATION_SIZE = len(keys.location(0, 0))
 _COUNT = struct.Struct(">H")  # after the location, in a run's value
 _LAST_SEQ = (1 << 64) - 1
+_U64 = keys.U64
 
 
 def run_count(value: bytes) -> int:
@@ -136,38 +141,48 @@ def _runs_covering(cur: lmdb.Cursor[bytes], tag: bytes, origin: bytes, ordinal: 
         ok = cur.prev()
 
 
-def release(lt: lmdb.Transaction[bytes], dbs: dict[str, lmdb._Database], messages: Iterable[Message]) -> None:
+def release(t: Write, messages: Iterable[Message]) -> None:
     """Delete the runs of removed `messages` that no message is left in (call it after their
-    records are gone)."""
-    idx = dbs["idx"]
-    cur = lt.cursor(db=idx)
+    records are gone). The run found last (`Write.last_run`, carried from this process's
+    previous commit) is looked at first: a consumer takes a run's messages one a commit, and
+    a seq names one message, so a seq in that run's span is one of its members."""
+    lt, idx = t.lt, t.idx_db
     touched: dict[bytes, tuple[int, int, bytes, Message]] = {}
     seq = count = 0
+    last = t.last_run
     for m in messages:
         if seq <= m.seq < seq + count:  # in the run found last: a seq names one message
             continue
-        if lt.delete(keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, m.origin, m.msg_n, m.seq), db=idx):
-            lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ, m.origin, m.put_time, m.seq), db=idx)
-            continue  # it had entries of its own
-        run = next((r for r in _runs_covering(cur, keys.MSGID, m.origin, m.msg_n) if r[1] == m.seq), None)
-        if run is None:
-            continue  # no run holds it: a damaged store (check says so)
-        key, _, seq, count, location = run
+        if last is not None and last[1] <= m.seq < last[1] + last[2]:
+            key, seq, count, location = last
+        else:
+            if lt.delete(keys.ORIGIN_N_SEQ_KEY.pack(keys.MSGID, m.origin, m.msg_n, m.seq), db=idx):
+                lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ, m.origin, m.put_time, m.seq), db=idx)
+                continue  # it had entries of its own
+            run = next((r for r in _runs_covering(t.cursor("idx"), keys.MSGID, m.origin, m.msg_n) if r[1] == m.seq),
+                       None)
+            if run is None:
+                continue  # no run holds it: a damaged store (check says so)
+            key, _, seq, count, location = run
+            last = t.last_run = (key, seq, count, location)
         touched[key] = (seq, count, location, m)
     if not touched:
         return
-    pos, held = lt.cursor(db=dbs["pos"]), lt.cursor(db=dbs["msg"])
+    pos, held = t.cursor("pos"), t.cursor("msg")
     for key, (seq, count, location, m) in touched.items():
         if _any_left(pos, keys.POS + location, seq, count) or _any_left(held, b"", seq, count):
             continue
         lt.delete(key, db=idx)
+        if last is not None and last[0] == key:
+            last = t.last_run = None
         put_time = m.put_time - (m.seq - seq)
         lt.delete(keys.ORIGIN_TIME_SEQ_KEY.pack(keys.UNIQ_RUN, m.origin, put_time, seq), db=idx)
 
 
 def _any_left(cur: lmdb.Cursor[bytes], prefix: bytes, seq: int, count: int) -> bool:
     """Whether a key `prefix seq(8)` with seq in [seq, seq+count) exists."""
-    if not cur.set_range(prefix + keys.seq_key(seq)):
+    if not cur.set_range(prefix + _U64.pack(seq)):  # keys.seq_key
         return False
     key = cur.key()
-    return len(key) == len(prefix) + keys.SEQ_SIZE and key.startswith(prefix) and keys.seq_of(key) < seq + count
+    size = len(prefix) + keys.SEQ_SIZE
+    return len(key) == size and key.startswith(prefix) and _U64.unpack_from(key, size - keys.SEQ_SIZE)[0] < seq + count

@@ -58,6 +58,7 @@ touched, so the hot path touches three tables only: ``msg``, ``idx`` and ``meta`
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs", b"links", b"outq", b"seen",
              b"holders", b"ids")
@@ -103,6 +104,7 @@ LOOKUP_SEQ_MASK = (1 << 56) - 1
 _LOCATION = struct.Struct(">IB")
 
 
+@lru_cache(maxsize=4096)  # few queues, asked on every put and get
 def location(qid: int, priority: int) -> bytes:
     """The value of every secondary index entry: where the message's position entry is."""
     return _LOCATION.pack(qid, 7 - priority)
@@ -118,14 +120,17 @@ def queue_key(name: str) -> bytes:
     return name.casefold().encode("utf-8")
 
 
+@lru_cache(maxsize=4096)  # few queues, asked on every put and get
 def qstats_key(qid: int) -> bytes:
     return b"q" + U32.pack(qid)
 
 
+@lru_cache(maxsize=4096)  # few queues, asked on every put and get
 def qtimes_key(qid: int) -> bytes:
     return b"t" + U32.pack(qid)
 
 
+@lru_cache(maxsize=4096)  # few queues, asked on every put and get
 def queue_prefix(qid: int) -> bytes:
     """Prefix of a queue's positions."""
     return POS + U32.pack(qid)

@@ -73,6 +73,7 @@ def begin(t: Write, timeout_us: int | None) -> int:
     t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
     if deadline:
         t.lt.put(keys.deadline_key(keys.TX_TIMEOUT, deadline, tx_id), b"", db=t.idx_db)
+        t.deadline_added(deadline)
     t.durable = True
     return tx_id
 

@@ -36,9 +36,26 @@ _FILES = ("mqcli-store.json", "data.mdb", "lock.mdb")
 _FOLDERS = ("wait", "holders")
 _LMDB_FILES = ("data.mdb", "lock.mdb")
 
-# held by a store's open from its check to StoreFiles.verify_unchanged: the files another
-# thread's LMDB maps meanwhile would otherwise look like files swapped in under this one
-OPENING = threading.RLock()
+class _Opening:
+    """Held by a store's open from its check to StoreFiles.verify_unchanged: the files another
+    thread's LMDB maps meanwhile would otherwise look like files swapped in under this one. A
+    child forked while another thread held it gets a free one (that thread is not in the child)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def forked(self) -> None:
+        self._lock = threading.RLock()
+
+
+OPENING = _Opening()
+os.register_at_fork(after_in_child=OPENING.forked)
 
 
 def describe(uid: int) -> str:

@@ -18,6 +18,7 @@ import json
 import operator
 import re
 import struct
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 from .keys import U32
@@ -32,6 +33,7 @@ _in_flight = operator.itemgetter(*IN_FLIGHT_STATES)
 _N, _M = len(_CUMULATIVE), len(_CUMULATIVE) + len(IN_FLIGHT_STATES)  # decode spells out the first _N
 
 
+@lru_cache(maxsize=4096)  # asked on every commit that puts or gets
 def counters_key(qid: int) -> bytes:
     return b"k" + U32.pack(qid)
 

@@ -74,7 +74,8 @@ class Carry:
     store (Write.flush wrote), and used once: Store._write hands it over at the start of a
     write and takes a new one after its commit."""
 
-    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes")
+    __slots__ = ("txn", "origin", "counters", "meta", "qstats", "qcounters", "qtimes", "last_run", "any_held",
+                 "soonest", "queues", "qnames")
 
     def __init__(self) -> None:
         self.txn = -1
@@ -84,6 +85,11 @@ class Carry:
         self.qstats: dict[int, list[int]] = {}
         self.qcounters: dict[int, QueueCounters] = {}
         self.qtimes: dict[int, tuple[int, int]] = {}
+        self.last_run: tuple[bytes, int, int, bytes] | None = None  # Write.last_run
+        self.any_held: bool | None = None  # Write.any_held, when read and no hold changed since
+        self.soonest: int | None = None  # Write.maintenance_due
+        self.queues: dict[bytes, QueueInfo] = {}  # Write.find_queue: the records as they are after the commit
+        self.qnames: dict[int, str] = {}
 
 
 _NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and finds nothing
@@ -91,6 +97,11 @@ _NO_CARRY = Carry()  # read only: a Write with nothing carried looks here and fi
 
 class Write:
     """A write transaction with the store's tables, the time it runs at, and its effects."""
+
+    __slots__ = ("lt", "dbs", "now", "durable", "woke", "_queues", "_queue_cache", "_qnames", "_qstats", "_qtimes",
+                 "_qtimes_stored", "_qcounters", "_qcounters_dirty", "_qreasons", "_meta", "_meta_dirty", "_origin",
+                 "_qm_name", "_counters", "msg_db", "idx_db", "pos_db", "_placed", "_any_held", "_soonest",
+                 "_cursors", "last_run", "_carried")  # one made per operation: no instance dict to fill
 
     def __init__(self, lt: lmdb.Transaction[bytes], dbs: dict[str, lmdb._Database], now: int,
                  queue_cache: dict[bytes, tuple[bytes, QueueInfo]] | None = None) -> None:
@@ -121,18 +132,38 @@ class Write:
         # qid -> seq -> (7-priority, hold) of the messages held in place (store/holders.py),
         # read on first use and again after a hold changes
         self._placed: dict[int, dict[int, tuple[int, holders.Hold]]] | None = None
+        self._any_held: bool | None = None  # whether `holders` has a row, read on first use
+        # no lease, expiry or transaction deadline is sooner than this (maintenance_due); None: not known
+        self._soonest: int | None = None
+        self._cursors: dict[str, lmdb.Cursor[bytes]] = {}
+        # (key, first seq, count, location) of the msg_id run identity.release found last
+        self.last_run: tuple[bytes, int, int, bytes] | None = None
         self._carried = _NO_CARRY
+
+    def cursor(self, name: str) -> lmdb.Cursor[bytes]:
+        """This write's one cursor on table `name`, made on first use: for a lookup that is done
+        with it before it returns (never kept across a yield, where another lookup would move it)."""
+        cur = self._cursors.get(name)
+        if cur is None:
+            cur = self._cursors[name] = self.lt.cursor(db=self.dbs[name])
+        return cur
 
     def adopt(self, carry: Carry) -> None:
         """Use what the previous commit left (Carry): only when this transaction's id follows it."""
         self._carried = carry
         self._origin = carry.origin
+        self.last_run = carry.last_run
+        self._any_held, self._soonest = carry.any_held, carry.soonest
+        self._queues, self._qnames = carry.queues, carry.qnames
 
     def carry(self, txn: int) -> Carry:
         """What this write leaves for the next, once committed as transaction `txn`."""
         c = Carry() if self._carried is _NO_CARRY else self._carried
         c.txn = txn
         c.origin = self._origin
+        c.last_run = self.last_run
+        c.any_held, c.soonest = self._any_held, self._soonest
+        c.queues, c.qnames = self._queues, self._qnames  # every change of a queue record popped its entry
         if self._counters is not None:
             c.counters = self._counters
         c.meta.update(self._meta)
@@ -237,6 +268,11 @@ class Write:
             self._qnames[q.qid] = q.name  # what queue_name would read back for its qid
         return q
 
+    def queue_changed(self, name: str) -> None:
+        """The record of queue `name` was written or deleted in this write: `find_queue` reads
+        it again (this write's queues go on to the next one: Carry)."""
+        self._queues.pop(queue_key(name), None)
+
     def create_queue(self, name: str, **attrs: Unpack[QueueAttrs]) -> QueueInfo:
         key = queue_key(name)
         if self.lt.get(key, db=self.dbs["queues"]) is not None:
@@ -245,6 +281,7 @@ class Write:
         self.set_meta_int(keys.META_NEXT_QID, qid)
         q = new_queue(name, qid, self.now, **attrs)
         self.lt.put(key, encode_queue(q), db=self.dbs["queues"])
+        self._queues.pop(key, None)
         self.lt.put(U32.pack(qid), key, db=self.dbs["qids"])
         self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(0, 0), db=self.dbs["meta"])
         self.durable = True
@@ -260,7 +297,11 @@ class Write:
         self._qtimes.setdefault(q.qid, [0, 0])[1] = self.now
         c = self.queue_counters(q.qid, change=True)
         c.got_messages += len(removed)
-        c.got_bytes += sum([len(m.body) for m in removed]) if size is None else size
+        if size is None:
+            size = 0
+            for m in removed:
+                size += len(m.body)
+        c.got_bytes += size
         if not q.journal:
             return
         jq = self.journal_queue(q.name)
@@ -425,7 +466,7 @@ class Write:
         T), whose record is in `msg` unless held in place, so that is read first (a record is
         never in both)."""
         if in_flight:
-            raw = self.lt.get(keys.seq_key(seq), db=self.msg_db)
+            raw = self.lt.get(_pack_seq(seq), db=self.msg_db)
             if raw is not None:
                 m = decode(raw)
                 m.queue = self.queue_name(m.qid)
@@ -453,8 +494,10 @@ class Write:
             entries = entries[1:]
             self.woke.add(m.qid)
         else:
-            lt.put(keys.seq_key(m.seq), encode(m), db=self.msg_db)
+            lt.put(_pack_seq(m.seq), encode(m), db=self.msg_db)
             self.queue_counters(m.qid, change=True).in_flight[m.state] += 1
+            if m.lease_expires:  # its E entry (state_entries)
+                self.deadline_added(m.lease_expires)
         location = keys.location(m.qid, m.priority)
         for key in entries:
             lt.put(key, location, db=idx)
@@ -471,7 +514,7 @@ class Write:
             holders.unplace(self, hold, m.seq)
             return
         else:
-            lt.delete(keys.seq_key(m.seq), db=self.msg_db)
+            lt.delete(_pack_seq(m.seq), db=self.msg_db)
             self.queue_counters(m.qid, change=True).in_flight[m.state] -= 1
         for key in entries:
             lt.delete(key, db=idx)
@@ -480,25 +523,42 @@ class Write:
 
     def holds_changed(self) -> None:
         """A hold was made, changed or ended in this transaction: read them again."""
-        self._placed = None
+        self._placed = self._any_held = None
 
     def maintenance_due(self) -> bool:
         """Whether a write's maintenance (Store._maintain) has anything to do: a holder's row, or
         a lease, an expiry or a transaction timeout whose deadline passed. The first entry of
-        each deadline index is the soonest: one cursor step each."""
+        each deadline index is the soonest: one cursor step each. Nothing to read when this
+        process's previous commit left the soonest deadline (Carry): no other write came between,
+        and each deadline this process wrote since went through `deadline_added`."""
         if self.any_held():
             return True
-        cur, now = self.lt.cursor(db=self.idx_db), self.now
+        now = self.now
+        if self._soonest is not None and self._soonest > now:
+            return False
+        cur, soonest = self.cursor("idx"), _NO_DEADLINE
         for tag in _DEADLINE_TAGS:
             if cur.set_range(tag):
                 key = cur.key()
-                if key[:1] == tag and keys.deadline_of(key) <= now:
-                    return True
+                if key[:1] == tag:
+                    deadline = keys.deadline_of(key)
+                    if deadline <= now:
+                        self._soonest = None
+                        return True
+                    soonest = min(soonest, deadline)
+        self._soonest = soonest
         return False
+
+    def deadline_added(self, deadline: int) -> None:
+        """A lease, expiry or transaction-timeout entry was written (maintenance_due keeps the soonest)."""
+        if self._soonest is not None and deadline < self._soonest:
+            self._soonest = deadline
 
     def any_held(self) -> bool:
         """Does any process hold messages (a row in `holders`, store/holders.py)?"""
-        return self.lt.cursor(db=self.dbs["holders"]).first()
+        if self._any_held is None:
+            self._any_held = self.cursor("holders").first()
+        return self._any_held
 
     def placed(self, qid: int) -> dict[int, tuple[int, holders.Hold]]:
         """seq -> (7-priority, hold) of the queue's messages held in place by a process:
@@ -545,8 +605,10 @@ class Write:
         locations: dict[int, bytes] = {}
         c = self.queue_counters(qid, change=True)
         by_priority, in_flight = c.by_priority, c.in_flight
+        express = True  # all of them express: nothing to sync for them
         for m in messages:  # one pass: the batched-put hot path
             record = encode(m)
+            express = express and m.express
             priority = m.priority
             by_priority[priority] += 1
             size += len(m.body)
@@ -566,16 +628,23 @@ class Write:
                 append((key, location))
             for key in identity_entries(m):
                 append((key, location))
+            if m.expires is not None:  # its X entry (identity_entries)
+                self.deadline_added(m.expires)
+            if m.lease_expires:  # its E entry if in flight (state_entries): a bound either way
+                self.deadline_added(m.lease_expires)
         entries += identity.run_entries(q.qid, messages)
         c.put_messages += len(messages)
         c.put_bytes += size
-        self.lt.cursor(db=self.pos_db).putmulti(positions)
-        self.lt.cursor(db=self.idx_db).putmulti(entries)
-        if held:
-            self.lt.cursor(db=self.msg_db).putmulti(held)
+        lt = self.lt
+        for db, items in ((self.pos_db, positions), (self.idx_db, entries), (self.msg_db, held)):
+            if len(items) > 4:
+                lt.cursor(db=db).putmulti(items)
+            else:  # a few entries (one put): no cursor to make
+                for key, value in items:
+                    lt.put(key, value, db=db)
         if len(held) < len(messages):
             self.woke.add(q.qid)
-        self._count(q.qid, len(messages), size, durable=not all(m.express for m in messages))
+        self._count(q.qid, len(messages), size, durable=not express)
         self._qtimes.setdefault(q.qid, [0, 0])[0] = self.now
 
     def remove(self, m: Message) -> None:
@@ -589,15 +658,16 @@ class Write:
         for m in messages:
             self._unplace(m)
             self.queue_counters(m.qid, change=True).by_priority[m.priority] -= 1
-            for key in identity_entries(m):
-                lt.delete(key, db=idx)
+            if m.correl_id is not None or m.expires is not None:  # else identity_entries has none
+                for key in identity_entries(m):
+                    lt.delete(key, db=idx)
             counted = by_queue.get(m.qid)
             if counted is None:
                 counted = by_queue[m.qid] = [0, 0]
             counted[0] -= 1
             counted[1] -= len(m.body)
             durable = durable or not m.express
-        identity.release(lt, self.dbs, messages)
+        identity.release(self, messages)
         for qid, (count, size) in by_queue.items():
             self._count(qid, count, size, durable)
 
@@ -735,7 +805,7 @@ class Write:
         message is never dropped), and the dead letter is returned.
         """
         if to is GONE:
-            self.remove(m)
+            self.remove_many([m])
             if durable:
                 self.durable = True
             return None
@@ -947,10 +1017,22 @@ class Write:
 
     def by_index(self, prefix: bytes, in_flight: bool = False) -> Iterator[Message]:
         """The messages an index prefix points at, in index order (`in_flight`: see load)."""
-        for seq, location in [(keys.seq_of(key), value) for key, value in self.index_items(prefix)]:
+        for seq, location in self._entries(prefix):
             m = self.load(seq, location, in_flight)
             if m is not None:
                 yield m
+
+    def _entries(self, prefix: bytes) -> list[tuple[int, bytes]]:
+        """(seq, location) of the index entries under `prefix`, in key order, read to the end
+        with this write's cursor before any is used."""
+        found = []
+        cur = self.cursor("idx")
+        if cur.set_range(prefix):
+            for key, location in cur:
+                if not key.startswith(prefix):
+                    break
+                found.append((_seq_at(key, len(key) - 8)[0], location))
+        return found
 
     def by_msg_id(self, origin: bytes, n: int) -> Iterator[Message]:
         """Every message with the msg_id `origin\\n` (a copy keeps its msg_id), in seq order."""
@@ -993,7 +1075,9 @@ class Write:
                 return
 
     def with_confirm_id(self, q: QueueInfo, confirm_id: int) -> list[Message]:
-        found = list(self.by_index(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id), True))
+        load = self.load
+        found = [m for seq, location in self._entries(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id))
+                 if (m := load(seq, location, True)) is not None]
         if not found:
             raise ids.unknown(self, keys.CONFIRM, q, confirm_id)  # unknown, or its lease lapsed
         return found
@@ -1087,7 +1171,7 @@ class Write:
             if not cur.delete():  # deletes the position and steps to the next entry
                 break
         if taken:
-            identity.release(lt, self.dbs, taken)
+            identity.release(self, taken)
             self._count(q.qid, -len(taken), -size, durable)
             by_priority = self.queue_counters(q.qid, change=True).by_priority
             for m in taken:
@@ -1099,13 +1183,27 @@ class Write:
         """The next available message of the queue, got two-phase under a fresh confirm id
         (ids.draw) with an optional lease: the get of a consumer's ack and next, as `get_many`
         with confirm_id AUTO takes one ([MS-MQDMPR] 3.1.7.1.10 iTwoPhaseRead). None if none."""
-        item = next(self.positions(keys.queue_prefix(q.qid)), None)
-        if item is None:
+        prefix, now = keys.queue_prefix(q.qid), self.now
+        if self.placed(q.qid):
+            item = next(self.positions(prefix), None)
+            if item is None:
+                return None
+            m = decode(item[1], q.name)
+            return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=ids.draw(self, keys.CONFIRM, q),
+                                   since=now, lease_expires=now + lease_us if lease_us else m.lease_expires)
+        # the usual case, nothing held in place: the queue's first position, and `transition`
+        # with the cursor standing on it (an available message's one state entry is its position)
+        cur = self.cursor("pos")
+        if not cur.set_range(prefix) or not cur.key().startswith(prefix):
             return None
-        m = decode(item[1], q.name)
-        now = self.now
-        return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=ids.draw(self, keys.CONFIRM, q),
-                               since=now, lease_expires=now + lease_us if lease_us else m.lease_expires)
+        m = decode(cur.value(), q.name)
+        m.confirm_id = ids.draw(self, keys.CONFIRM, q)  # looks in idx and ids only: the cursor stays
+        cur.delete()
+        m.state, m.since = GET_UNCONFIRMED, now
+        if lease_us:
+            m.lease_expires = now + lease_us
+        self._place(m)
+        return m
 
     def hold_next(self, q: QueueInfo, priority: int | None, count: int) -> list[tuple[bytes, bytes]]:
         """The next `count` available messages, to be held in place (store/holders.py): their
@@ -1167,7 +1265,7 @@ class Write:
                     lt.delete(key, db=idx)
             size += len(m.body)
             by_priority[m.priority] -= 1
-        identity.release(lt, self.dbs, messages)
+        identity.release(self, messages)
         self._count(q.qid, -len(messages), -size, not all(m.express for m in messages))
         return messages, kept
 
@@ -1187,6 +1285,7 @@ def _as_held(m: Message, hold: holders.Hold) -> None:
 
 _NOTHING_PLACED: dict[int, tuple[int, holders.Hold]] = {}
 _DEADLINE_TAGS = (keys.LEASE, keys.EXPIRY, keys.TX_TIMEOUT)
+_NO_DEADLINE = 1 << 64  # later than every deadline a key holds
 _KEY = itemgetter(0)
 
 
@@ -1203,6 +1302,8 @@ def index_entries(m: Message) -> list[bytes]:
 
 # the key layouts of store/keys.py, packed here without a call per key (the put/get hot path)
 _pack_pos, _pack_id_in_queue = keys.POS_KEY.pack, keys.ID_IN_QUEUE_KEY.pack
+_seq_at = U64.unpack_from  # keys.seq_of: the seq is an index key's last eight bytes
+_pack_seq = U64.pack  # keys.seq_key
 
 
 def identity_entries(m: Message) -> list[bytes]:

@@ -81,3 +81,22 @@ def test_the_progress_of_the_store_phase_follows_the_records_handed_out(tmp_path
     line = len(data) // 100
     assert positions[:3] == [line, 2 * line, 3 * line]
     assert len(got) == 100
+
+
+@pytest.mark.parametrize("budget", [0, 500, 1 << 30])
+def test_lines_written_to_the_file_after_its_check_are_not_handed_out(tmp_path, budget, monkeypatch):
+    """The file as it was checked is what is stored: lines appended after the check (a good
+    one and a bad one) are neither stored nor a reason to fail half-way, however much of the
+    file is read a second time."""
+    monkeypatch.setattr(inputs, "KEEP_READ_BYTES", budget)
+    data = _lines([f"m{i}" for i in range(100)])
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(data)
+    with open(path, "rb") as stream:
+        read = inputs.put_records(stream, LIMIT, LIMIT)
+        assert isinstance(read, inputs.WholeFile)
+        read.check()
+        with open(path, "ab") as writer:
+            writer.write(_lines(["late"]) + b'{"body":"bad","priority":9}\n')
+        got = [(n, m.body, m.priority) for n, m in read]
+    assert got == _single_read(data)

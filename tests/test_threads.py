@@ -96,3 +96,47 @@ def test_threads_opening_stores_at_once_are_not_taken_for_a_swapped_file(tmp_pat
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_a_child_forked_while_another_thread_opens_a_store_can_open_stores(tmp_path):
+    """A process forked while a thread of its parent was opening a store (holding the lock
+    opens take turns by) opens stores in the child: no lock is left held by a thread the
+    child does not have."""
+    import os
+
+    from store import ownership
+
+    Store.open(tmp_path / "s", create=True).close()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with ownership.OPENING:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(30)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: open, then leave at once without running the parent's cleanup
+            try:
+                Store.open(tmp_path / "s").close()
+                os._exit(0)
+            except BaseException:
+                os._exit(3)
+    finally:
+        release.set()
+        holder.join()
+    deadline = 200  # 20 s, polled: a child stuck on the lock is killed and fails the test
+    while deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        threading.Event().wait(0.1)
+        deadline -= 1
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child could not open a store: the open lock stayed held")
+    assert os.waitstatus_to_exitcode(status) == 0

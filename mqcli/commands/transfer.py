@@ -129,7 +129,7 @@ def import_(
         records: Iterable[tuple[int, Message | dict]] = _records(stream, limit)
         position = None
         if stream.seekable():  # validation pass: nothing is stored if a line is bad
-            whole = inputs.WholeFile(stream, lambda first: _targeted(stream, limit, queue, first))
+            whole = inputs.WholeFile(stream, lambda first, end: _targeted(stream, limit, queue, first, end))
             with inputs.reading_progress("import: check", stream) as checked:
                 whole.check(checked)
             records, position = whole, whole.position
@@ -178,9 +178,10 @@ def _records(stream: BinaryIO, limit: int) -> Iterator[tuple[int, Message | dict
     return inputs.read_records(stream, limit, other=_definition_of)
 
 
-def _targeted(stream: BinaryIO, limit: int, queue: str | None, first: int) -> Iterator[tuple[int, Message | dict]]:
-    """The records of a dump from line `first` on, each message's target queue checked."""
-    for number, m in inputs.read_records(stream, limit, other=_definition_of, first=first):
+def _targeted(stream: BinaryIO, limit: int, queue: str | None, first: int,
+              end: int | None) -> Iterator[tuple[int, Message | dict]]:
+    """The records of a dump from line `first` on (up to `end`), each message's target queue checked."""
+    for number, m in inputs.read_records(stream, limit, other=_definition_of, first=first, end=end):
         if isinstance(m, Message):
             _target(number, m, queue)
         yield number, m
