@@ -245,18 +245,20 @@ def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int)
 _PATTERN_RUN = 256  # the store's msg_id and unique-id entries cover runs of up to 256 messages
 
 
-def _pattern_runs(txn, idx, origin: bytes, first: int, count: int) -> None:
-    """The msg_id and unique-id run entries of messages first..first+count-1 (one pair a run)."""
+def _pattern_run_entries(origin: bytes, first: int, count: int) -> list[tuple[bytes, bytes]]:
+    """The msg_id and unique-id run entries (key, value) of messages first..first+count-1 (one
+    pair a run)."""
+    entries = []
     for start in range(first, first + count, _PATTERN_RUN):
         key = _pack(start)
         value = b"\0\0\0\1\4" + struct.pack(">H", min(_PATTERN_RUN, first + count - start))
-        txn.put(b"N" + origin + key[4:] + key, value, db=idx)
-        txn.put(b"V" + origin + key + key, value, db=idx)
+        entries += [(b"N" + origin + key[4:] + key, value), (b"V" + origin + key + key, value)]
+    return entries
 
 
-def _pattern_run_keys(origin: bytes, first: int, count: int) -> list[bytes]:
-    return [k for start in range(first, first + count, _PATTERN_RUN)
-            for k in (b"N" + origin + _pack(start)[4:] + _pack(start), b"V" + origin + _pack(start) * 2)]
+def _pattern_runs(txn, idx, origin: bytes, first: int, count: int) -> None:
+    for key, value in _pattern_run_entries(origin, first, count):
+        txn.put(key, value, db=idx)
 
 
 def lmdb_store_pattern_put_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
@@ -319,7 +321,7 @@ def lmdb_store_pattern_get_batched(workdir: str, n: int, body: bytes, batch: int
                     for _ in held:
                         cur.delete()
                     first = int.from_bytes(held[0][0][-8:], "big")
-                    for key in _pattern_run_keys(origin, first, len(held)):
+                    for key, _ in _pattern_run_entries(origin, first, len(held)):
                         txn.delete(key, db=idx)
                     txn.delete(_pack(token), db=holds)
                     token += 1

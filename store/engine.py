@@ -517,7 +517,7 @@ class Store(Forwarding):
                 carry, self._carry = self._carry, None  # used once: a write that fails leaves none
                 if carry is not None and carry.txn + 1 == txn:  # no other write came between
                     t.adopt(carry)
-                if maintain and t.maintenance_due():  # the usual case: nothing is due
+                if maintain:
                     self._maintain(t)
                 result = fn(t)
                 changed = t.flush()

@@ -36,6 +36,7 @@ _FILES = ("mqcli-store.json", "data.mdb", "lock.mdb")
 _FOLDERS = ("wait", "holders")
 _LMDB_FILES = ("data.mdb", "lock.mdb")
 
+
 class _Opening:
     """Held by a store's open from its check to StoreFiles.verify_unchanged: the files another
     thread's LMDB maps meanwhile would otherwise look like files swapped in under this one. A

@@ -172,16 +172,18 @@ def import_(
     s.out.document({"imported": imported, "skipped": skipped})
 
 
-def _records(stream: BinaryIO, limit: int) -> Iterator[tuple[int, Message | dict]]:
-    """(line number, message or queue definition) for each line of a dump; a dump written
-    before definitions were exported has messages only, and imports as it always did."""
-    return inputs.read_records(stream, limit, other=_definition_of)
+def _records(stream: BinaryIO, limit: int, first: int = 1,
+             end: int | None = None) -> Iterator[tuple[int, Message | dict]]:
+    """(line number, message or queue definition) for each line of a dump (from line `first`
+    on, up to `end`: inputs.jsonl_lines); a dump written before definitions were exported has
+    messages only, and imports as it always did."""
+    return inputs.read_records(stream, limit, other=_definition_of, first=first, end=end)
 
 
 def _targeted(stream: BinaryIO, limit: int, queue: str | None, first: int,
               end: int | None) -> Iterator[tuple[int, Message | dict]]:
     """The records of a dump from line `first` on (up to `end`), each message's target queue checked."""
-    for number, m in inputs.read_records(stream, limit, other=_definition_of, first=first, end=end):
+    for number, m in _records(stream, limit, first, end):
         if isinstance(m, Message):
             _target(number, m, queue)
         yield number, m
