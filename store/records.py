@@ -56,6 +56,21 @@ _HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])  # one
  _H_LEASE, _H_SINCE, _H_N_CORREL, _H_N_LABEL, _H_N_RQ, _H_N_REASON, _H_N_ORIG, _H_N_PROPS,
  _H_N_BODY) = range(26)
 
+# The layout for a reader of many records at once (store/analytics/record_arrays.py builds its
+# array type from these): the names of _HEADER_AND_LENGTHS's values in order (the length of
+# an optional string is ABSENT when the string is absent), its struct format and size, the
+# flag bits and the state codes.
+HEADER_FIELDS = ("version", "flags", "state", "priority", "qid", "seq", "lookup_hi", "origin", "msg_n",
+                 "put_time", "expires", "app_specific", "hops", "backouts", "confirm_id", "lock_id", "tx",
+                 "lease_expires", "since", "n_correl_id", "n_label", "n_report_queue",
+                 "n_dead_letter_reason", "n_original_queue", "n_props", "n_body")
+HEADER_FORMAT = _HEADER_AND_LENGTHS.format
+HEADER_SIZE = _FIXED
+ABSENT = _NONE16
+FLAG_REPORT, FLAG_EXPRESS, FLAG_TRACE, FLAG_NO_DEAD_LETTER = _F_REPORT, _F_EXPRESS, _F_TRACE, _F_NO_DEAD_LETTER
+STATE_CODES = dict(_STATE_CODE)
+OPTIONAL_STRINGS = ("correl_id", "label", "report_queue", "dead_letter_reason", "original_queue")  # record order
+
 # where a record's header keeps its in-flight fields: a hold rewrites them in place
 _AT_STATE = struct.calcsize(">BB")
 _AT_CONFIRM = struct.calcsize(">BBBBIQB16sIqqiHH")
@@ -560,7 +575,12 @@ class RecordColumns:
 
     def prop_values(self, key: str) -> list[str | None]:
         """One property of every record (None where a record lacks it)."""
-        return [_props_of(buf[s[5]:s[6]])[2].get(key) for buf, s in zip(self._bufs, self._starts)]
+        return [block_property(buf[s[5]:s[6]], key) for buf, s in zip(self._bufs, self._starts)]
+
+
+def block_property(block: bytes, key: str) -> str | None:
+    """One property of a record's property block (BadData if the block is malformed)."""
+    return _props_of(block)[2].get(key)
 
 
 def _props_of(block: bytes) -> tuple[list[str], list[str], dict[str, str]]:

@@ -208,7 +208,26 @@ def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: Stor
                  ) -> pa.RecordBatch | None:
     """One Arrow batch of `columns` from stored records of one store (None if no record is
     kept): records of queues not in `queue_names` (qid → name) are skipped, and with
-    `report_only` those that are not reports."""
+    `report_only` those that are not reports. A whole batch at once (record_arrays.py) where
+    it can be, else record by record (`reference_batch`)."""
+    import pyarrow as pa
+
+    from . import record_arrays
+
+    try:
+        arrays = record_arrays.record_batch(raws, queue_names, where, columns, report_only)
+    except record_arrays.Unhandled:
+        pass  # record by record below, which says what is wrong with a bad record
+    else:
+        return None if arrays is None else pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(columns))
+    return reference_batch(raws, queue_names, where, columns, report_only)
+
+
+def reference_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: StoreIdentity,
+                    columns: Sequence[tuple[str, str]] = MESSAGE_COLUMNS, report_only: bool = False
+                    ) -> pa.RecordBatch | None:
+    """record_batch, record by record (records.RecordColumns): every column, and BadData naming
+    what is wrong with a bad record."""
     import pyarrow as pa
 
     fields = records.decode_columns(raws, queue_names, report_only)

@@ -1,0 +1,328 @@
+"""Arrow columns of stored records, a whole batch at a time: the `mqstore` source's fast path
+(docs/design.md#pipeline).
+
+`columns.record_batch` reads a batch field by field into Python lists (records.RecordColumns).
+At two million trace reports that was most of what `analyze routes` cost: about 8 µs a report
+in the Python workers, against 0.7 µs for reading the records out of LMDB. Here the records of
+a batch become one Arrow binary array, whose buffer numpy reads as a table of fixed-size
+headers (the layout records.py publishes: HEADER_FIELDS, HEADER_FORMAT), and each column asked
+for is computed over the whole batch at once:
+
+- header fields: a numpy column each; the ones a record leaves at zero when absent (`expires`,
+  `confirm_id`, ...) are null there, as `records.decode` makes them None;
+- optional strings: where each one starts follows from the lengths before it; their bytes are
+  gathered into one buffer, which becomes an Arrow string array (checked to be UTF-8);
+- properties (`prop_<name>`), and the trace columns from labels and bodies: the same parts
+  repeat, so Arrow's dictionary encoding finds the distinct ones and only those are decoded
+  in Python, by the decoders the per-record path uses (records.block_property,
+  report_fields.label_fields and body_queue). A property block is one of a few; a trace
+  label is a fixed-width head (`qm_id:message_id:hops `, read here as hex digits) and a rest
+  shared by a computer's reports of one second; a trace body a fixed-width head and the rest
+  naming the target queue. Labels and bodies without that head are decoded one by one.
+
+Anything else raises `Unhandled`, and columns.record_batch reads the batch record by record,
+which stays the reference (tests/test_analytics_record_arrays.py holds the two to the same
+batches) and names what is wrong: a column not built here (`msg_id`, `unique_id`,
+`lookup_id`, `body`, `props`), a record of another format version, one cut short or whose
+lengths do not add up, text that is not UTF-8, an unknown state.
+
+numpy comes with the `spark` extra (pyproject.toml), as pyarrow does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import records
+from .columns import PROPERTY_KIND, StoreIdentity, arrow_type
+from .report_fields import body_queue, label_fields
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+
+class Unhandled(Exception):
+    """This batch is for the per-record builder (columns.record_batch)."""
+
+
+# the columns built here beyond the header's own fields, the trace columns and properties
+_FLAG_COLUMNS = {"class", "delivery", "dead_letter", "trace"}
+_CONSTANT_COLUMNS = {"store": "path", "store_name": "name", "store_guid": "guid"}
+_HEADER_COLUMNS = {"seq": "seq", "priority": "priority", "app_specific": "app_specific", "put_time": "put_time",
+                   "hops": "hops", "backouts": "backouts", "size": "n_body"}
+_ZERO_IS_NULL = {"expires", "confirm_id", "lock_id", "tx", "lease_expires", "since"}
+_TRACE_LABEL_COLUMNS = ("trace_route", "trace_hops", "trace_computer", "trace_event")  # label_fields' order
+_BUILT = (_FLAG_COLUMNS | set(_CONSTANT_COLUMNS) | set(_HEADER_COLUMNS) | _ZERO_IS_NULL
+          | set(records.OPTIONAL_STRINGS) | set(_TRACE_LABEL_COLUMNS) | {"queue", "state", "trace_queue"})
+
+# a label's head `qm_id:message_id:hops ` (report_fields._LABEL_HEAD) and a body's
+# `<MESSAGE ID>` eight hex digits `</MESSAGE ID>` CR LF (report_fields._BODY_HEAD)
+_LABEL_HEAD = 17
+_LABEL_HEX = (0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12)  # qm_id and message_id: the route, 48 bits
+_LABEL_HOPS = (14, 15)
+_LABEL_FIXED = {4: ord(":"), 13: ord(":"), 16: ord(" ")}
+_BODY_OPEN, _BODY_CLOSE = b"<MESSAGE ID>", b"</MESSAGE ID>\r\n"
+_BODY_HEAD = len(_BODY_OPEN) + 8 + len(_BODY_CLOSE)
+
+_NUMPY_CODES = {"B": "u1", "H": ">u2", "I": ">u4", "Q": ">u8", "i": ">i4", "q": ">i8"}
+_TYPES: dict[str, Any] = {}  # the header's numpy type and the hex digit table, made on first use
+
+
+def handles(columns: Sequence[tuple[str, str]]) -> bool:
+    """Whether every one of these columns is built here."""
+    return all(name in _BUILT or kind.startswith(PROPERTY_KIND) for name, kind in columns)
+
+
+def _types() -> dict[str, Any]:
+    if not _TYPES:
+        import numpy as np
+
+        parts = re.findall(r"(\d*)([A-Za-z])", records.HEADER_FORMAT.lstrip(">!"))
+        header = np.dtype([(name, "S" + count if code == "s" else _NUMPY_CODES[code])
+                           for name, (count, code) in zip(records.HEADER_FIELDS, parts, strict=True)])
+        if header.itemsize != records.HEADER_SIZE:
+            raise AssertionError("records.HEADER_FIELDS do not describe the record header")
+        hex_digits = np.full(256, 0xFF, np.uint8)
+        for value, c in enumerate(b"0123456789abcdef"):
+            hex_digits[c] = value
+        for value, c in enumerate(b"ABCDEF", 10):
+            hex_digits[c] = value
+        _TYPES.update(header=header, hex=hex_digits, header_offsets=np.arange(records.HEADER_SIZE),
+                      label_offsets=np.arange(_LABEL_HEAD), body_offsets=np.arange(_BODY_HEAD),
+                      route_weights=16 ** np.arange(len(_LABEL_HEX) - 1, -1, -1, dtype=np.int64))
+    return _TYPES
+
+
+def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: StoreIdentity,
+                 columns: Sequence[tuple[str, str]], report_only: bool = False) -> list[pa.Array] | None:
+    """The arrays of `columns` (in order) from stored records of one store, kept as
+    columns.record_batch keeps them; None if none is kept. Unhandled: see the module docstring."""
+    if not raws or not handles(columns):
+        raise Unhandled
+    import numpy as np
+    import pyarrow as pa
+
+    types = _types()
+    whole = pa.array(raws, pa.large_binary())
+    _, offsets_buffer, data_buffer = whole.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int64, len(raws) + 1)
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    if (np.diff(offsets) < records.HEADER_SIZE).any():
+        raise Unhandled  # cut short
+    header = data[offsets[:-1, None] + types["header_offsets"]].view(types["header"]).ravel()
+    if (header["version"] != records.FORMAT_V1).any():
+        raise Unhandled
+    keep = np.isin(header["qid"], np.fromiter(queue_names, np.int64, len(queue_names)))
+    if report_only:
+        keep &= (header["flags"] & records.FLAG_REPORT) != 0
+    if not keep.any():
+        return None
+    batch = _Batch(data, header[keep], offsets[:-1][keep], offsets[1:][keep])
+    try:
+        return [batch.column(name, kind, queue_names, where) for name, kind in columns]
+    except pa.ArrowInvalid:  # a string that is not UTF-8
+        raise Unhandled from None
+
+
+class _Batch:
+    """The kept records of a batch: their headers, and where each optional part starts."""
+
+    def __init__(self, data: np.ndarray, header: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        import numpy as np
+
+        self.data, self.header, self.rows = data, header, len(header)
+        self.strings: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # name: (at, length, present)
+        at = starts + records.HEADER_SIZE
+        for name in records.OPTIONAL_STRINGS:
+            length = header["n_" + name].astype(np.int64)
+            present = length != records.ABSENT
+            length[~present] = 0
+            self.strings[name] = (at, length, present)
+            at = at + length
+        self.props_at, self.props_length = at, header["n_props"].astype(np.int64)
+        self.body_at = at + self.props_length
+        self.body_length = header["n_body"].astype(np.int64)
+        if not np.array_equal(self.body_at + self.body_length, ends):
+            raise Unhandled  # the lengths do not add up
+        self._trace: dict[str, pa.Array] | None = None
+
+    def column(self, name: str, kind: str, queue_names: dict[int, str], where: StoreIdentity) -> pa.Array:
+        import numpy as np
+        import pyarrow as pa
+
+        typ, header, rows = arrow_type(kind), self.header, self.rows
+        if name in _CONSTANT_COLUMNS:
+            return pa.array([getattr(where, _CONSTANT_COLUMNS[name])] * rows, typ)
+        if name in _HEADER_COLUMNS:
+            values = header[_HEADER_COLUMNS[name]]
+            if name == "seq" and (values >= 1 << 63).any():
+                raise Unhandled  # beyond a long column
+            return pa.array(values.astype(np.int32 if kind == "int" else np.int64), typ)
+        if name in _ZERO_IS_NULL:
+            values = header[name].astype(np.int64)
+            return pa.array(values, typ, mask=values == 0)
+        if name in self.strings:
+            at, length, present = self.strings[name]
+            # a label is never null: "" when absent, as records.decode gives it
+            return _strings(self.data, at, length, None if name == "label" else present)
+        if name == "queue":
+            qids, inverse = np.unique(header["qid"], return_inverse=True)
+            return pa.array([queue_names[int(q)] for q in qids], typ).take(pa.array(inverse.astype(np.int32)))
+        if name == "state":
+            codes = header["state"].astype(np.int32)
+            names = sorted(records.STATE_CODES, key=records.STATE_CODES.__getitem__)
+            if ((codes < 1) | (codes > len(names))).any():
+                raise Unhandled
+            return pa.array(names, typ).take(pa.array(codes - 1))
+        if name in _FLAG_COLUMNS:
+            return _flag_column(name, header["flags"], typ)
+        if kind.startswith(PROPERTY_KIND):
+            key = kind[len(PROPERTY_KIND):]
+            return _property_column(self.data, self.props_at, self.props_length, key)
+        return self.trace()[name]
+
+    def trace(self) -> dict[str, pa.Array]:
+        """The trace columns (report_fields.TRACE_COLUMNS), made once for the batch."""
+        if self._trace is None:
+            at, length, _ = self.strings["label"]
+            self._trace = _label_columns(self.data, at, length)
+            self._trace["trace_queue"] = _body_queues(self.data, self.body_at, self.body_length)
+        return self._trace
+
+
+def _flag_column(name: str, flags: np.ndarray, typ: pa.DataType) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
+
+    if name == "class":
+        return pa.array(["normal", "report"], typ).take(pa.array(((flags & records.FLAG_REPORT) != 0).astype(np.int8)))
+    if name == "delivery":
+        return pa.array(["recoverable", "express"], typ).take(
+            pa.array(((flags & records.FLAG_EXPRESS) != 0).astype(np.int8)))
+    if name == "trace":
+        return pa.array((flags & records.FLAG_TRACE) != 0, typ)
+    return pa.array((flags & records.FLAG_NO_DEAD_LETTER) == 0, typ)  # dead_letter
+
+
+def _gather(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes data[at[i]:at[i] + length[i]] of every i, one after the other, and the int32
+    offsets of each in them (the buffers of an Arrow string or binary array)."""
+    import numpy as np
+
+    offsets = np.zeros(len(at) + 1, np.int64)
+    np.cumsum(length, out=offsets[1:])
+    total = int(offsets[-1])
+    if total >= 1 << 31:
+        raise Unhandled  # more than an int32-offset array holds
+    index = np.repeat(at - offsets[:-1], length) + np.arange(total, dtype=np.int64)
+    return offsets.astype(np.int32), data[index]
+
+
+def _strings(data: np.ndarray, at: np.ndarray, length: np.ndarray, present: np.ndarray | None) -> pa.Array:
+    """A string array of the spans (null where not `present`); ArrowInvalid if one is not UTF-8."""
+    import numpy as np
+    import pyarrow as pa
+
+    offsets, values = _gather(data, at, length)
+    validity, nulls = None, 0
+    if present is not None and (nulls := len(present) - int(np.count_nonzero(present))):
+        validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+    array = pa.StringArray.from_buffers(len(at), pa.py_buffer(offsets), pa.py_buffer(values), validity, nulls)
+    array.validate(full=True)
+    return array
+
+
+def _binary(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> pa.Array:
+    import pyarrow as pa
+
+    offsets, values = _gather(data, at, length)
+    return pa.Array.from_buffers(pa.binary(), len(at), [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+
+
+def _by_distinct(data: np.ndarray, headed: np.ndarray, rest_at: np.ndarray, rest_length: np.ndarray,
+                 decode: Callable[[int], Any]) -> tuple[list[Any], np.ndarray]:
+    """decode(row) of every row, as (values, index): row i's is values[index[i]]. Rows that
+    are `headed` share their value with every row of the same rest (the spans at
+    rest_at/rest_length), so it is computed once per distinct rest, for its first row; each
+    other row is decoded alone."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    index = np.empty(len(headed), np.int32)
+    values: list[Any] = []
+    rows = np.flatnonzero(headed)
+    if len(rows):
+        codes = pc.dictionary_encode(_binary(data, rest_at[rows], rest_length[rows])).indices
+        codes_np = codes.to_numpy(zero_copy_only=False)
+        _, first = np.unique(codes_np, return_index=True)  # the codes are 0 .. distinct - 1
+        values = [decode(int(rows[i])) for i in first]
+        index[rows] = codes_np
+    others = np.flatnonzero(~headed)
+    index[others] = np.arange(len(values), len(values) + len(others))
+    values += [decode(int(row)) for row in others]
+    return values, index
+
+
+def _property_column(data: np.ndarray, at: np.ndarray, length: np.ndarray, key: str) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
+
+    def value(row: int) -> str | None:
+        return records.block_property(bytes(data[at[row]:at[row] + length[row]]), key)
+
+    values, index = _by_distinct(data, np.ones(len(at), bool), at, length, value)
+    return pa.array(values, pa.string()).take(pa.array(index))
+
+
+def _label_columns(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> dict[str, pa.Array]:
+    """trace_route, trace_hops, trace_computer and trace_event of every label, as
+    report_fields.label_fields gives them."""
+    import numpy as np
+    import pyarrow as pa
+
+    types = _types()
+    _strings(data, at, length, None)  # a label that is not UTF-8 makes the batch Unhandled
+    head = length >= _LABEL_HEAD
+    chars = data[np.where(head, at, 0)[:, None] + types["label_offsets"]]
+    digits = types["hex"][chars]
+    head &= (digits[:, _LABEL_HEX + _LABEL_HOPS] < 16).all(axis=1)
+    for i, c in _LABEL_FIXED.items():
+        head &= chars[:, i] == c
+
+    def fields(row: int) -> tuple[int | None, int | None, str | None, str | None]:
+        return label_fields(bytes(data[at[row]:at[row] + length[row]]).decode("utf-8"))
+
+    # a headed label's computer and event are its rest's, and its route and hops its head's
+    # when the rest decodes; label_fields gives a label without that head no route
+    values, index = _by_distinct(data, head, at + _LABEL_HEAD, np.maximum(length - _LABEL_HEAD, 0), fields)
+    routed = np.array([v[0] is not None for v in values], bool)[index] & head
+    route = digits[:, _LABEL_HEX].astype(np.int64) @ types["route_weights"]
+    hops = digits[:, _LABEL_HOPS[0]].astype(np.int32) * 16 + digits[:, _LABEL_HOPS[1]]
+    take = pa.array(index)
+    return {"trace_route": pa.array(route, pa.int64(), mask=~routed),
+            "trace_hops": pa.array(hops, pa.int32(), mask=~routed),
+            "trace_computer": pa.array([v[2] for v in values], pa.string()).take(take),
+            "trace_event": pa.array([v[3] for v in values], pa.string()).take(take)}
+
+
+def _body_queues(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> pa.Array:
+    """trace_queue of every body, as report_fields.body_queue gives it."""
+    import numpy as np
+    import pyarrow as pa
+
+    types = _types()
+    head = length >= _BODY_HEAD
+    chars = data[np.where(head, at, 0)[:, None] + types["body_offsets"]]
+    opened, closed = len(_BODY_OPEN), len(_BODY_OPEN) + 8
+    head &= (chars[:, :opened] == np.frombuffer(_BODY_OPEN, np.uint8)).all(axis=1)
+    head &= (types["hex"][chars[:, opened:closed]] < 16).all(axis=1)
+    head &= (chars[:, closed:] == np.frombuffer(_BODY_CLOSE, np.uint8)).all(axis=1)
+
+    def queue(row: int) -> str | None:
+        return body_queue(bytes(data[at[row]:at[row] + length[row]]))
+
+    values, index = _by_distinct(data, head, at + _BODY_HEAD, np.maximum(length - _BODY_HEAD, 0), queue)
+    return pa.array(values, pa.string()).take(pa.array(index))
