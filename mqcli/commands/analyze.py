@@ -221,7 +221,8 @@ def routes(
     from store.analytics.session import spark_session
 
     text = s.out.mode not in ("json", "jsonl")
-    with progress("analyze routes", enabled=not s.out.quiet), spark_session(master, "mqcli analyze routes") as setup:
+    with (progress("analyze routes", enabled=not s.out.quiet),
+          spark_session(master, "mqcli analyze routes", sql_labels=source.sql_labels) as setup):
         report = run_routes(setup.spark, source)
         try:
             routes_df = report.result.routes

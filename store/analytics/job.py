@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> Any:
     stuck_after = duration(args.stuck_after)
     source = Source(stores=list(args.stores), parquet=args.parquet, snapshots=args.snapshots, queues=args.queue)
     source.check()
-    with spark_session(args.master, f"mqcli analyze {args.analysis}") as setup:
+    with spark_session(args.master, f"mqcli analyze {args.analysis}",
+                       sql_labels=args.analysis == "routes" and source.sql_labels) as setup:
         if args.analysis == "health":
             df = run_health(setup.spark, source, now_us=int(time.time() * 1_000_000),
                             stuck_after_us=int(stuck_after * 1_000_000))

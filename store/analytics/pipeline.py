@@ -39,6 +39,12 @@ class Source:
     allow_foreign_owner: bool = False  # root reads other users' stores (store/ownership.py)
     foreign_owners: dict[str, str] = field(default_factory=dict)  # store path → its other owner
 
+    @property
+    def sql_labels(self) -> bool:
+        """Whether routes over this source decode report labels in Spark SQL (labels.py): a
+        Parquet export or a reports file; the mqstore source decodes them as it reads."""
+        return self.parquet is not None or self.reports is not None
+
     def check(self) -> None:
         """Fail before Spark starts: each store opens (read-only) and has the queues named;
         the Parquet path exists; a reports file is read (and its rows checked). Learns the

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import records
 from .columns import PROPERTY_KIND, StoreIdentity, arrow_type
@@ -67,6 +67,7 @@ _LABEL_FIXED = {4: ord(":"), 13: ord(":"), 16: ord(" ")}
 _BODY_OPEN, _BODY_CLOSE = b"<MESSAGE ID>", b"</MESSAGE ID>\r\n"
 _BODY_HEAD = len(_BODY_OPEN) + 8 + len(_BODY_CLOSE)
 
+_INLINE = 12  # the bytes an Arrow view holds itself
 _NUMPY_CODES = {"B": "u1", "H": ">u2", "I": ">u4", "Q": ">u8", "i": ">i4", "q": ">i8"}
 _TYPES: dict[str, Any] = {}  # the header's numpy type and the hex digit table, made on first use
 
@@ -90,8 +91,7 @@ def _types() -> dict[str, Any]:
             hex_digits[c] = value
         for value, c in enumerate(b"ABCDEF", 10):
             hex_digits[c] = value
-        _TYPES.update(header=header, hex=hex_digits, header_offsets=np.arange(records.HEADER_SIZE),
-                      label_offsets=np.arange(_LABEL_HEAD), body_offsets=np.arange(_BODY_HEAD),
+        _TYPES.update(header=header, hex=hex_digits, label_offsets=np.arange(_LABEL_HEAD), body_offsets=np.arange(_BODY_HEAD),
                       route_weights=16 ** np.arange(len(_LABEL_HEX) - 1, -1, -1, dtype=np.int64))
     return _TYPES
 
@@ -109,10 +109,11 @@ def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: Stor
     whole = pa.array(raws, pa.large_binary())
     _, offsets_buffer, data_buffer = whole.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int64, len(raws) + 1)
-    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    data = _Bytes(np.frombuffer(data_buffer, np.uint8), data_buffer)  # not empty: a record has a header
     if (np.diff(offsets) < records.HEADER_SIZE).any():
         raise Unhandled  # cut short
-    header = data[offsets[:-1, None] + types["header_offsets"]].view(types["header"]).ravel()
+    size = records.HEADER_SIZE
+    header = np.frombuffer(b"".join([raw[:size] for raw in raws]), types["header"])
     if (header["version"] != records.FORMAT_V1).any():
         raise Unhandled
     keep = np.isin(header["qid"], np.fromiter(queue_names, np.int64, len(queue_names)))
@@ -123,14 +124,20 @@ def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: Stor
     batch = _Batch(data, header[keep], offsets[:-1][keep], offsets[1:][keep])
     try:
         return [batch.column(name, kind, queue_names, where) for name, kind in columns]
-    except pa.ArrowInvalid:  # a string that is not UTF-8
+    except (pa.ArrowInvalid, UnicodeDecodeError):  # a string that is not UTF-8
         raise Unhandled from None
+
+
+class _Bytes(NamedTuple):
+    """The records of a batch one after the other, as numpy reads them and as Arrow holds them."""
+    array: np.ndarray
+    buffer: pa.Buffer
 
 
 class _Batch:
     """The kept records of a batch: their headers, and where each optional part starts."""
 
-    def __init__(self, data: np.ndarray, header: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    def __init__(self, data: _Bytes, header: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
         import numpy as np
 
         self.data, self.header, self.rows = data, header, len(header)
@@ -207,55 +214,56 @@ def _flag_column(name: str, flags: np.ndarray, typ: pa.DataType) -> pa.Array:
     return pa.array((flags & records.FLAG_NO_DEAD_LETTER) == 0, typ)  # dead_letter
 
 
-def _gather(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The bytes data[at[i]:at[i] + length[i]] of every i, one after the other, and the int32
-    offsets of each in them (the buffers of an Arrow string or binary array)."""
-    import numpy as np
-
-    offsets = np.zeros(len(at) + 1, np.int64)
-    np.cumsum(length, out=offsets[1:])
-    total = int(offsets[-1])
-    if total >= 1 << 31:
-        raise Unhandled  # more than an int32-offset array holds
-    index = np.repeat(at - offsets[:-1], length) + np.arange(total, dtype=np.int64)
-    return offsets.astype(np.int32), data[index]
-
-
-def _strings(data: np.ndarray, at: np.ndarray, length: np.ndarray, present: np.ndarray | None) -> pa.Array:
-    """A string array of the spans (null where not `present`); ArrowInvalid if one is not UTF-8."""
+def _views(data: _Bytes, at: np.ndarray, length: np.ndarray, typ: pa.DataType,
+           present: np.ndarray | None = None) -> pa.Array:
+    """A binary or string view array of the spans data[at[i]:at[i] + length[i]] (null where
+    not `present`), over the records' own buffer: nothing is copied but a view's first bytes
+    (Arrow's view layout: 16 bytes, the length and then the bytes themselves up to 12 of
+    them, else their first 4, the buffer's index and the offset)."""
     import numpy as np
     import pyarrow as pa
 
-    offsets, values = _gather(data, at, length)
+    rows, inline = len(at), _INLINE
+    if len(data.array) >= 1 << 31:
+        raise Unhandled  # beyond a view's 32-bit offset
+    first = data.array[np.minimum(at[:, None] + np.arange(inline), len(data.array) - 1)]
+    first[np.arange(inline) >= length[:, None]] = 0  # a short value's view holds zeros after it
+    views = np.zeros((rows, 16), np.uint8)
+    views[:, :4] = length.astype("<i4").view(np.uint8).reshape(rows, 4)
+    views[:, 4:] = first
+    far = length > inline
+    views[far, 8:12] = 0  # buffer 0: the records'
+    views[far, 12:] = at[far].astype("<i4").view(np.uint8).reshape(-1, 4)
     validity, nulls = None, 0
-    if present is not None and (nulls := len(present) - int(np.count_nonzero(present))):
+    if present is not None and (nulls := rows - int(np.count_nonzero(present))):
         validity = pa.py_buffer(np.packbits(present, bitorder="little"))
-    array = pa.StringArray.from_buffers(len(at), pa.py_buffer(offsets), pa.py_buffer(values), validity, nulls)
-    array.validate(full=True)
-    return array
+    return pa.Array.from_buffers(typ, rows, [validity, pa.py_buffer(views), data.buffer], nulls)
 
 
-def _binary(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> pa.Array:
+def _strings(data: _Bytes, at: np.ndarray, length: np.ndarray, present: np.ndarray | None) -> pa.Array:
+    """A string array of the spans (null where not `present`); ArrowInvalid if one is not UTF-8."""
     import pyarrow as pa
 
-    offsets, values = _gather(data, at, length)
-    return pa.Array.from_buffers(pa.binary(), len(at), [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+    array = _views(data, at, length, pa.string_view(), present)
+    array.validate(full=True)
+    return array.cast(pa.string())
 
 
-def _by_distinct(data: np.ndarray, headed: np.ndarray, rest_at: np.ndarray, rest_length: np.ndarray,
+def _by_distinct(data: _Bytes, headed: np.ndarray, rest_at: np.ndarray, rest_length: np.ndarray,
                  decode: Callable[[int], Any]) -> tuple[list[Any], np.ndarray]:
     """decode(row) of every row, as (values, index): row i's is values[index[i]]. Rows that
     are `headed` share their value with every row of the same rest (the spans at
     rest_at/rest_length), so it is computed once per distinct rest, for its first row; each
     other row is decoded alone."""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     index = np.empty(len(headed), np.int32)
     values: list[Any] = []
     rows = np.flatnonzero(headed)
     if len(rows):
-        codes = pc.dictionary_encode(_binary(data, rest_at[rows], rest_length[rows])).indices
+        codes = pc.dictionary_encode(_views(data, rest_at[rows], rest_length[rows], pa.binary_view())).indices
         codes_np = codes.to_numpy(zero_copy_only=False)
         _, first = np.unique(codes_np, return_index=True)  # the codes are 0 .. distinct - 1
         values = [decode(int(rows[i])) for i in first]
@@ -266,34 +274,33 @@ def _by_distinct(data: np.ndarray, headed: np.ndarray, rest_at: np.ndarray, rest
     return values, index
 
 
-def _property_column(data: np.ndarray, at: np.ndarray, length: np.ndarray, key: str) -> pa.Array:
+def _property_column(data: _Bytes, at: np.ndarray, length: np.ndarray, key: str) -> pa.Array:
     import numpy as np
     import pyarrow as pa
 
     def value(row: int) -> str | None:
-        return records.block_property(bytes(data[at[row]:at[row] + length[row]]), key)
+        return records.block_property(bytes(data.array[at[row]:at[row] + length[row]]), key)
 
     values, index = _by_distinct(data, np.ones(len(at), bool), at, length, value)
     return pa.array(values, pa.string()).take(pa.array(index))
 
 
-def _label_columns(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> dict[str, pa.Array]:
+def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str, pa.Array]:
     """trace_route, trace_hops, trace_computer and trace_event of every label, as
     report_fields.label_fields gives them."""
     import numpy as np
     import pyarrow as pa
 
     types = _types()
-    _strings(data, at, length, None)  # a label that is not UTF-8 makes the batch Unhandled
     head = length >= _LABEL_HEAD
-    chars = data[np.where(head, at, 0)[:, None] + types["label_offsets"]]
+    chars = data.array[np.where(head, at, 0)[:, None] + types["label_offsets"]]
     digits = types["hex"][chars]
     head &= (digits[:, _LABEL_HEX + _LABEL_HOPS] < 16).all(axis=1)
     for i, c in _LABEL_FIXED.items():
         head &= chars[:, i] == c
 
     def fields(row: int) -> tuple[int | None, int | None, str | None, str | None]:
-        return label_fields(bytes(data[at[row]:at[row] + length[row]]).decode("utf-8"))
+        return label_fields(bytes(data.array[at[row]:at[row] + length[row]]).decode("utf-8"))
 
     # a headed label's computer and event are its rest's, and its route and hops its head's
     # when the rest decodes; label_fields gives a label without that head no route
@@ -308,21 +315,21 @@ def _label_columns(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> dict
             "trace_event": pa.array([v[3] for v in values], pa.string()).take(take)}
 
 
-def _body_queues(data: np.ndarray, at: np.ndarray, length: np.ndarray) -> pa.Array:
+def _body_queues(data: _Bytes, at: np.ndarray, length: np.ndarray) -> pa.Array:
     """trace_queue of every body, as report_fields.body_queue gives it."""
     import numpy as np
     import pyarrow as pa
 
     types = _types()
     head = length >= _BODY_HEAD
-    chars = data[np.where(head, at, 0)[:, None] + types["body_offsets"]]
+    chars = data.array[np.where(head, at, 0)[:, None] + types["body_offsets"]]
     opened, closed = len(_BODY_OPEN), len(_BODY_OPEN) + 8
     head &= (chars[:, :opened] == np.frombuffer(_BODY_OPEN, np.uint8)).all(axis=1)
     head &= (types["hex"][chars[:, opened:closed]] < 16).all(axis=1)
     head &= (chars[:, closed:] == np.frombuffer(_BODY_CLOSE, np.uint8)).all(axis=1)
 
     def queue(row: int) -> str | None:
-        return body_queue(bytes(data[at[row]:at[row] + length[row]]))
+        return body_queue(bytes(data.array[at[row]:at[row] + length[row]]))
 
     values, index = _by_distinct(data, head, at + _BODY_HEAD, np.maximum(length - _BODY_HEAD, 0), queue)
     return pa.array(values, pa.string()).take(pa.array(index))

@@ -168,21 +168,21 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
                     found = cur.set_range(after)
                     if found and cur.key() == after:
                         found = cur.next()
-                while found:
-                    key = cur.key()
-                    if r.end is not None and key >= r.end:
+                end = r.end
+                # one (key, record) at a time from where the cursor stands (iternext yields the
+                # current entry first)
+                for key, raw in cur.iternext() if found else ():
+                    if end is not None and key >= end:
                         break
                     if len(raws) == batch_rows:
                         more = True
                         break
-                    raw = cur.value()
                     if placed:
                         hold = placed.get(keys.seq_of(key))
                         if hold is not None:
                             raw = held_records([raw], GET_UNCONFIRMED, hold.token, hold.since)[0]
                     raws.append(raw)
                     after = key
-                    found = cur.next()
             batch = record_batch(raws, r.queues, r.store, columns, report_only)
             if batch is not None:
                 yield batch

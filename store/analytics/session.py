@@ -61,7 +61,11 @@ EMBEDDED = "local[*]"
 # HotSpot leaves methods of more than 8,000 bytes of bytecode to its interpreter; the code
 # Spark generates for the decoding of report labels (labels.py) is such a method, and runs
 # two to three times slower interpreted (measured: routes over 200,000 reports, 10.5 against
-# 4.5 CPU seconds in the tasks). Driver (local mode's executor) and executors compile them.
+# 4.5 CPU seconds in the tasks). Driver (local mode's executor) and executors compile them, in
+# sessions for jobs that decode labels so (`sql_labels`: routes over Parquet exports or a
+# reports file). Elsewhere compiling every huge method costs more than it saves: routes over
+# 2,000,000 reports read by the mqstore source, which decodes labels itself, took 13.8 s in
+# its second round with the option and 10.0 s without (first rounds 25.9 and 24.9 s).
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
@@ -145,7 +149,7 @@ def _stderr_to(path: str) -> Iterator[None]:
 
 
 def new_session(master: str | None = None, app_name: str = "mqcli analyze",
-                conf: dict[str, str] | None = None) -> SparkSetup:
+                conf: dict[str, str] | None = None, *, sql_labels: bool = False) -> SparkSetup:
     """The active SparkSession, or a new one (see the module docstring)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise AnalyticsUnavailable("Spark needs Java 17 or later and none was found: install a Java "
@@ -188,11 +192,7 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
         # a cluster on this host's loopback (tests, a one-host trial) reaches the driver there
         builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.driver.host", "127.0.0.1"))
-    extra = dict(conf or {})
-    if not submitted:
-        for key in JAVA_OPTION_KEYS:
-            # a setting replaces spark-defaults.conf's: that one is kept in it
-            extra[key] = " ".join(filter(None, [JIT_HUGE_METHODS, spark_default(key), extra.get(key)]))
+    extra = dict(conf or {}) if submitted else with_java_options(conf or {}, sql_labels=sql_labels)
     for key, value in extra.items():
         builder = builder.config(key, value)
     log_file = None if submitted else _log_path()
@@ -214,12 +214,23 @@ def new_session(master: str | None = None, app_name: str = "mqcli analyze",
     return SparkSetup(spark, True, str(spark.sparkContext.master), log_file, time.perf_counter() - started)
 
 
+def with_java_options(conf: dict[str, str], *, sql_labels: bool) -> dict[str, str]:
+    """`conf` with the JVM options of the sessions mqcli makes (JIT_HUGE_METHODS when
+    `sql_labels`) added to spark-defaults.conf's and the caller's own, which a setting would
+    otherwise replace."""
+    extra = dict(conf)
+    for key in JAVA_OPTION_KEYS:
+        extra[key] = " ".join(filter(None, [JIT_HUGE_METHODS if sql_labels else None, spark_default(key),
+                                            extra.get(key)]))
+    return extra
+
+
 @contextmanager
 def spark_session(master: str | None = None, app_name: str = "mqcli analyze",
-                  conf: dict[str, str] | None = None) -> Iterator[SparkSetup]:
+                  conf: dict[str, str] | None = None, *, sql_labels: bool = False) -> Iterator[SparkSetup]:
     """`new_session` for the length of a block; a session made here is stopped after it, and
     a Spark failure inside becomes AnalyticsFailed naming the log."""
-    setup = new_session(master, app_name, conf)
+    setup = new_session(master, app_name, conf, sql_labels=sql_labels)
     try:
         yield setup
     except Exception as exc:
