@@ -71,3 +71,22 @@ def test_a_filter_no_row_can_pass_plans_nothing(store):
     reader.pushFilters([EqualTo(("queue",), "nowhere")])
     assert reader.partitions() == []
     assert pushdown.Pushed().any() is False
+
+
+def test_a_queue_is_split_at_every_nth_key_of_its_own(tmp_path):
+    from store import keys
+    from store.analytics.locate import open_readonly
+    from store.analytics.scan import _split
+
+    with Store.open(tmp_path / "qm", create=True, name="qm") as st:
+        for name, n in (("empty", 0), ("one", 1), ("seven", 7), ("many", 400)):
+            st.create_queue(name)
+            if n:
+                st.put_many(name, [NewMessage(b"x", priority=i % 8) for i in range(n)])
+        qids = {q.name: q.qid for q in st.list_queues()}
+    with open_readonly(tmp_path / "qm") as (env, dbs), env.begin() as lt:
+        for name, qid in qids.items():
+            prefix = keys.queue_prefix(qid)
+            own = [bytes(k) for k in lt.cursor(db=dbs["pos"]).iternext(values=False) if bytes(k).startswith(prefix)]
+            for rows in (1, 2, 3, 7, 50, 399, 400, 1000):
+                assert _split(lt, dbs["pos"], prefix, rows) == own[rows::rows], (name, rows)
