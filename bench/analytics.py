@@ -26,9 +26,12 @@ Two passes over the same stores, in one run:
   job over that read. Starting the session (the JVM, the
   first Python workers are started by the query) is measured apart.
 - python: one process reads every record (`store.records.decode`), decodes each report's label
-  and body as the Spark source does (store/analytics/report_fields.py: store/trace.py's
-  decoders, every documented form, once per distinct text after the fixed-width head),
-  rebuilds routes and links the same way and computes exact nearest-rank percentiles.
+  and body with the decoders the Spark source uses for the part after a fixed-width head
+  (store/analytics/report_fields.py: store/trace.py's decoders, every documented form, once
+  per distinct text after that head), rebuilds routes and links the same way and computes
+  exact nearest-rank percentiles. It stays pure Python, a script's way: the source decodes a
+  batch of records at once with numpy (store/analytics/record_arrays.py), which is part of
+  what Spark brings.
 
 Both must agree (routes, complete, loops, per-link counts; percentiles within the approximate
 percentile's error), else the run fails. Rate = reports / seconds. Target: spark ≥ 2× python.
@@ -590,9 +593,10 @@ def run(args, info: dict, log) -> dict:
         "the source decodes labels and bodies as it reads, report_fields.py), in the session "
         "already started (its start-up is session_start_s); the first query of the run also "
         "starts Spark's Python workers",
-        "python: each report's label and body decoded as the Spark source decodes them "
-        "(store/analytics/report_fields.py: store.trace's decoders, once per distinct text after "
-        "the fixed-width head), then the routes and links in dicts",
+        "python: pure Python, record by record (store.records.decode); each report's label and "
+        "body decoded by store/analytics/report_fields.py (store.trace's decoders, once per "
+        "distinct text after the fixed-width head), then the routes and links in dicts; the "
+        "Spark source decodes a batch of records at once with numpy (record_arrays.py)",
         "both passes read the store files from the page cache (read once before each pass)",
         "read_floor: the Spark source's read and decoding of the same reports with only a count "
         "after it (one round, after the rounds): no Spark job over these reports takes less; "

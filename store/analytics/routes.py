@@ -35,6 +35,7 @@ Reports whose label does not decode are not part of any route; `summary` counts 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .labels import with_body_fields, with_label_fields
@@ -72,9 +73,26 @@ class Routes:
 
     steps: DataFrame     # route, hops, computer: first/last/sent/delivered times, reports
     walked: DataFrame    # the steps in hop order, with the next step's and the route's figures
-    routes: DataFrame    # one row per traced message
-    links: DataFrame     # one row per queue manager → queue manager link
     per_link: DataFrame  # one row per link, and one (from_qm and to_qm null) for the rest
+
+    # `routes` and `links` are built on first use: each DataFrame step is a round trip to the
+    # JVM (about 2,600 of them for all three), and totals() needs neither
+
+    @cached_property
+    def routes(self) -> DataFrame:
+        """One row per traced message."""
+        return _routes_of(self.walked)
+
+    @cached_property
+    def links(self) -> DataFrame:
+        """One row per queue manager → queue manager link."""
+        from pyspark.sql import functions as F
+
+        return (self.per_link.where(F.col("to_qm").isNotNull())
+                .select("from_qm", "to_qm", "count",
+                        *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(("p50_ms", "p95_ms", "p99_ms"))],
+                        (F.col("mean_us") / 1000.0).alias("mean_ms"), (F.col("max_us") / 1000.0).alias("max_ms"))
+                .orderBy("from_qm", "to_qm"))
 
     def summary(self) -> dict[str, int]:
         """Counts of reports, undecodable reports, routes, complete and incomplete routes, loops.
@@ -248,23 +266,6 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         F.min(F.when(F.col("hops") == 0, F.col("computer"))).over(whole).alias("origin"),
     )
     path = F.col("path")
-    qm_id = F.lpad(F.hex(F.shiftright("route", 32)), 4, "0")
-    message_id = F.col("route").bitwiseAND(F.lit(0xFFFFFFFF))
-    routes_df = walked.where(F.col("route").isNotNull() & (F.col("step") == 1)).select(
-        # the traced message's msg_id: its origin (the queue manager at hop 0) and number
-        F.coalesce(F.concat(F.col("origin"), F.lit("\\"), message_id.cast("string")),
-                   F.concat(qm_id, F.lit(":"), F.lpad(F.hex(message_id), 8, "0"))).alias("msg_id"),
-        qm_id.alias("qm_id"), message_id.alias("message_id"),
-        F.col("max_hops").alias("hops"), path.alias("path"),
-        F.col("route_delivered_t").isNotNull().alias("complete"),
-        (F.size(F.array_distinct(path)) < F.size(path)).alias("loop"),
-        F.array_distinct(F.filter(path, lambda c: F.size(F.filter(path, lambda d: d == c)) > 1)).alias("repeated"),
-        F.col("route_target").alias("target_queue"),
-        F.timestamp_micros("started_t").alias("started"),
-        F.timestamp_micros("route_delivered_t").alias("delivered"),
-        ((F.col("route_delivered_t") - F.col("started_t")) / 1000.0).alias("latency_ms"),
-        F.col("route_reports").alias("reports"),
-    )
     # a link: from hop k to hop k+1 of a route; its latency the first report at hop k+1 minus
     # the `sent` report at hop k (else its last report)
     link = F.col("route").isNotNull() & (F.col("gap") == 1)
@@ -282,9 +283,28 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         F.percentile_approx("latency_us", [0.5, 0.95, 0.99], PERCENTILE_ACCURACY).alias("p"),
         F.avg("latency_us").alias("mean_us"), F.max("latency_us").alias("max_us"),
         *[F.sum(c).alias(c) for c in TOTALS])
-    links_df = (per_link.where(F.col("to_qm").isNotNull())
-                .select("from_qm", "to_qm", "count",
-                        *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(("p50_ms", "p95_ms", "p99_ms"))],
-                        (F.col("mean_us") / 1000.0).alias("mean_ms"), (F.col("max_us") / 1000.0).alias("max_ms"))
-                .orderBy("from_qm", "to_qm"))
-    return Routes(steps=steps, walked=walked, routes=routes_df, links=links_df, per_link=per_link)
+    return Routes(steps=steps, walked=walked, per_link=per_link)
+
+
+def _routes_of(walked: DataFrame) -> DataFrame:
+    """Routes.routes: the first step of each route carries its route's figures."""
+    from pyspark.sql import functions as F
+
+    path = F.col("path")
+    qm_id = F.lpad(F.hex(F.shiftright("route", 32)), 4, "0")
+    message_id = F.col("route").bitwiseAND(F.lit(0xFFFFFFFF))
+    return walked.where(F.col("route").isNotNull() & (F.col("step") == 1)).select(
+        # the traced message's msg_id: its origin (the queue manager at hop 0) and number
+        F.coalesce(F.concat(F.col("origin"), F.lit("\\"), message_id.cast("string")),
+                   F.concat(qm_id, F.lit(":"), F.lpad(F.hex(message_id), 8, "0"))).alias("msg_id"),
+        qm_id.alias("qm_id"), message_id.alias("message_id"),
+        F.col("max_hops").alias("hops"), path.alias("path"),
+        F.col("route_delivered_t").isNotNull().alias("complete"),
+        (F.size(F.array_distinct(path)) < F.size(path)).alias("loop"),
+        F.array_distinct(F.filter(path, lambda c: F.size(F.filter(path, lambda d: d == c)) > 1)).alias("repeated"),
+        F.col("route_target").alias("target_queue"),
+        F.timestamp_micros("started_t").alias("started"),
+        F.timestamp_micros("route_delivered_t").alias("delivered"),
+        ((F.col("route_delivered_t") - F.col("started_t")) / 1000.0).alias("latency_ms"),
+        F.col("route_reports").alias("reports"),
+    )
