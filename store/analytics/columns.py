@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 from .. import records
 from ..errors import InvalidArgument
 from ..records import Message, lookup_id_of, msg_id_text, unique_id_text
+from . import record_arrays
+from .kinds import PROPERTY_KIND, arrow_type
 from .report_fields import TRACE_COLUMN_NAMES, trace_values
 
 if TYPE_CHECKING:
@@ -92,24 +94,9 @@ def known_names(table: tuple[tuple[str, str], ...]) -> list[str]:
     return [name for name, _ in table]
 
 
-PROPERTY_KIND = "prop:"
-
-
 def property_column(prop: str) -> tuple[str, str]:
     """The column of one property: (`prop_<name>`, its kind)."""
     return "prop_" + "".join(c if c.isalnum() else "_" for c in prop), PROPERTY_KIND + prop
-
-
-def arrow_type(kind: str) -> pa.DataType:
-    import pyarrow as pa
-
-    if kind.startswith(PROPERTY_KIND):
-        return pa.string()
-    return {
-        "string": pa.string(), "long": pa.int64(), "int": pa.int32(), "bool": pa.bool_(),
-        "binary": pa.binary(), "timestamp": pa.timestamp("us", tz="UTC"),
-        "map": pa.map_(pa.string(), pa.string()),
-    }[kind]
 
 
 def arrow_schema(columns: Sequence[tuple[str, str]] = MESSAGE_COLUMNS) -> pa.Schema:
@@ -211,8 +198,6 @@ def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: Stor
     `report_only` those that are not reports. A whole batch at once (record_arrays.py) where
     it can be, else record by record (`reference_batch`)."""
     import pyarrow as pa
-
-    from . import record_arrays
 
     try:
         arrays = record_arrays.record_batch(raws, queue_names, where, columns, report_only)

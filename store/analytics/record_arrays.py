@@ -36,12 +36,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import records
-from .columns import PROPERTY_KIND, StoreIdentity, arrow_type
+from .kinds import PROPERTY_KIND, arrow_type
 from .report_fields import body_queue, label_fields
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
+
+    from .columns import StoreIdentity
 
 
 class Unhandled(Exception):
