@@ -83,6 +83,27 @@ def _split(lt: lmdb.Transaction, db: Any, prefix: bytes, rows: int) -> list[byte
     return starts
 
 
+def _queue_starts(lt: lmdb.Transaction, db: Any, qid: int, count: int, rows: int) -> list[bytes]:
+    """The starts of the second and later ranges of a queue of about `count` positions, about
+    `rows` each. Positions are keyed by priority band, then seq: when all of a queue's are in
+    one band, the starts are cut evenly from the seqs between its first and last, found without
+    a walk (the ranges are as even as the seqs are dense, as in a queue filled at a steady
+    rate); else they are every `rows`-th key (_split)."""
+    prefix = keys.queue_prefix(qid)
+    cur = lt.cursor(db=db)
+    if not cur.set_range(prefix) or not bytes(cur.key()).startswith(prefix):
+        return []
+    first = bytes(cur.key())
+    if not cur.set_range(keys.queue_prefix(qid + 1)) or not cur.prev():
+        cur.last()
+    last = bytes(cur.key())
+    if len(first) != keys.POS_KEY.size or len(last) != keys.POS_KEY.size or first[5] != last[5]:
+        return _split(lt, db, prefix, rows)
+    band, low, high = first[5], keys.seq_of(first), keys.seq_of(last)
+    pieces = min(-(-count // rows), high - low + 1)
+    return [keys.POS_KEY.pack(keys.POS, qid, band, low + (high - low + 1) * i // pieces) for i in range(1, pieces)]
+
+
 def plan(paths: Sequence[str | Path], queues: Sequence[str] | None = None,
          rows_per_range: int = DEFAULT_ROWS_PER_RANGE, *, allow_foreign: bool = False) -> list[ScanRange]:
     """The ranges that together hold every message (any state) of the stores' queues (all, or
@@ -128,7 +149,8 @@ def plan(paths: Sequence[str | Path], queues: Sequence[str] | None = None,
                     continue
                 close_group()
                 prefix = keys.queue_prefix(q.qid)
-                bounds = [prefix, *_split(lt, dbs["pos"], prefix, rows_per_range), keys.queue_prefix(q.qid + 1)]
+                bounds = [prefix, *_queue_starts(lt, dbs["pos"], q.qid, count, rows_per_range),
+                          keys.queue_prefix(q.qid + 1)]
                 for lo, hi in zip(bounds, bounds[1:]):
                     ranges.append(ScanRange(where, POS_TABLE, lo, hi, {q.qid: q.name}))
             close_group()
