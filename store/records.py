@@ -59,7 +59,7 @@ _HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])  # one
 # The layout for a reader of many records at once (store/analytics/record_arrays.py builds its
 # array type from these): the names of _HEADER_AND_LENGTHS's values in order (the length of
 # an optional string is ABSENT when the string is absent), its struct format and size, the
-# flag bits and the state codes.
+# flag bits and each state by its code (None for a code no state has).
 HEADER_FIELDS = ("version", "flags", "state", "priority", "qid", "seq", "lookup_hi", "origin", "msg_n",
                  "put_time", "expires", "app_specific", "hops", "backouts", "confirm_id", "lock_id", "tx",
                  "lease_expires", "since", "n_correl_id", "n_label", "n_report_queue",
@@ -68,7 +68,7 @@ HEADER_FORMAT = _HEADER_AND_LENGTHS.format
 HEADER_SIZE = _FIXED
 ABSENT = _NONE16
 FLAG_REPORT, FLAG_EXPRESS, FLAG_TRACE, FLAG_NO_DEAD_LETTER = _F_REPORT, _F_EXPRESS, _F_TRACE, _F_NO_DEAD_LETTER
-STATE_CODES = dict(_STATE_CODE)
+STATE_BY_CODE = tuple(_STATE_NAME.get(code) for code in range(max(_STATE_NAME) + 1))
 OPTIONAL_STRINGS = ("correl_id", "label", "report_queue", "dead_letter_reason", "original_queue")  # record order
 
 # where a record's header keeps its in-flight fields: a hold rewrites them in place

@@ -10,8 +10,8 @@ for is computed over the whole batch at once:
 
 - header fields: a numpy column each; the ones a record leaves at zero when absent (`expires`,
   `confirm_id`, ...) are null there, as `records.decode` makes them None;
-- optional strings: where each one starts follows from the lengths before it; their bytes are
-  gathered into one buffer, which becomes an Arrow string array (checked to be UTF-8);
+- optional strings: where each one starts follows from the lengths before it; each becomes an
+  Arrow string view over the batch's own buffer (checked to be UTF-8), then a string array;
 - properties (`prop_<name>`), and the trace columns from labels and bodies: the same parts
   repeat, so Arrow's dictionary encoding finds the distinct ones and only those are decoded
   in Python, by the decoders the per-record path uses (records.block_property,
@@ -93,7 +93,7 @@ def _types() -> dict[str, Any]:
             hex_digits[c] = value
         for value, c in enumerate(b"ABCDEF", 10):
             hex_digits[c] = value
-        _TYPES.update(header=header, hex=hex_digits, label_offsets=np.arange(_LABEL_HEAD), body_offsets=np.arange(_BODY_HEAD),
+        _TYPES.update(header=header, hex=hex_digits,
                       route_weights=16 ** np.arange(len(_LABEL_HEX) - 1, -1, -1, dtype=np.int64))
     return _TYPES
 
@@ -112,9 +112,9 @@ def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: Stor
     _, offsets_buffer, data_buffer = whole.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int64, len(raws) + 1)
     data = _Bytes(np.frombuffer(data_buffer, np.uint8), data_buffer)  # not empty: a record has a header
-    if (np.diff(offsets) < records.HEADER_SIZE).any():
-        raise Unhandled  # cut short
     size = records.HEADER_SIZE
+    if (np.diff(offsets) < size).any():
+        raise Unhandled  # cut short
     header = np.frombuffer(b"".join([raw[:size] for raw in raws]), types["header"])
     if (header["version"] != records.FORMAT_V1).any():
         raise Unhandled
@@ -134,6 +134,16 @@ class _Bytes(NamedTuple):
     """The records of a batch one after the other, as numpy reads them and as Arrow holds them."""
     array: np.ndarray
     buffer: pa.Buffer
+
+    def first(self, at: np.ndarray, width: int) -> np.ndarray:
+        """The `width` bytes from each of `at`, one row each (past the buffer's end, its last
+        byte again: what follows a shorter span is not part of it)."""
+        import numpy as np
+
+        return self.array[np.minimum(at[:, None] + np.arange(width), len(self.array) - 1)]
+
+    def span(self, at: int, length: int) -> bytes:
+        return bytes(self.array[at:at + length])
 
 
 class _Batch:
@@ -182,10 +192,10 @@ class _Batch:
             return pa.array([queue_names[int(q)] for q in qids], typ).take(pa.array(inverse.astype(np.int32)))
         if name == "state":
             codes = header["state"].astype(np.int32)
-            names = sorted(records.STATE_CODES, key=records.STATE_CODES.__getitem__)
-            if ((codes < 1) | (codes > len(names))).any():
+            known = np.array([state is not None for state in records.STATE_BY_CODE])
+            if (codes >= len(known)).any() or not known[codes].all():
                 raise Unhandled
-            return pa.array(names, typ).take(pa.array(codes - 1))
+            return pa.array(records.STATE_BY_CODE, typ).take(pa.array(codes))
         if name in _FLAG_COLUMNS:
             return _flag_column(name, header["flags"], typ)
         if kind.startswith(PROPERTY_KIND):
@@ -228,7 +238,7 @@ def _views(data: _Bytes, at: np.ndarray, length: np.ndarray, typ: pa.DataType,
     rows, inline = len(at), _INLINE
     if len(data.array) >= 1 << 31:
         raise Unhandled  # beyond a view's 32-bit offset
-    first = data.array[np.minimum(at[:, None] + np.arange(inline), len(data.array) - 1)]
+    first = data.first(at, inline)
     first[np.arange(inline) >= length[:, None]] = 0  # a short value's view holds zeros after it
     views = np.zeros((rows, 16), np.uint8)
     views[:, :4] = length.astype("<i4").view(np.uint8).reshape(rows, 4)
@@ -281,7 +291,7 @@ def _property_column(data: _Bytes, at: np.ndarray, length: np.ndarray, key: str)
     import pyarrow as pa
 
     def value(row: int) -> str | None:
-        return records.block_property(bytes(data.array[at[row]:at[row] + length[row]]), key)
+        return records.block_property(data.span(at[row], length[row]), key)
 
     values, index = _by_distinct(data, np.ones(len(at), bool), at, length, value)
     return pa.array(values, pa.string()).take(pa.array(index))
@@ -295,14 +305,14 @@ def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str
 
     types = _types()
     head = length >= _LABEL_HEAD
-    chars = data.array[np.where(head, at, 0)[:, None] + types["label_offsets"]]
+    chars = data.first(at, _LABEL_HEAD)
     digits = types["hex"][chars]
     head &= (digits[:, _LABEL_HEX + _LABEL_HOPS] < 16).all(axis=1)
     for i, c in _LABEL_FIXED.items():
         head &= chars[:, i] == c
 
     def fields(row: int) -> tuple[int | None, int | None, str | None, str | None]:
-        return label_fields(bytes(data.array[at[row]:at[row] + length[row]]).decode("utf-8"))
+        return label_fields(data.span(at[row], length[row]).decode("utf-8"))
 
     # a headed label's computer and event are its rest's, and its route and hops its head's
     # when the rest decodes; label_fields gives a label without that head no route
@@ -324,14 +334,14 @@ def _body_queues(data: _Bytes, at: np.ndarray, length: np.ndarray) -> pa.Array:
 
     types = _types()
     head = length >= _BODY_HEAD
-    chars = data.array[np.where(head, at, 0)[:, None] + types["body_offsets"]]
+    chars = data.first(at, _BODY_HEAD)
     opened, closed = len(_BODY_OPEN), len(_BODY_OPEN) + 8
     head &= (chars[:, :opened] == np.frombuffer(_BODY_OPEN, np.uint8)).all(axis=1)
     head &= (types["hex"][chars[:, opened:closed]] < 16).all(axis=1)
     head &= (chars[:, closed:] == np.frombuffer(_BODY_CLOSE, np.uint8)).all(axis=1)
 
     def queue(row: int) -> str | None:
-        return body_queue(bytes(data.array[at[row]:at[row] + length[row]]))
+        return body_queue(data.span(at[row], length[row]))
 
     values, index = _by_distinct(data, head, at + _BODY_HEAD, np.maximum(length - _BODY_HEAD, 0), queue)
     return pa.array(values, pa.string()).take(pa.array(index))
