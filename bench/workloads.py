@@ -219,24 +219,35 @@ def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int)
     entries and the four meta records. Context: the floor of the store's design for workload
     1, without any of its Python."""
     env, (pos, _msg, idx, meta) = _pattern_open(workdir)
+    origin = bytes(range(16))
+    header = bytes(_PATTERN_RECORD)
+
+    def put(txn, i: int) -> None:
+        key = _pack(i + 1)
+        txn.put(_pattern_pos(i + 1), header + body, db=pos)
+        txn.put(b"M" + origin + key[4:] + key, b"\0\0\0\1\4", db=idx)
+        txn.put(b"U" + origin + key + key, b"\0\0\0\1\4", db=idx)
+        _pattern_meta(txn, meta, i)
+
+    return _pattern_commits(env, pos, WARM_SINGLE, n, put, "pattern records after put", n + WARM_SINGLE)
+
+
+def _pattern_commits(env, pos, warm: int, timed: int, write, what: str, records: int) -> float:
+    """Seconds that `timed` durable commits take, each a write transaction filled by
+    `write(txn, i)` and synced as the store syncs, after `warm` untimed ones; then the
+    position entries are checked to be `records` (closes `env`)."""
     try:
-        origin = bytes(range(16))
-        header = bytes(_PATTERN_RECORD)
         begin, sync = env.begin, env.sync
         t0 = 0.0
-        for i in range(WARM_SINGLE + n):
-            if i == WARM_SINGLE:
+        for i in range(warm + timed):
+            if i == warm:
                 t0 = perf_counter()
-            key = _pack(i + 1)
             with begin(write=True) as txn:
-                txn.put(_pattern_pos(i + 1), header + body, db=pos)
-                txn.put(b"M" + origin + key[4:] + key, b"\0\0\0\1\4", db=idx)
-                txn.put(b"U" + origin + key + key, b"\0\0\0\1\4", db=idx)
-                _pattern_meta(txn, meta, i)
+                write(txn, i)
             sync(True)
         dt = perf_counter() - t0
         with env.begin() as txn:
-            _expect("pattern records after put", txn.stat(pos)["entries"], n + WARM_SINGLE)
+            _expect(what, txn.stat(pos)["entries"], records)
     finally:
         env.close()
     return dt
@@ -267,28 +278,19 @@ def lmdb_store_pattern_put_batched(workdir: str, n: int, body: bytes, batch: int
     msg_id and a unique-id run entry for each run of 256, the four meta records. Context: the
     floor of the store's design for workload 2, without any of its Python."""
     env, (pos, _msg, idx, meta) = _pattern_open(workdir)
-    try:
-        origin = bytes(range(16))
-        record = bytes(_PATTERN_RECORD) + body
-        begin, sync = env.begin, env.sync
-        t0 = 0.0
-        for b in range(n // batch + 1):  # the first batch is the warm-up
-            if b == 1:
-                t0 = perf_counter()
-            first = b * batch + 1
-            with begin(write=True) as txn:
-                put = txn.put
-                for i in range(first, first + batch):
-                    put(_pattern_pos(i), record, db=pos)
-                _pattern_runs(txn, idx, origin, first, batch)
-                _pattern_meta(txn, meta, b)
-            sync(True)
-        dt = perf_counter() - t0
-        with env.begin() as txn:
-            _expect("pattern records after batched put", txn.stat(pos)["entries"], n + batch)
-    finally:
-        env.close()
-    return dt
+    origin = bytes(range(16))
+    record = bytes(_PATTERN_RECORD) + body
+
+    def put_batch(txn, b: int) -> None:
+        first = b * batch + 1
+        put = txn.put
+        for i in range(first, first + batch):
+            put(_pattern_pos(i), record, db=pos)
+        _pattern_runs(txn, idx, origin, first, batch)
+        _pattern_meta(txn, meta, b)
+
+    # the first batch is the warm-up
+    return _pattern_commits(env, pos, 1, n // batch, put_batch, "pattern records after batched put", n + batch)
 
 
 def lmdb_store_pattern_get_batched(workdir: str, n: int, body: bytes, batch: int) -> float:
