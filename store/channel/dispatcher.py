@@ -358,9 +358,9 @@ class Dispatcher:
     async def _connect(self, link: LinkInfo, key: bytes) -> tuple[Connection, Session]:
         t = self.config.timeout
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(link.host, link.port, limit=STREAM_LIMIT), t)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(t):  # not wait_for: see store/channel/wire.py
+                reader, writer = await asyncio.open_connection(link.host, link.port, limit=STREAM_LIMIT)
+        except TimeoutError:
             raise ChannelTimeout(f"no connection within {t:g}s") from None
         except OSError as exc:
             why = os.strerror(exc.errno) if exc.errno else str(exc)

@@ -5,6 +5,10 @@ checked (type, length against the current limit) as soon as its five bytes are i
 payload is read. Two clocks bound a read: the idle timeout while no frame has started, and
 the frame timeout from a frame's first byte to its last (a peer trickling one byte at a time
 cannot hold a connection open).
+
+Every bound is `asyncio.timeout`, never `asyncio.wait_for`: on Python 3.11, wait_for returns
+the result when a cancellation comes in the same loop turn as the result, so a task told to
+stop (a dispatcher on SIGTERM, a listener shutting down) went on waiting for its next frame.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ class Connection:
             else:
                 timeout = idle_timeout
             try:
-                data = await asyncio.wait_for(self.reader.read(CHUNK), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):
+                    data = await self.reader.read(CHUNK)
+            except TimeoutError:
                 if self.decoder.pending:
                     raise ChannelTimeout(f"{self.peer} sent part of a frame and then nothing for "
                                          f"{self.frame_timeout:g}s") from None
@@ -82,8 +87,9 @@ class Connection:
         try:
             for part in parts:
                 self.writer.write(part)
-            await asyncio.wait_for(self.writer.drain(), self.write_timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.write_timeout):
+                await self.writer.drain()
+        except TimeoutError:
             raise ChannelTimeout(f"{self.peer} did not take our data for {self.write_timeout:g}s") from None
         except (ConnectionError, OSError) as exc:
             raise ConnectionLost(f"the connection to {self.peer} broke: {exc}") from None
@@ -92,8 +98,9 @@ class Connection:
         """Best effort: tell the peer why we close (it may be gone already)."""
         try:
             self.writer.write(encode_error(code, text))
-            await asyncio.wait_for(self.writer.drain(), 2.0)
-        except (asyncio.TimeoutError, ConnectionError, OSError):
+            async with asyncio.timeout(2.0):
+                await self.writer.drain()
+        except (TimeoutError, ConnectionError, OSError):
             pass
 
     async def close(self) -> None:
@@ -101,8 +108,9 @@ class Connection:
         cut off (a transport with unsent data would otherwise stay open)."""
         try:
             self.writer.close()
-            await asyncio.wait_for(self.writer.wait_closed(), 2.0)
-        except (asyncio.TimeoutError, ConnectionError, OSError):
+            async with asyncio.timeout(2.0):
+                await self.writer.wait_closed()
+        except (TimeoutError, ConnectionError, OSError):
             self.abort()
 
     def abort(self) -> None:
