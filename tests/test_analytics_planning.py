@@ -110,3 +110,11 @@ def test_a_queue_in_one_band_is_cut_evenly_by_seq_and_read_once(tmp_path):
     assert sorted(bodies) == sorted(b"r%d" % i for i in range(1000))
     cut = [size for r, size in zip(ranges, sizes) if r.table == scan.POS_TABLE]  # and one of the in-flight table
     assert len(cut) == 10 and min(cut) >= 80 and max(cut) <= 120, sizes
+    # in batches of any size, a range gives the same messages in the same order: a batch that
+    # ends on the range's end, one key before it, or past it
+    for r, size in zip(ranges, sizes):
+        whole = [row["body"] for b in scan.read_range(r, select(["body"])) for row in b.to_pylist()]
+        for rows in {1, 7, max(1, size - 1), max(1, size), size + 1}:
+            batches = list(scan.read_range(r, select(["body"]), rows))
+            assert all(0 < b.num_rows <= rows for b in batches)
+            assert [row["body"] for b in batches for row in b.to_pylist()] == whole, (rows, size)

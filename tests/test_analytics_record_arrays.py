@@ -178,3 +178,18 @@ def test_a_batch_of_other_queues_only_is_none():
     raws = [encode(Message(b"x", qid=9))]
     assert record_batch(raws, NAMES, WHERE, BUILT) is None
     assert record_arrays.record_batch(raws, NAMES, WHERE, BUILT) is None
+
+
+def test_the_first_bytes_of_any_span_are_the_spans_own_then_the_last_byte_again():
+    # record_arrays._Bytes.first, which every view, label head and body head reads through, held
+    # to its definition at every start and width, the spans that run past the buffer's end too
+    import numpy as np
+    import pyarrow as pa
+
+    for size in (1, 2, 5, 17, 40):
+        raw = bytes(range(7, 7 + size))
+        data = record_arrays._Bytes(np.frombuffer(raw, np.uint8), pa.py_buffer(raw))
+        at = np.arange(size, dtype=np.int64)
+        for width in (1, 4, 12, 17, 35):
+            want = [[raw[min(a + i, size - 1)] for i in range(width)] for a in range(size)]
+            assert data.first(at, width).tolist() == want, (size, width)

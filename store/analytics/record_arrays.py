@@ -111,11 +111,10 @@ def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: Stor
     whole = pa.array(raws, pa.large_binary())
     _, offsets_buffer, data_buffer = whole.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int64, len(raws) + 1)
-    data = _Bytes(np.frombuffer(data_buffer, np.uint8), data_buffer)  # not empty: a record has a header
-    size = records.HEADER_SIZE
-    if (np.diff(offsets) < size).any():
+    if data_buffer is None or (np.diff(offsets) < records.HEADER_SIZE).any():
         raise Unhandled  # cut short
-    header = np.frombuffer(b"".join([raw[:size] for raw in raws]), types["header"])
+    data = _Bytes(np.frombuffer(data_buffer, np.uint8), data_buffer)
+    header = data.first(offsets[:-1], records.HEADER_SIZE).view(types["header"])[:, 0]
     if (header["version"] != records.FORMAT_V1).any():
         raise Unhandled
     keep = np.isin(header["qid"], np.fromiter(queue_names, np.int64, len(queue_names)))
@@ -140,7 +139,16 @@ class _Bytes(NamedTuple):
         byte again: what follows a shorter span is not part of it)."""
         import numpy as np
 
-        return self.array[np.minimum(at[:, None] + np.arange(width), len(self.array) - 1)]
+        size = len(self.array)
+        if size < width:
+            return self.array[np.minimum(at[:, None] + np.arange(width), size - 1)]
+        # one row of the buffer's sliding windows for each start: a copy of `width` bytes, not
+        # an index computed for every byte
+        rows = np.lib.stride_tricks.sliding_window_view(self.array, width)[np.minimum(at, size - width)]
+        late = np.flatnonzero(at > size - width)  # the last spans of the buffer, if short
+        if len(late):
+            rows[late] = self.array[np.minimum(at[late, None] + np.arange(width), size - 1)]
+        return rows
 
     def span(self, at: int, length: int) -> bytes:
         return bytes(self.array[at:at + length])

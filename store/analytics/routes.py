@@ -224,8 +224,12 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
     from pyspark.sql import functions as F
 
     events = _events(messages, decoded_rows).repartition("route", "correl_hash")
-    steps = events.groupBy("route", "correl_hash", "hops", "computer", "target_queue").agg(
+    # a step is a (hops, computer) pair of a route; its target queue (every report of a route
+    # names the same) is carried, not grouped by: the links and the summary never read it, and
+    # Spark then drops it right after the scan
+    steps = events.groupBy("route", "correl_hash", "hops", "computer").agg(
         F.min("t").alias("first_t"), F.max("t").alias("last_t"),
+        F.max("target_queue").alias("target_queue"),
         F.max(F.when(F.col("sent"), F.col("t"))).alias("sent_t"),
         F.min(F.when(F.col("received"), F.col("t"))).alias("received_t"),
         # mqcli's `mqcli.delivered` when the reports have it: false rules a step out

@@ -23,9 +23,10 @@ as they are (`analyze health` counts them; `mqcli sweep` acts on them).
 from __future__ import annotations
 
 import os
-from itertools import islice
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -178,8 +179,6 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
         db = dbs[r.table]
         after: bytes | None = None  # the last key read: the next batch starts past it
         while True:
-            raws: list[bytes] = []
-            more = False
             with env.begin() as lt:
                 # messages a get holds in place are in `pos` as available records: shown in
                 # flight under the hold, as the store itself shows them (Write.load)
@@ -191,21 +190,23 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
                     found = cur.set_range(after)
                     if found and cur.key() == after:
                         found = cur.next()
-                end = r.end
-                # one (key, record) at a time from where the cursor stands (iternext yields the
-                # current entry first)
-                for key, raw in cur.iternext() if found else ():
-                    if end is not None and key >= end:
-                        break
-                    if len(raws) == batch_rows:
-                        more = True
-                        break
-                    if placed:
-                        hold = placed.get(keys.seq_of(key))
-                        if hold is not None:
-                            raw = held_records([raw], GET_UNCONFIRMED, hold.token, hold.since)[0]
-                    raws.append(raw)
-                    after = key
+                # (key, record) pairs from where the cursor stands (iternext yields the current
+                # entry first), one past the batch to tell whether more follow; those at or
+                # past the range's end cut off (keys sort as bytes do, as LMDB sorts them)
+                pairs = list(islice(cur.iternext(), batch_rows + 1)) if found else []
+            if r.end is not None and pairs and pairs[-1][0] >= r.end:
+                del pairs[bisect_left(pairs, (r.end,)):]
+            more = len(pairs) > batch_rows
+            del pairs[batch_rows:]
+            if not pairs:
+                break
+            after = pairs[-1][0]
+            raws = [raw for _, raw in pairs]
+            if placed:
+                for i, (key, raw) in enumerate(pairs):
+                    hold = placed.get(keys.seq_of(key))
+                    if hold is not None:
+                        raws[i] = held_records([raw], GET_UNCONFIRMED, hold.token, hold.since)[0]
             batch = record_batch(raws, r.queues, r.store, columns, report_only)
             if batch is not None:
                 yield batch
