@@ -144,7 +144,8 @@ class _Bytes(NamedTuple):
             return self.array[np.minimum(at[:, None] + np.arange(width), size - 1)]
         # one row of the buffer's sliding windows for each start: a copy of `width` bytes, not
         # an index computed for every byte
-        rows = np.lib.stride_tricks.sliding_window_view(self.array, width)[np.minimum(at, size - width)]
+        windows: np.ndarray = np.lib.stride_tricks.sliding_window_view(self.array, width)
+        rows: np.ndarray = windows[np.minimum(at, size - width)]
         late = np.flatnonzero(at > size - width)  # the last spans of the buffer, if short
         if len(late):
             rows[late] = self.array[np.minimum(at[late, None] + np.arange(width), size - 1)]
