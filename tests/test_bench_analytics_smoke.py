@@ -37,6 +37,11 @@ def test_bench_analytics_quick_runs_and_writes_json(tmp_path):
         assert doc[name]["median_s"] > 0 and doc[name]["reports_per_s"] > 0
     assert doc["ratio"] == pytest.approx(doc["spark"]["reports_per_s"] / doc["python"]["reports_per_s"], rel=0.05, abs=0.002)
     assert doc["target"]["met"] == (doc["ratio"] >= doc["target"]["min_ratio"] == 2.0)
+    # one untimed warm-up round of each pass; the timed rounds after it make the median
+    assert len(doc["spark"]["seconds"]) == len(doc["python"]["seconds"]) == p["rounds"] == 1
+    assert doc["warmup"]["spark_s"] == doc["spark"]["first_round_s"] > 0 and doc["warmup"]["python_s"] > 0
+    assert doc["ratio_one_off"] == pytest.approx(
+        doc["python"]["median_s"] / (doc["session_start_s"] + doc["spark"]["first_round_s"]), rel=0.02, abs=0.002)
     assert doc["agreement"] == {"agree": True, "problems": []}
     # the read alone, the floor of any Spark plan over it
     assert doc["read_floor"]["seconds"] > 0 and doc["read_floor"]["ratio_bound"] > 0
