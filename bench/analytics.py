@@ -620,6 +620,10 @@ def run(args, info: dict, log) -> dict:
     ]
     if args.quick or args.reports:
         notes.append("non-default size: Spark's fixed costs weigh more in small runs")
+    if info.get("git_dirty"):
+        from .report import DIRTY_NOTE
+
+        notes.append(DIRTY_NOTE)
     first = warmup["spark_s"]
     one_off = python_med / (session_s + first)
     notes.append(f"warm-up: one untimed round of each pass before the timed ones (spark {first:.1f} s, "

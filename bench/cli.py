@@ -43,7 +43,6 @@ Children run with MQCLI_STORE pointing at a store in a fresh temp directory, std
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
@@ -52,6 +51,7 @@ from .cli_common import BODY, PYCACHE, REPO, mqcli_path, sizes_for
 from .cli_latency import run_stalled, run_wait
 from .cli_startup import CALLER_ENV, run_startup
 from .cli_workers import run_consume, run_batch
+from .report import DIRTY_NOTE
 
 DEFAULT_OUT = os.path.join("bench", "results", "cli.json")
 PARTS = ("startup", "bulk", "wait", "stalled", "consume", "batch", "stats")
@@ -71,16 +71,6 @@ def _versions() -> dict:
         except metadata.PackageNotFoundError:
             out[dist] = None
     return out
-
-
-def _dirty(repo: str) -> list[str] | None:
-    try:  # read-only: --no-optional-locks keeps git status from refreshing the index
-        p = subprocess.run(["git", "--no-optional-locks", "-C", repo, "status", "--porcelain",
-                            "--", "mqcli", "store", "bench"], capture_output=True, text=True,
-                           timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return p.stdout.splitlines() if p.returncode == 0 else None
 
 
 def _ms(s: float) -> str:
@@ -249,7 +239,6 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
     info = dict(info)
     info["cli_versions"] = _versions()
     info["mqcli_entry_point"] = mq
-    info["git_dirty"] = _dirty(REPO)
     PYCACHE["prefix"] = os.path.join(tmp_root, "pycache")
     info["bytecode"] = {
         "children": "PYTHONPYCACHEPREFIX=<temp dir>/pycache, PYTHONDONTWRITEBYTECODE unset; "
@@ -272,8 +261,7 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
                      "children use a private bytecode cache instead (as after pip install); "
                      f"the row '{CALLER_ENV}' shows the environment as it is")
     if info.get("git_dirty"):
-        notes.append("the working tree differs from git_commit in mqcli/, store/ or bench/ "
-                     "(machine.git_dirty)")
+        notes.append(DIRTY_NOTE)
     log(f"cli suite: {', '.join(parts)}; entry point {mq}; temp dirs under {tmp_root} ({fs['type']})")
     t0 = time.perf_counter()
     doc: dict = {"schema": 1, "suite": "cli"}

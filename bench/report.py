@@ -72,6 +72,21 @@ def _git_commit(repo: str) -> str | None:
     return out.stdout.strip() or None
 
 
+def git_dirty(repo: str) -> list[str] | None:
+    """`git status --porcelain` of the code a benchmark measures (mqcli/, store/, bench/): a
+    result is of git_commit only when this is empty."""
+    try:  # read-only: --no-optional-locks keeps git status from refreshing the index
+        p = subprocess.run(["git", "--no-optional-locks", "-C", repo, "status", "--porcelain",
+                            "--", "mqcli", "store", "bench"], capture_output=True, text=True,
+                           timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout.splitlines() if p.returncode == 0 else None
+
+
+DIRTY_NOTE = "the working tree differs from git_commit in mqcli/, store/ or bench/ (machine.git_dirty)"
+
+
 def machine_info(tmp_root: str, repo: str) -> dict:
     import lmdb
 
@@ -96,6 +111,7 @@ def machine_info(tmp_root: str, repo: str) -> dict:
         "litequeue": _version("litequeue"),
         "mqcli": _version("mqcli"),
         "git_commit": _git_commit(repo),
+        "git_dirty": git_dirty(repo),
         "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "tmp_filesystem": filesystem_of(tmp_root),
     }

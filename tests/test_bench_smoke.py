@@ -102,3 +102,26 @@ def test_bench_paired_runs_and_checks_its_contenders(tmp_path):
     assert lines[0].startswith("1. durable put, one per commit: store / py-lmdb ")
     assert lines[2].startswith("4. get + confirm (ack and next): store / persist-queue ")
     assert sum("ceiling: a store costing exactly the store-pattern row" in line for line in lines) == 2
+
+
+def test_every_suite_records_whether_the_code_measured_is_the_commit(tmp_path):
+    # bench/report.py's machine_info, which every suite's JSON starts from: git_commit alone
+    # named a commit whose code was not the code measured when the tree had changes
+    sys.path.insert(0, REPO)
+    from bench.report import git_dirty, machine_info
+
+    repo = tmp_path / "repo"
+    (repo / "store").mkdir(parents=True)
+    (repo / "store" / "x.py").write_text("a = 1\n")
+    (repo / "notes.txt").write_text("not code\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    assert git_dirty(str(repo)) == []
+    (repo / "notes.txt").write_text("changed, but not code the bench measures\n")
+    assert git_dirty(str(repo)) == []
+    (repo / "store" / "x.py").write_text("a = 2\n")
+    assert git_dirty(str(repo)) == [" M store/x.py"]
+    info = machine_info(str(tmp_path), str(repo))
+    assert info["git_dirty"] == [" M store/x.py"] and len(info["git_commit"]) == 40
