@@ -340,6 +340,22 @@ def test_a_stop_at_any_moment_of_the_connect_ends_the_route_at_once(net):
         silent.close()
 
 
+def test_no_wait_of_ours_can_swallow_a_cancellation():
+    # the sweep above catches the dispatcher's connect; this keeps asyncio.wait_for (which on
+    # Python 3.11 returns a result that came in the same turn as a cancel) out of every wait
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for path in sorted([*root.glob("store/**/*.py"), *root.glob("mqcli/**/*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "wait_for" and \
+                    isinstance(node.value, ast.Name) and node.value.id == "asyncio":
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found == [], "use asyncio.timeout (store/channel/wire.py says why): " + ", ".join(found)
+
+
 def test_an_arrival_over_its_queue_quota_is_dead_lettered_and_the_rest_still_arrive(net):
     # MSMQ: a message whose destination queue is over its quota is undeliverable and goes to
     # the dead-letter queue where delivery failed; it must not hold up the other messages
