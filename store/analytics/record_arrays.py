@@ -140,13 +140,14 @@ class _Bytes(NamedTuple):
         import numpy as np
 
         size = len(self.array)
-        if size < width:
-            return self.array[np.minimum(at[:, None] + np.arange(width), size - 1)]
-        # one row of the buffer's sliding windows for each start: a copy of `width` bytes, not
-        # an index computed for every byte
-        windows: np.ndarray = np.lib.stride_tricks.sliding_window_view(self.array, width)
-        rows: np.ndarray = windows[np.minimum(at, size - width)]
-        late = np.flatnonzero(at > size - width)  # the last spans of the buffer, if short
+        late = np.flatnonzero(at > size - width)  # the spans that run past the buffer's end
+        if len(late) == len(at):
+            rows: np.ndarray = np.empty((len(at), width), np.uint8)
+        else:
+            # one row of the buffer's sliding windows for each start: a copy of `width` bytes,
+            # not an index computed for every byte
+            windows: np.ndarray = np.lib.stride_tricks.sliding_window_view(self.array, width)
+            rows = windows[np.minimum(at, size - width)]
         if len(late):
             rows[late] = self.array[np.minimum(at[late, None] + np.arange(width), size - 1)]
         return rows
