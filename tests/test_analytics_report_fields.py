@@ -76,8 +76,8 @@ def test_trace_columns_give_routes_the_events_spark_sql_decoding_gives(spark):
     traced = trace_values([r[2] for r in rows], [r[3] for r in rows])
     decoded = spark.createDataFrame(
         [(r[1], r[4], r[5], *(traced[name][i] for name, _ in TRACE_COLUMNS)) for i, r in enumerate(rows)],
-        "correl_id STRING, t LONG, prop_mqcli_delivered STRING, trace_route LONG, trace_hops INT, "
-        "trace_computer STRING, trace_event STRING, trace_queue STRING",
+        "correl_id STRING, t LONG, prop_mqcli_delivered STRING, "
+        + ", ".join(f"{name} {kind.upper()}" for name, kind in TRACE_COLUMNS),
     ).withColumn("put_time", F.timestamp_micros("t")).drop("t")
     by_source = _events(decoded, False)
     assert by_sql.columns == by_source.columns

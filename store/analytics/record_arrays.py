@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import records
+from .computers import key_of
 from .kinds import PROPERTY_KIND, arrow_type
 from .report_fields import body_queue, label_fields
 
@@ -58,7 +59,8 @@ _HEADER_COLUMNS = {"seq": "seq", "priority": "priority", "app_specific": "app_sp
 _ZERO_IS_NULL = {"expires", "confirm_id", "lock_id", "tx", "lease_expires", "since"}
 _TRACE_LABEL_COLUMNS = ("trace_route", "trace_hops", "trace_computer", "trace_event")  # label_fields' order
 _BUILT = (_FLAG_COLUMNS | set(_CONSTANT_COLUMNS) | set(_HEADER_COLUMNS) | _ZERO_IS_NULL
-          | set(records.OPTIONAL_STRINGS) | set(_TRACE_LABEL_COLUMNS) | {"queue", "state", "trace_queue"})
+          | set(records.OPTIONAL_STRINGS) | set(_TRACE_LABEL_COLUMNS)
+          | {"queue", "state", "trace_queue", "trace_computer_hi", "trace_computer_lo"})
 
 # a label's head `qm_id:message_id:hops ` (report_fields._LABEL_HEAD) and a body's
 # `<MESSAGE ID>` eight hex digits `</MESSAGE ID>` CR LF (report_fields._BODY_HEAD)
@@ -308,8 +310,8 @@ def _property_column(data: _Bytes, at: np.ndarray, length: np.ndarray, key: str)
 
 
 def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str, pa.Array]:
-    """trace_route, trace_hops, trace_computer and trace_event of every label, as
-    report_fields.label_fields gives them."""
+    """trace_route, trace_hops, trace_computer (and its key, trace_computer_hi and _lo) and
+    trace_event of every label, as report_fields.label_fields (and computers.key_of) give them."""
     import numpy as np
     import pyarrow as pa
 
@@ -331,9 +333,12 @@ def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str
     route = digits[:, _LABEL_HEX].astype(np.int64) @ types["route_weights"]
     hops = digits[:, _LABEL_HOPS[0]].astype(np.int32) * 16 + digits[:, _LABEL_HOPS[1]]
     take = pa.array(index)
+    keys = [key_of(v[2]) for v in values]
     return {"trace_route": pa.array(route, pa.int64(), mask=~routed),
             "trace_hops": pa.array(hops, pa.int32(), mask=~routed),
             "trace_computer": pa.array([v[2] for v in values], pa.string()).take(take),
+            "trace_computer_hi": pa.array([k[0] for k in keys], pa.int64()).take(take),
+            "trace_computer_lo": pa.array([k[1] for k in keys], pa.int64()).take(take),
             "trace_event": pa.array([v[3] for v in values], pa.string()).take(take)}
 
 

@@ -12,6 +12,8 @@ to the same vectors (tests/vectors/), so the figures are the same either way.
 - `trace_route` (long): the label's identity, qm_id (4 hex digits) × 2³² + message_id, as
   routes.py keys a route; null when the label is not a `received by`/`sent from` label.
 - `trace_hops` (int), `trace_computer` (string: a GUID lowercase, else the machine name).
+- `trace_computer_hi`, `trace_computer_lo` (long): the computer's GUID as two numbers, as
+  `analyze routes` keys a step (computers.py); null for a machine name.
 - `trace_event` (string): `received`, `sent`, `conflict`, or null for a label that does not
   decode.
 - `trace_queue` (string): the body's target queue as written, null when the body does not
@@ -34,9 +36,11 @@ from typing import Any
 
 from ..errors import BadData
 from ..trace import ReportLabel, decode_body, decode_label
+from .computers import key_of
 
 TRACE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_route", "long"), ("trace_hops", "int"), ("trace_computer", "string"),
+    ("trace_computer_hi", "long"), ("trace_computer_lo", "long"),
     ("trace_event", "string"), ("trace_queue", "string"),
 )
 TRACE_COLUMN_NAMES = frozenset(name for name, _ in TRACE_COLUMNS)
@@ -100,7 +104,9 @@ def label_fields(text: str) -> tuple[int | None, int | None, str | None, str | N
 def trace_values(labels: Sequence[str], bodies: Sequence[bytes]) -> dict[str, list[Any]]:
     """The TRACE_COLUMNS of reports with these labels and bodies, each as one list."""
     fields = list(map(label_fields, labels))
+    keys = [key_of(f[2]) for f in fields]
     return {name: [f[i] for f in fields] for i, name in enumerate(_LABEL_COLUMNS)} | {
+        "trace_computer_hi": [k[0] for k in keys], "trace_computer_lo": [k[1] for k in keys],
         "trace_queue": list(map(body_queue, bodies))}
 
 

@@ -23,6 +23,10 @@ share their first four digits. Per route:
   that is not complete never reached its target queue (yet);
 - `started` (the first report), `delivered` (the delivered report's time) and `latency_ms`.
 
+A step's computer is keyed by two numbers (computers.py), its name given back in the
+results: at one hop count and µs, steps are walked in that key's order (machine names first,
+then GUIDs as their text sorts).
+
 Per link (queue manager → queue manager, from hop k to hop k+1 of a route): latency = the
 first report at hop k+1 minus the `sent` report at hop k (or, without one, the last report at
 hop k); `links` gives count, p50/p95/p99 (Spark's percentile_approx, accuracy 10,000: within
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from . import computers
 from .labels import with_body_fields, with_label_fields
 
 if TYPE_CHECKING:
@@ -53,7 +58,7 @@ MESSAGE_COLUMNS_USED = ("correl_id", "label", "body", "put_time")
 # what routes reads from the mqstore source: the labels and bodies decoded as they are read
 # (report_fields.py), the same fields labels.py gives a Parquet export's rows
 SOURCE_COLUMNS_USED = ("correl_id", "put_time", "trace_route", "trace_hops", "trace_computer",
-                       "trace_event", "trace_queue")
+                       "trace_computer_hi", "trace_computer_lo", "trace_event", "trace_queue")
 PROPERTIES_USED = (DELIVERED_PROP,)
 PERCENTILE_ACCURACY = 10_000
 
@@ -186,10 +191,12 @@ def _events(messages: DataFrame, decoded_rows: bool) -> DataFrame:
     if "trace_route" in messages.columns:
         if "class" in messages.columns:
             messages = messages.where(F.col("class") == "report")
-        event = F.col("trace_event")
+        event, computer = F.col("trace_event"), F.col("trace_computer")
+        hi, lo = ((F.col("trace_computer_hi"), F.col("trace_computer_lo")) if "trace_computer_hi" in messages.columns
+                  else computers.key_columns(computer))
         return messages.select(
             "trace_route", F.when(event.isNotNull(), F.xxhash64("correl_id")),
-            "trace_hops", "trace_computer", "trace_queue", F.unix_micros("put_time"),
+            "trace_hops", computers.key(hi, lo, computer), "trace_queue", F.unix_micros("put_time"),
             event == "sent", event == "received", _delivered_text(messages) == "true",
             F.coalesce(event == "conflict", F.lit(False)),
         ).toDF(*EVENT_COLUMNS)
@@ -199,12 +206,14 @@ def _events(messages: DataFrame, decoded_rows: bool) -> DataFrame:
     return decoded.select(
         F.when(valid, F.conv(label["qm_id"], 16, 10).cast("long") * (1 << 32) + label["message_id"]),
         F.when(valid, F.xxhash64("correl_id")),
-        label["hops"], label["computer"], F.col("body_fields.queue"),
+        label["hops"], computers.key(*computers.key_columns(label["computer"]), label["computer"]),
+        F.col("body_fields.queue"),
         "t", F.col("event") == "sent", F.col("event") == "received",
         "delivered", F.coalesce(F.col("event") == "conflict", F.lit(False)),
     ).toDF(*EVENT_COLUMNS)
 
 
+# `computer` is the computer's key (computers.py), its name only in the results
 EVENT_COLUMNS = ("route", "correl_hash", "hops", "computer", "target_queue", "t", "sent", "received",
                  "delivered", "conflict")
 
@@ -261,7 +270,7 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         (F.lead("hops").over(in_order) - F.col("hops")).alias("gap"),
         F.lead("computer").over(in_order).alias("next_computer"),
         F.lead("first_t").over(in_order).alias("next_first_t"),
-        F.collect_list("computer").over(whole).alias("path"),
+        F.collect_list("computer").over(whole).alias("path_keys"),
         F.max("hops").over(whole).alias("max_hops"),
         F.min("first_t").over(whole).alias("started_t"),
         F.min("delivered_t").over(whole).alias("route_delivered_t"),
@@ -269,7 +278,7 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         F.max("target_queue").over(whole).alias("route_target"),
         F.min(F.when(F.col("hops") == 0, F.col("computer"))).over(whole).alias("origin"),
     )
-    path = F.col("path")
+    path = F.col("path_keys")
     # a link: from hop k to hop k+1 of a route; its latency the first report at hop k+1 minus
     # the `sent` report at hop k (else its last report)
     link = F.col("route").isNotNull() & (F.col("gap") == 1)
@@ -287,6 +296,7 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         F.percentile_approx("latency_us", [0.5, 0.95, 0.99], PERCENTILE_ACCURACY).alias("p"),
         F.avg("latency_us").alias("mean_us"), F.max("latency_us").alias("max_us"),
         *[F.sum(c).alias(c) for c in TOTALS])
+    per_link = per_link.withColumns({q: computers.name_of(F.col(q)) for q in ("from_qm", "to_qm")})
     return Routes(steps=steps, walked=walked, per_link=per_link)
 
 
@@ -294,18 +304,20 @@ def _routes_of(walked: DataFrame) -> DataFrame:
     """Routes.routes: the first step of each route carries its route's figures."""
     from pyspark.sql import functions as F
 
-    path = F.col("path")
+    keys = F.col("path_keys")
+    path = F.transform(keys, computers.name_of)
     qm_id = F.lpad(F.hex(F.shiftright("route", 32)), 4, "0")
     message_id = F.col("route").bitwiseAND(F.lit(0xFFFFFFFF))
     return walked.where(F.col("route").isNotNull() & (F.col("step") == 1)).select(
         # the traced message's msg_id: its origin (the queue manager at hop 0) and number
-        F.coalesce(F.concat(F.col("origin"), F.lit("\\"), message_id.cast("string")),
+        F.coalesce(F.concat(computers.name_of(F.col("origin")), F.lit("\\"), message_id.cast("string")),
                    F.concat(qm_id, F.lit(":"), F.lpad(F.hex(message_id), 8, "0"))).alias("msg_id"),
         qm_id.alias("qm_id"), message_id.alias("message_id"),
         F.col("max_hops").alias("hops"), path.alias("path"),
         F.col("route_delivered_t").isNotNull().alias("complete"),
-        (F.size(F.array_distinct(path)) < F.size(path)).alias("loop"),
-        F.array_distinct(F.filter(path, lambda c: F.size(F.filter(path, lambda d: d == c)) > 1)).alias("repeated"),
+        (F.size(F.array_distinct(keys)) < F.size(keys)).alias("loop"),
+        F.transform(F.array_distinct(F.filter(keys, lambda c: F.size(F.filter(keys, lambda d: d == c)) > 1)),
+                    computers.name_of).alias("repeated"),
         F.col("route_target").alias("target_queue"),
         F.timestamp_micros("started_t").alias("started"),
         F.timestamp_micros("route_delivered_t").alias("delivered"),
