@@ -27,13 +27,13 @@ def _guids(n: int) -> list[str]:
 def test_a_guids_key_orders_as_its_text_and_tells_every_guid_apart():
     guids = _guids(2000)
     keys = [key_of(g) for g in guids]
-    assert all(-(1 << 63) <= half < (1 << 63) for k in keys for half in k)
+    assert all(-(1 << 63) <= half < (1 << 63) for k in keys for half in k[:2]) and {k[2] for k in keys} == {None}
     assert sorted(guids) == [g for _, g in sorted(zip(keys, guids))]
     assert len(set(keys)) == len(set(guids))
 
 
 def test_anything_but_a_lowercase_guid_is_keyed_by_its_name():
-    assert [key_of(n) for n in [*NAMES, None]] == [(None, None)] * (len(NAMES) + 1)
+    assert [key_of(n) for n in [*NAMES, None]] == [(None, None, n) for n in [*NAMES, None]]
 
 
 @pytest.mark.spark
@@ -44,14 +44,15 @@ def test_spark_sql_makes_the_same_key_and_gives_the_name_back(spark):
 
     values = [*_guids(300), *NAMES, None]
     df = spark.createDataFrame([(v,) for v in values], "computer STRING")
-    hi, lo = key_columns(F.col("computer"))
-    rows = df.select("computer", hi.alias("hi"), lo.alias("lo")).collect()
-    assert [(r["hi"], r["lo"]) for r in rows] == [key_of(v) for v in values]
-    # from the source's columns (Python's key) and from SQL's, the name comes back
-    keyed = spark.createDataFrame([(v, *key_of(v)) for v in values], "computer STRING, hi LONG, lo LONG")
-    back = keyed.select(name_of(key(F.col("hi"), F.col("lo"), F.col("computer"))).alias("name")).collect()
+    hi, lo, name = key_columns(F.col("computer"))
+    rows = df.select(hi.alias("hi"), lo.alias("lo"), name.alias("name")).collect()
+    assert [tuple(r) for r in rows] == [key_of(v) for v in values]
+    # from the source's columns (Python's key), the name comes back
+    keyed = spark.createDataFrame([(v, *key_of(v)) for v in values], "computer STRING, hi LONG, lo LONG, name STRING")
+    step_key = key(F.col("hi"), F.col("lo"), F.col("name"))
+    back = keyed.select(name_of(step_key).alias("name")).collect()
     assert [r["name"] for r in back] == values
     # and Spark sorts keys as the text sorts, machine names first
-    ordered = keyed.orderBy(key(F.col("hi"), F.col("lo"), F.col("computer"))).collect()
-    named = sorted(v for v in values if v is not None and key_of(v) == (None, None))
+    ordered = keyed.orderBy(step_key).collect()
+    named = sorted(v for v in values if v is not None and key_of(v)[0] is None)
     assert [r["computer"] for r in ordered] == [None, *named, *sorted(_guids(300))]

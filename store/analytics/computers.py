@@ -15,9 +15,11 @@ The key is exact, not a hash: equal keys are equal computers, and the name comes
 (`name_of`). Ties (one route, one hop count, one µs) are broken by it: machine names first, in
 their order, then GUIDs in theirs.
 
-The same key is made in Python (`key_of`: the `mqstore` source's `trace_computer_hi` and
-`trace_computer_lo` columns, per distinct label) and by Spark SQL expressions (`key_columns`:
-labels decoded by labels.py); tests hold both to the same values.
+The same key is made in Python (`key_of`: the `mqstore` source's `trace_computer_hi`,
+`trace_computer_lo` and `trace_computer_name` columns, per distinct label; `analyze routes`
+reads these instead of `trace_computer`, so the GUID's text never leaves the Python worker) and
+by Spark SQL expressions (`key_columns`: labels decoded by labels.py); tests hold both to the
+same values.
 """
 
 from __future__ import annotations
@@ -35,15 +37,16 @@ _SHIFT = 1 << 63
 KEY_FIELDS = ("hi", "lo", "name")
 
 
-def key_of(computer: str | None) -> tuple[int | None, int | None]:
-    """(hi, lo) of a computer: its GUID's halves, each less 2⁶³; (None, None) for a name."""
+def key_of(computer: str | None) -> tuple[int | None, int | None, str | None]:
+    """(hi, lo, name) of a computer: its GUID's halves, each less 2⁶³, and no name; or no
+    halves and the name."""
     if computer is None or GUID_TEXT.match(computer) is None:
-        return None, None
+        return None, None, computer
     return (int(computer[0:8] + computer[9:13] + computer[14:18], 16) - _SHIFT,
-            int(computer[19:23] + computer[24:36], 16) - _SHIFT)
+            int(computer[19:23] + computer[24:36], 16) - _SHIFT, None)
 
 
-def key_columns(computer: Column) -> tuple[Column, Column]:
+def key_columns(computer: Column) -> tuple[Column, Column, Column]:
     """`key_of` as Spark SQL expressions over a column of computers."""
     from pyspark.sql import functions as F
 
@@ -57,14 +60,14 @@ def key_columns(computer: Column) -> tuple[Column, Column]:
         low = F.conv(F.substring(digits, 9, 8), 16, 10).cast("long")
         return F.when(guid, (high - (1 << 31)) * (1 << 32) + low)
 
-    return half((1, 8), (10, 4), (15, 4)), half((20, 4), (25, 12))
+    return half((1, 8), (10, 4), (15, 4)), half((20, 4), (25, 12)), F.when(~guid | guid.isNull(), computer)
 
 
-def key(hi: Column, lo: Column, computer: Column) -> Column:
-    """The step key, a struct of `KEY_FIELDS`, from a computer's halves and its text."""
+def key(hi: Column, lo: Column, name: Column) -> Column:
+    """The step key, a struct of `KEY_FIELDS`."""
     from pyspark.sql import functions as F
 
-    return F.struct(hi.alias("hi"), lo.alias("lo"), F.when(hi.isNull(), computer).alias("name"))
+    return F.struct(hi.alias("hi"), lo.alias("lo"), name.alias("name"))
 
 
 def name_of(computer_key: Column) -> Column:

@@ -60,7 +60,7 @@ _ZERO_IS_NULL = {"expires", "confirm_id", "lock_id", "tx", "lease_expires", "sin
 _TRACE_LABEL_COLUMNS = ("trace_route", "trace_hops", "trace_computer", "trace_event")  # label_fields' order
 _BUILT = (_FLAG_COLUMNS | set(_CONSTANT_COLUMNS) | set(_HEADER_COLUMNS) | _ZERO_IS_NULL
           | set(records.OPTIONAL_STRINGS) | set(_TRACE_LABEL_COLUMNS)
-          | {"queue", "state", "trace_queue", "trace_computer_hi", "trace_computer_lo"})
+          | {"queue", "state", "trace_queue", "trace_computer_hi", "trace_computer_lo", "trace_computer_name"})
 
 # a label's head `qm_id:message_id:hops ` (report_fields._LABEL_HEAD) and a body's
 # `<MESSAGE ID>` eight hex digits `</MESSAGE ID>` CR LF (report_fields._BODY_HEAD)
@@ -310,7 +310,7 @@ def _property_column(data: _Bytes, at: np.ndarray, length: np.ndarray, key: str)
 
 
 def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str, pa.Array]:
-    """trace_route, trace_hops, trace_computer (and its key, trace_computer_hi and _lo) and
+    """trace_route, trace_hops, trace_computer (and its key, trace_computer_hi, _lo, _name) and
     trace_event of every label, as report_fields.label_fields (and computers.key_of) give them."""
     import numpy as np
     import pyarrow as pa
@@ -339,6 +339,7 @@ def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str
             "trace_computer": pa.array([v[2] for v in values], pa.string()).take(take),
             "trace_computer_hi": pa.array([k[0] for k in keys], pa.int64()).take(take),
             "trace_computer_lo": pa.array([k[1] for k in keys], pa.int64()).take(take),
+            "trace_computer_name": pa.array([k[2] for k in keys], pa.string()).take(take),
             "trace_event": pa.array([v[3] for v in values], pa.string()).take(take)}
 
 

@@ -12,8 +12,9 @@ to the same vectors (tests/vectors/), so the figures are the same either way.
 - `trace_route` (long): the label's identity, qm_id (4 hex digits) × 2³² + message_id, as
   routes.py keys a route; null when the label is not a `received by`/`sent from` label.
 - `trace_hops` (int), `trace_computer` (string: a GUID lowercase, else the machine name).
-- `trace_computer_hi`, `trace_computer_lo` (long): the computer's GUID as two numbers, as
-  `analyze routes` keys a step (computers.py); null for a machine name.
+- `trace_computer_hi`, `trace_computer_lo` (long), `trace_computer_name` (string): the
+  computer as `analyze routes` keys a step (computers.py): a GUID as two numbers (and no
+  name), a machine name as itself (and no numbers).
 - `trace_event` (string): `received`, `sent`, `conflict`, or null for a label that does not
   decode.
 - `trace_queue` (string): the body's target queue as written, null when the body does not
@@ -40,7 +41,7 @@ from .computers import key_of
 
 TRACE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_route", "long"), ("trace_hops", "int"), ("trace_computer", "string"),
-    ("trace_computer_hi", "long"), ("trace_computer_lo", "long"),
+    ("trace_computer_hi", "long"), ("trace_computer_lo", "long"), ("trace_computer_name", "string"),
     ("trace_event", "string"), ("trace_queue", "string"),
 )
 TRACE_COLUMN_NAMES = frozenset(name for name, _ in TRACE_COLUMNS)
@@ -107,6 +108,7 @@ def trace_values(labels: Sequence[str], bodies: Sequence[bytes]) -> dict[str, li
     keys = [key_of(f[2]) for f in fields]
     return {name: [f[i] for f in fields] for i, name in enumerate(_LABEL_COLUMNS)} | {
         "trace_computer_hi": [k[0] for k in keys], "trace_computer_lo": [k[1] for k in keys],
+        "trace_computer_name": [k[2] for k in keys],
         "trace_queue": list(map(body_queue, bodies))}
 
 

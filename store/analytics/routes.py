@@ -57,8 +57,8 @@ DELIVERED_PROP = "mqcli.delivered"
 MESSAGE_COLUMNS_USED = ("correl_id", "label", "body", "put_time")
 # what routes reads from the mqstore source: the labels and bodies decoded as they are read
 # (report_fields.py), the same fields labels.py gives a Parquet export's rows
-SOURCE_COLUMNS_USED = ("correl_id", "put_time", "trace_route", "trace_hops", "trace_computer",
-                       "trace_computer_hi", "trace_computer_lo", "trace_event", "trace_queue")
+SOURCE_COLUMNS_USED = ("correl_id", "put_time", "trace_route", "trace_hops", "trace_computer_hi",
+                       "trace_computer_lo", "trace_computer_name", "trace_event", "trace_queue")
 PROPERTIES_USED = (DELIVERED_PROP,)
 PERCENTILE_ACCURACY = 10_000
 
@@ -191,12 +191,11 @@ def _events(messages: DataFrame, decoded_rows: bool) -> DataFrame:
     if "trace_route" in messages.columns:
         if "class" in messages.columns:
             messages = messages.where(F.col("class") == "report")
-        event, computer = F.col("trace_event"), F.col("trace_computer")
-        hi, lo = ((F.col("trace_computer_hi"), F.col("trace_computer_lo")) if "trace_computer_hi" in messages.columns
-                  else computers.key_columns(computer))
+        event = F.col("trace_event")
+        key = (F.col(f"trace_computer_{part}") for part in computers.KEY_FIELDS)
         return messages.select(
             "trace_route", F.when(event.isNotNull(), F.xxhash64("correl_id")),
-            "trace_hops", computers.key(hi, lo, computer), "trace_queue", F.unix_micros("put_time"),
+            "trace_hops", computers.key(*key), "trace_queue", F.unix_micros("put_time"),
             event == "sent", event == "received", _delivered_text(messages) == "true",
             F.coalesce(event == "conflict", F.lit(False)),
         ).toDF(*EVENT_COLUMNS)
@@ -206,7 +205,7 @@ def _events(messages: DataFrame, decoded_rows: bool) -> DataFrame:
     return decoded.select(
         F.when(valid, F.conv(label["qm_id"], 16, 10).cast("long") * (1 << 32) + label["message_id"]),
         F.when(valid, F.xxhash64("correl_id")),
-        label["hops"], computers.key(*computers.key_columns(label["computer"]), label["computer"]),
+        label["hops"], computers.key(*computers.key_columns(label["computer"])),
         F.col("body_fields.queue"),
         "t", F.col("event") == "sent", F.col("event") == "received",
         "delivered", F.coalesce(F.col("event") == "conflict", F.lit(False)),

@@ -21,7 +21,7 @@ Options (names are case-insensitive, as Spark's are):
   columns a query uses, so a job that needs a few asks for them and saves building the rest.
 - `class`: `report` reads only report messages (trace reports); default every message.
 - `columns` may also name the decoded trace columns `trace_route`, `trace_hops`,
-  `trace_computer`, `trace_computer_hi`, `trace_computer_lo`, `trace_event` and
+  `trace_computer`, `trace_computer_hi`, `trace_computer_lo`, `trace_computer_name`, `trace_event` and
   `trace_queue` (report_fields.py: each report's label
   and body decoded as it is read; null for a message that is not a valid report).
 - `properties`: comma-separated property names, each added as a STRING column `prop_<name>`
