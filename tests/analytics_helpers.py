@@ -20,7 +20,7 @@ class Event:
     """One trace report: what happened to a traced message, where and when."""
 
     hops: int
-    computer: str          # GUID of the queue manager where it happened
+    computer: str          # GUID (or machine name) of the queue manager where it happened
     event: str             # enqueued, sent, received
     time_us: int
     delivered: bool = False
@@ -31,12 +31,22 @@ def report(origin: str, msg_n: int, target: str, ev: Event, report_n: int) -> Me
     when = datetime.fromtimestamp(ev.time_us / 1e6, tz=timezone.utc)
     return Message(
         body=encode_body(msg_n & 0xFFFFFFFF, target).encode("utf-8"),
-        origin=guid_bytes(ev.computer), msg_n=report_n, put_time=ev.time_us,
+        # the report's own id: from the computer that made it (the traced message's origin
+        # stands in for one known by its machine name)
+        origin=guid_bytes(ev.computer if _is_guid(ev.computer) else origin), msg_n=report_n, put_time=ev.time_us,
         correl_id=f"{origin}\\{msg_n}",
         label=encode_label(origin[:4].upper(), msg_n & 0xFFFFFFFF, ev.hops, ev.computer, when),
         props={"mqcli.event": ev.event, "mqcli.delivered": "true" if ev.delivered else "false"},
         report=True, express=True,
     )
+
+
+def _is_guid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def route_events(path: list[str], start_us: int, link_us: list[int], *, delivered: bool = True,

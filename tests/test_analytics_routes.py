@@ -167,3 +167,39 @@ def test_reports_made_by_the_store_give_a_route(tmp_path):
     assert traced.msg_id in routes
     r = routes[traced.msg_id]
     assert r["path"][0] == guid and r["hops"] == 0 and r["complete"] is True and r["loop"] is False
+
+
+def test_machine_names_and_guids_come_back_as_the_reports_wrote_them(spark, tmp_path):
+    """Steps are keyed by numbers (store/analytics/computers.py); paths, loops, msg_ids and
+    links give back every computer as written, machine names and GUIDs alike, from stores and
+    from Parquet exports."""
+    from analytics_helpers import new_guid
+
+    path = tmp_path / "qm"
+    with Store.open(path, create=True, name="qm") as st:
+        origin = st.info().guid
+    b, d = new_guid(), "00000000-0000-0000-0000-000000000000"
+    kinds = {1: ["HOSTA", b, "host-c.example"], 2: ["HOSTA", b, "HOSTA", d], 3: [b, "0", d]}
+    messages, expected, links = [], {}, {}
+    for n, hops in kinds.items():
+        link_us = [700 + 100 * n + k for k in range(len(hops) - 1)]
+        for k, us in enumerate(link_us):
+            links.setdefault((hops[k], hops[k + 1]), []).append(us)
+        messages += [report(origin, n, TARGET, ev, 100 * n + i)
+                     for i, ev in enumerate(route_events(hops, START + n * 10_000, link_us))]
+        expected[f"{hops[0]}\\{n}"] = {"path": hops, "loop": n == 2, "repeated": ["HOSTA"] if n == 2 else []}
+    with Store.open(path) as st:
+        put_reports(st, messages)
+    got = _routes_json(path)
+    assert {m: {k: r[k] for k in ("path", "loop", "repeated")} for m, r in got.items()} == expected
+    from store.analytics.pipeline import Source, run_routes
+
+    report_ = run_routes(spark, Source(stores=[str(path)]))
+    try:
+        assert {(r["from_qm"], r["to_qm"]): r["count"] for r in report_.links} == {
+            link: len(values) for link, values in links.items()}
+    finally:
+        report_.close()
+    exported = tmp_path / "qm.parquet"
+    assert invoke(["--store", path, "export", "--format", "parquet", "--to", exported]).code == 0
+    assert _routes_json("--parquet", exported) == got
