@@ -61,7 +61,8 @@ def key_columns(computer: Column) -> tuple[Column, Column, Column]:
         low = F.conv(F.substring(digits, 9, 8), 16, 10).cast("long")
         return F.when(guid, (high - (1 << 31)) * (1 << 32) + low)
 
-    return half((1, 8), (10, 4), (15, 4)), half((20, 4), (25, 12)), F.when(~guid | guid.isNull(), computer)
+    # a null computer has a null key: null halves and a null name
+    return half((1, 8), (10, 4), (15, 4)), half((20, 4), (25, 12)), F.when(~guid, computer)
 
 
 def key(hi: Column, lo: Column, name: Column) -> Column:
@@ -81,5 +82,4 @@ def name_of(computer_key: Column) -> Column:
     hi, lo = hex16(computer_key["hi"]), hex16(computer_key["lo"])
     guid = F.concat_ws("-", F.substring(hi, 1, 8), F.substring(hi, 9, 4), F.substring(hi, 13, 4),
                        F.substring(lo, 1, 4), F.substring(lo, 5, 12))
-    return F.when(computer_key.isNotNull(),
-                  F.coalesce(computer_key["name"], F.when(computer_key["hi"].isNotNull(), guid)))
+    return F.coalesce(computer_key["name"], F.when(computer_key["hi"].isNotNull(), guid))

@@ -36,9 +36,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import records
-from .computers import key_of
 from .kinds import PROPERTY_KIND, arrow_type
-from .report_fields import body_queue, label_fields
+from .report_fields import COMPUTER_KEY_COLUMNS, TRACE_COLUMNS, body_queue, computer_keys, label_fields
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,8 +58,8 @@ _HEADER_COLUMNS = {"seq": "seq", "priority": "priority", "app_specific": "app_sp
 _ZERO_IS_NULL = {"expires", "confirm_id", "lock_id", "tx", "lease_expires", "since"}
 _TRACE_LABEL_COLUMNS = ("trace_route", "trace_hops", "trace_computer", "trace_event")  # label_fields' order
 _BUILT = (_FLAG_COLUMNS | set(_CONSTANT_COLUMNS) | set(_HEADER_COLUMNS) | _ZERO_IS_NULL
-          | set(records.OPTIONAL_STRINGS) | set(_TRACE_LABEL_COLUMNS)
-          | {"queue", "state", "trace_queue", "trace_computer_hi", "trace_computer_lo", "trace_computer_name"})
+          | set(records.OPTIONAL_STRINGS) | set(_TRACE_LABEL_COLUMNS) | set(COMPUTER_KEY_COLUMNS)
+          | {"queue", "state", "trace_queue"})
 
 # a label's head `qm_id:message_id:hops ` (report_fields._LABEL_HEAD) and a body's
 # `<MESSAGE ID>` eight hex digits `</MESSAGE ID>` CR LF (report_fields._BODY_HEAD)
@@ -311,7 +310,7 @@ def _property_column(data: _Bytes, at: np.ndarray, length: np.ndarray, key: str)
 
 def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str, pa.Array]:
     """trace_route, trace_hops, trace_computer (and its key, trace_computer_hi, _lo, _name) and
-    trace_event of every label, as report_fields.label_fields (and computers.key_of) give them."""
+    trace_event of every label, as report_fields.label_fields (and computer_keys) give them."""
     import numpy as np
     import pyarrow as pa
 
@@ -333,14 +332,13 @@ def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str
     route = digits[:, _LABEL_HEX].astype(np.int64) @ types["route_weights"]
     hops = digits[:, _LABEL_HOPS[0]].astype(np.int32) * 16 + digits[:, _LABEL_HOPS[1]]
     take = pa.array(index)
-    keys = [key_of(v[2]) for v in values]
+    kinds = dict(TRACE_COLUMNS)
     return {"trace_route": pa.array(route, pa.int64(), mask=~routed),
             "trace_hops": pa.array(hops, pa.int32(), mask=~routed),
             "trace_computer": pa.array([v[2] for v in values], pa.string()).take(take),
-            "trace_computer_hi": pa.array([k[0] for k in keys], pa.int64()).take(take),
-            "trace_computer_lo": pa.array([k[1] for k in keys], pa.int64()).take(take),
-            "trace_computer_name": pa.array([k[2] for k in keys], pa.string()).take(take),
-            "trace_event": pa.array([v[3] for v in values], pa.string()).take(take)}
+            "trace_event": pa.array([v[3] for v in values], pa.string()).take(take)} | {
+        name: pa.array(keys, arrow_type(kinds[name])).take(take)
+        for name, keys in computer_keys([v[2] for v in values]).items()}
 
 
 def _body_queues(data: _Bytes, at: np.ndarray, length: np.ndarray) -> pa.Array:

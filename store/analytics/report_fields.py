@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import BadData
 from ..trace import ReportLabel, decode_body, decode_label
-from .computers import key_of
+from .computers import KEY_FIELDS, key_of
 
 TRACE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_route", "long"), ("trace_hops", "int"), ("trace_computer", "string"),
@@ -45,6 +45,8 @@ TRACE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_event", "string"), ("trace_queue", "string"),
 )
 TRACE_COLUMN_NAMES = frozenset(name for name, _ in TRACE_COLUMNS)
+# the computer's key (computers.py), in computers.KEY_FIELDS' order
+COMPUTER_KEY_COLUMNS = tuple(f"trace_computer_{part}" for part in KEY_FIELDS)
 _LABEL_COLUMNS = ("trace_route", "trace_hops", "trace_computer", "trace_event")  # label_fields' order
 
 # the head as the encoder writes it ([MS-MQQB] `Report`: "<MESSAGE ID>" id "</MESSAGE ID>" CR LF)
@@ -105,11 +107,14 @@ def label_fields(text: str) -> tuple[int | None, int | None, str | None, str | N
 def trace_values(labels: Sequence[str], bodies: Sequence[bytes]) -> dict[str, list[Any]]:
     """The TRACE_COLUMNS of reports with these labels and bodies, each as one list."""
     fields = list(map(label_fields, labels))
-    keys = [key_of(f[2]) for f in fields]
-    return {name: [f[i] for f in fields] for i, name in enumerate(_LABEL_COLUMNS)} | {
-        "trace_computer_hi": [k[0] for k in keys], "trace_computer_lo": [k[1] for k in keys],
-        "trace_computer_name": [k[2] for k in keys],
-        "trace_queue": list(map(body_queue, bodies))}
+    return ({name: [f[i] for f in fields] for i, name in enumerate(_LABEL_COLUMNS)}
+            | computer_keys([f[2] for f in fields]) | {"trace_queue": list(map(body_queue, bodies))})
+
+
+def computer_keys(computers: Sequence[str | None]) -> dict[str, list[Any]]:
+    """The COMPUTER_KEY_COLUMNS of these computers, each as one list."""
+    keys = [key_of(c) for c in computers]
+    return {name: [k[i] for k in keys] for i, name in enumerate(COMPUTER_KEY_COLUMNS)}
 
 
 def _label(text: str) -> ReportLabel | None:

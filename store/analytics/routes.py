@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import computers
 from .labels import with_body_fields, with_label_fields
+from .report_fields import COMPUTER_KEY_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -57,8 +58,8 @@ DELIVERED_PROP = "mqcli.delivered"
 MESSAGE_COLUMNS_USED = ("correl_id", "label", "body", "put_time")
 # what routes reads from the mqstore source: the labels and bodies decoded as they are read
 # (report_fields.py), the same fields labels.py gives a Parquet export's rows
-SOURCE_COLUMNS_USED = ("correl_id", "put_time", "trace_route", "trace_hops", "trace_computer_hi",
-                       "trace_computer_lo", "trace_computer_name", "trace_event", "trace_queue")
+SOURCE_COLUMNS_USED = ("correl_id", "put_time", "trace_route", "trace_hops", *COMPUTER_KEY_COLUMNS,
+                       "trace_event", "trace_queue")
 PROPERTIES_USED = (DELIVERED_PROP,)
 PERCENTILE_ACCURACY = 10_000
 
@@ -192,10 +193,9 @@ def _events(messages: DataFrame, decoded_rows: bool) -> DataFrame:
         if "class" in messages.columns:
             messages = messages.where(F.col("class") == "report")
         event = F.col("trace_event")
-        key = (F.col(f"trace_computer_{part}") for part in computers.KEY_FIELDS)
         return messages.select(
             "trace_route", F.when(event.isNotNull(), F.xxhash64("correl_id")),
-            "trace_hops", computers.key(*key), "trace_queue", F.unix_micros("put_time"),
+            "trace_hops", computers.key(*map(F.col, COMPUTER_KEY_COLUMNS)), "trace_queue", F.unix_micros("put_time"),
             event == "sent", event == "received", _delivered_text(messages) == "true",
             F.coalesce(event == "conflict", F.lit(False)),
         ).toDF(*EVENT_COLUMNS)
