@@ -196,7 +196,7 @@ def main_store(args, only, log) -> int:
     t_start = time.perf_counter()
     try:
         info = report.machine_info(tmp_root, REPO)
-        notes = [report.DIRTY_NOTE] if info.get("git_dirty") else []
+        notes = report.dirty_notes(info)
         fs = info["tmp_filesystem"]
         if fs["type"] in ("tmpfs", "ramfs", "overlay", "unknown"):
             notes.append(f"temp dirs are on {fs['type']}: fsync cost there is not a real "

@@ -620,10 +620,9 @@ def run(args, info: dict, log) -> dict:
     ]
     if args.quick or args.reports:
         notes.append("non-default size: Spark's fixed costs weigh more in small runs")
-    if info.get("git_dirty"):
-        from .report import DIRTY_NOTE
+    from .report import dirty_notes
 
-        notes.append(DIRTY_NOTE)
+    notes += dirty_notes(info)
     first = warmup["spark_s"]
     one_off = python_med / (session_s + first)
     notes.append(f"warm-up: one untimed round of each pass before the timed ones (spark {first:.1f} s, "

@@ -51,7 +51,7 @@ from .cli_common import BODY, PYCACHE, REPO, mqcli_path, sizes_for
 from .cli_latency import run_stalled, run_wait
 from .cli_startup import CALLER_ENV, run_startup
 from .cli_workers import run_consume, run_batch
-from .report import DIRTY_NOTE
+from .report import dirty_notes
 
 DEFAULT_OUT = os.path.join("bench", "results", "cli.json")
 PARTS = ("startup", "bulk", "wait", "stalled", "consume", "batch", "stats")
@@ -260,8 +260,7 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
                      "__pycache__: run as is, every mqcli start compiles them from source. The "
                      "children use a private bytecode cache instead (as after pip install); "
                      f"the row '{CALLER_ENV}' shows the environment as it is")
-    if info.get("git_dirty"):
-        notes.append(DIRTY_NOTE)
+    notes += dirty_notes(info)
     log(f"cli suite: {', '.join(parts)}; entry point {mq}; temp dirs under {tmp_root} ({fs['type']})")
     t0 = time.perf_counter()
     doc: dict = {"schema": 1, "suite": "cli"}

@@ -87,6 +87,11 @@ def git_dirty(repo: str) -> list[str] | None:
 DIRTY_NOTE = "the working tree differs from git_commit in mqcli/, store/ or bench/ (machine.git_dirty)"
 
 
+def dirty_notes(info: dict) -> list[str]:
+    """The note a suite's results carry when machine_info found the measured code changed."""
+    return [DIRTY_NOTE] if info.get("git_dirty") else []
+
+
 def machine_info(tmp_root: str, repo: str) -> dict:
     import lmdb
 
