@@ -177,36 +177,37 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
     be the one planned (locate.open_planned: its GUID is checked, a snapshot copied here)."""
     with open_planned(r.store) as (env, dbs):
         db = dbs[r.table]
-        after: bytes | None = None  # the last key read: the next batch starts past it
+        start = r.start  # where the next batch starts: the first key not yet read
         while True:
             with env.begin() as lt:
                 # messages a get holds in place are in `pos` as available records: shown in
                 # flight under the hold, as the store itself shows them (Write.load)
                 placed = _placed(lt, dbs) if r.table == POS_TABLE else {}
                 cur = lt.cursor(db=db)
-                if after is None:
-                    found = cur.set_range(r.start)
-                else:
-                    found = cur.set_range(after)
-                    if found and cur.key() == after:
-                        found = cur.next()
-                # (key, record) pairs from where the cursor stands (iternext yields the current
-                # entry first), one past the batch to tell whether more follow; those at or
-                # past the range's end cut off (keys sort as bytes do, as LMDB sorts them)
-                pairs = list(islice(cur.iternext(), batch_rows + 1)) if found else []
-            if r.end is not None and pairs and pairs[-1][0] >= r.end:
-                del pairs[bisect_left(pairs, (r.end,)):]
-            more = len(pairs) > batch_rows
-            del pairs[batch_rows:]
-            if not pairs:
+                first = cur.key() if cur.set_range(start) else None
+                # the records from there (iternext yields the current entry first), one past
+                # the batch to tell whether more follow; the cursor then stands on that one
+                raws = list(islice(cur.iternext(keys=False), batch_rows + 1)) if first is not None else []
+                last = cur.key()  # b"" where the table ran out
+                # keys sort as bytes do, as LMDB sorts them: the range ends in this batch if
+                # its last key is at or past the end, or the table ran out past the end
+                ends = r.end is not None and bool(raws) and (last >= r.end if last else cur.set_range(r.end))
+                if ends or placed:
+                    # the keys, read only where needed: to cut at the range's end, to find holds
+                    cur.set_range(first)
+                    batch_keys = list(islice(cur.iternext(values=False), len(raws)))
+                    if ends:
+                        del raws[bisect_left(batch_keys, r.end):]
+            more = len(raws) > batch_rows
+            del raws[batch_rows:]
+            if not raws:
                 break
-            after = pairs[-1][0]
-            raws = [raw for _, raw in pairs]
+            start = last
             if placed:
-                for i, (key, raw) in enumerate(pairs):
+                for i, key in enumerate(batch_keys[:len(raws)]):
                     hold = placed.get(keys.seq_of(key))
                     if hold is not None:
-                        raws[i] = held_records([raw], GET_UNCONFIRMED, hold.token, hold.since)[0]
+                        raws[i] = held_records([raws[i]], GET_UNCONFIRMED, hold.token, hold.since)[0]
             batch = record_batch(raws, r.queues, r.store, columns, report_only)
             if batch is not None:
                 yield batch
