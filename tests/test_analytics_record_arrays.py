@@ -193,3 +193,29 @@ def test_the_first_bytes_of_any_span_are_the_spans_own_then_the_last_byte_again(
         for width in (1, 4, 12, 17, 35):
             want = [[raw[min(a + i, size - 1)] for i in range(width)] for a in range(size)]
             assert data.first(at, width).tolist() == want, (size, width)
+
+
+@settings(max_examples=200, deadline=None)
+@given(s.lists(s.tuples(s.integers(0, 80), s.integers(0, 40)), min_size=1, max_size=40), s.binary(min_size=1, max_size=120))
+def test_a_view_is_byte_for_byte_the_view_arrow_builds(spans, buffer):
+    # record_arrays._views writes Arrow's view layout itself: the length, then a short value's
+    # bytes padded with zeros, or a long one's first four bytes, buffer 0 and its offset. Held to
+    # the views pyarrow builds for the same values (the padding too, which values alone miss).
+    import numpy as np
+    import pyarrow as pa
+
+    spans = [(min(at, len(buffer) - 1), length) for at, length in spans]
+    spans = [(at, min(length, len(buffer) - at)) for at, length in spans]
+    at = np.array([a for a, _ in spans], np.int64)
+    length = np.array([n for _, n in spans], np.int64)
+    data = record_arrays._Bytes(np.frombuffer(buffer, np.uint8), pa.py_buffer(buffer))
+    got = record_arrays._views(data, at, length, pa.binary_view())
+    want = pa.array([buffer[a:a + n] for a, n in spans], pa.binary_view())
+    assert got.to_pylist() == want.to_pylist()
+    got_views = np.frombuffer(got.buffers()[1], np.uint8).reshape(-1, 16)
+    want_views = np.frombuffer(want.buffers()[1], np.uint8).reshape(-1, 16)[:len(spans)]
+    inline = length <= 12
+    assert (got_views[inline] == want_views[inline]).all()  # short: the whole view
+    assert (got_views[~inline, :8] == want_views[~inline, :8]).all()  # long: length and prefix
+    assert (got_views[~inline, 8:12] == 0).all()
+    assert (got_views[~inline, 12:].copy().view("<i4")[:, 0] == at[~inline]).all()

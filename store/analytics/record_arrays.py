@@ -123,7 +123,10 @@ def record_batch(raws: Sequence[bytes], queue_names: dict[int, str], where: Stor
         keep &= (header["flags"] & records.FLAG_REPORT) != 0
     if not keep.any():
         return None
-    batch = _Batch(data, header[keep], offsets[:-1][keep], offsets[1:][keep])
+    starts, ends = offsets[:-1], offsets[1:]
+    if not keep.all():
+        header, starts, ends = header[keep], starts[keep], ends[keep]
+    batch = _Batch(data, header, starts, ends)
     try:
         return [batch.column(name, kind, queue_names, where) for name, kind in columns]
     except (pa.ArrowInvalid, UnicodeDecodeError):  # a string that is not UTF-8
@@ -145,10 +148,10 @@ class _Bytes(NamedTuple):
         if len(late) == len(at):
             rows: np.ndarray = np.empty((len(at), width), np.uint8)
         else:
-            # one row of the buffer's sliding windows for each start: a copy of `width` bytes,
-            # not an index computed for every byte
-            windows: np.ndarray = np.lib.stride_tricks.sliding_window_view(self.array, width)
-            rows = windows[np.minimum(at, size - width)]
+            # the buffer as `width`-byte items starting at every byte: one item copied for
+            # each start, not an index computed for every byte
+            items = np.ndarray((size - width + 1,), np.dtype((np.void, width)), self.array, strides=(1,))
+            rows = items[np.minimum(at, size - width)].view(np.uint8).reshape(len(at), width)
         if len(late):
             rows[late] = self.array[np.minimum(at[late, None] + np.arange(width), size - 1)]
         return rows
@@ -250,13 +253,16 @@ def _views(data: _Bytes, at: np.ndarray, length: np.ndarray, typ: pa.DataType,
     if len(data.array) >= 1 << 31:
         raise Unhandled  # beyond a view's 32-bit offset
     first = data.first(at, inline)
-    first[np.arange(inline) >= length[:, None]] = 0  # a short value's view holds zeros after it
-    views = np.zeros((rows, 16), np.uint8)
-    views[:, :4] = length.astype("<i4").view(np.uint8).reshape(rows, 4)
-    views[:, 4:] = first
+    short = np.flatnonzero(length < inline)
+    if len(short):
+        first[short] *= np.arange(inline) < length[short, None]  # a short value's view holds zeros after it
+    words = first.view("<i4")  # each view's last 12 bytes: a short value, or a long one's first 4
     far = length > inline
-    views[far, 8:12] = 0  # buffer 0: the records'
-    views[far, 12:] = at[far].astype("<i4").view(np.uint8).reshape(-1, 4)
+    views = np.empty((rows, 4), "<i4")
+    views[:, 0] = length
+    views[:, 1] = words[:, 0]
+    views[:, 2] = np.where(far, 0, words[:, 1])  # buffer 0: the records'
+    views[:, 3] = np.where(far, at, words[:, 2])
     validity, nulls = None, 0
     if present is not None and (nulls := rows - int(np.count_nonzero(present))):
         validity = pa.py_buffer(np.packbits(present, bitorder="little"))
