@@ -69,6 +69,8 @@ _LABEL_HOPS = (14, 15)
 _LABEL_FIXED = {4: ord(":"), 13: ord(":"), 16: ord(" ")}
 _BODY_OPEN, _BODY_CLOSE = b"<MESSAGE ID>", b"</MESSAGE ID>\r\n"
 _BODY_HEAD = len(_BODY_OPEN) + 8 + len(_BODY_CLOSE)
+_BODY_DIGITS = slice(len(_BODY_OPEN), len(_BODY_OPEN) + 8)
+_BODY_READ = -(-_BODY_HEAD // 8) * 8  # the head read as whole 64-bit words
 
 _INLINE = 12  # the bytes an Arrow view holds itself
 _NUMPY_CODES = {"B": "u1", "H": ">u2", "I": ">u4", "Q": ">u8", "i": ">i4", "q": ">i8"}
@@ -94,8 +96,12 @@ def _types() -> dict[str, Any]:
             hex_digits[c] = value
         for value, c in enumerate(b"ABCDEF", 10):
             hex_digits[c] = value
-        _TYPES.update(header=header, hex=hex_digits,
-                      route_weights=16 ** np.arange(len(_LABEL_HEX) - 1, -1, -1, dtype=np.int64))
+        # a body head's fixed bytes, and the mask that keeps only those, as 64-bit words
+        padding = bytes(_BODY_READ - _BODY_HEAD)
+        body_fixed = _BODY_OPEN + bytes(8) + _BODY_CLOSE + padding
+        body_mask = bytes(b and 0xFF for b in body_fixed)
+        _TYPES.update(header=header, hex=hex_digits, body_fixed=np.frombuffer(body_fixed, "<u8"),
+                      body_mask=np.frombuffer(body_mask, "<u8"))
     return _TYPES
 
 
@@ -335,7 +341,10 @@ def _label_columns(data: _Bytes, at: np.ndarray, length: np.ndarray) -> dict[str
     # when the rest decodes; label_fields gives a label without that head no route
     values, index = _by_distinct(data, head, at + _LABEL_HEAD, np.maximum(length - _LABEL_HEAD, 0), fields)
     routed = np.array([v[0] is not None for v in values], bool)[index] & head
-    route = digits[:, _LABEL_HEX].astype(np.int64) @ types["route_weights"]
+    # the route's 12 hex digits as 6 bytes, the low ones of a big-endian 64-bit number
+    packed = np.zeros((len(at), 8), np.uint8)
+    packed[:, 2:] = digits[:, _LABEL_HEX[0::2]] << 4 | digits[:, _LABEL_HEX[1::2]]
+    route = packed.view(">u8")[:, 0].astype(np.int64)
     hops = digits[:, _LABEL_HOPS[0]].astype(np.int32) * 16 + digits[:, _LABEL_HOPS[1]]
     take = pa.array(index)
     kinds = dict(TRACE_COLUMNS)
@@ -354,11 +363,9 @@ def _body_queues(data: _Bytes, at: np.ndarray, length: np.ndarray) -> pa.Array:
 
     types = _types()
     head = length >= _BODY_HEAD
-    chars = data.first(at, _BODY_HEAD)
-    opened, closed = len(_BODY_OPEN), len(_BODY_OPEN) + 8
-    head &= (chars[:, :opened] == np.frombuffer(_BODY_OPEN, np.uint8)).all(axis=1)
-    head &= (types["hex"][chars[:, opened:closed]] < 16).all(axis=1)
-    head &= (chars[:, closed:] == np.frombuffer(_BODY_CLOSE, np.uint8)).all(axis=1)
+    chars = data.first(at, _BODY_READ)
+    head &= ((chars.view("<u8") & types["body_mask"]) == types["body_fixed"]).all(axis=1)
+    head &= (types["hex"][chars[:, _BODY_DIGITS]] < 16).all(axis=1)
 
     def queue(row: int) -> str | None:
         return body_queue(data.span(at[row], length[row]))

@@ -184,20 +184,25 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
                 # flight under the hold, as the store itself shows them (Write.load)
                 placed = _placed(lt, dbs) if r.table == POS_TABLE else {}
                 cur = lt.cursor(db=db)
-                first = cur.key() if cur.set_range(start) else None
+                if not cur.set_range(start):
+                    return  # nothing at or past the start
+                first = cur.key()
                 # the records from there (iternext yields the current entry first), one past
                 # the batch to tell whether more follow; the cursor then stands on that one
-                raws = list(islice(cur.iternext(keys=False), batch_rows + 1)) if first is not None else []
+                raws = list(islice(cur.iternext(keys=False), batch_rows + 1))
                 last = cur.key()  # b"" where the table ran out
                 # keys sort as bytes do, as LMDB sorts them: the range ends in this batch if
                 # its last key is at or past the end, or the table ran out past the end
-                ends = r.end is not None and bool(raws) and (last >= r.end if last else cur.set_range(r.end))
-                if ends or placed:
+                end = r.end
+                if end is not None and (last < end if last else not cur.set_range(end)):
+                    end = None  # not in this batch
+                batch_keys: list[bytes] = []
+                if end is not None or placed:
                     # the keys, read only where needed: to cut at the range's end, to find holds
                     cur.set_range(first)
                     batch_keys = list(islice(cur.iternext(values=False), len(raws)))
-                    if ends:
-                        del raws[bisect_left(batch_keys, r.end):]
+                    if end is not None:
+                        del raws[bisect_left(batch_keys, end):]
             more = len(raws) > batch_rows
             del raws[batch_rows:]
             if not raws:
