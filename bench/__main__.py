@@ -196,11 +196,9 @@ def main_store(args, only, log) -> int:
     t_start = time.perf_counter()
     try:
         info = report.machine_info(tmp_root, REPO)
-        notes = report.dirty_notes(info)
         fs = info["tmp_filesystem"]
-        if fs["type"] in ("tmpfs", "ramfs", "overlay", "unknown"):
-            notes.append(f"temp dirs are on {fs['type']}: fsync cost there is not a real "
-                         "disk's; durable-workload ratios may not mean much (use --tmpdir)")
+        notes = report.dirty_notes(info) + report.memory_fs_notes(
+            info, "temp dirs", "; durable-workload ratios may not mean much (use --tmpdir)")
         if args.quick or args.messages is not None or args.sync_messages is not None:
             notes.append("non-default sizes: small runs are noisier than the default run")
         durability = report_durability(tmp_root)

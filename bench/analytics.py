@@ -620,7 +620,7 @@ def run(args, info: dict, log) -> dict:
     ]
     if args.quick or args.reports:
         notes.append("non-default size: Spark's fixed costs weigh more in small runs")
-    from .report import dirty_notes
+    from .report import busy_notes, dirty_notes, finished
 
     notes += dirty_notes(info)
     first = warmup["spark_s"]
@@ -631,14 +631,9 @@ def run(args, info: dict, log) -> dict:
                  f"{min(spark_s):.1f} s at best after it. A one-off `mqcli analyze routes` pays "
                  f"the session's start-up and the cold round: {one_off:.2f}x the Python pass "
                  f"(ratio_one_off)")
-    info = dict(info)
-    info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    cpus = info.get("cpus_usable") or info.get("cpu_count") or 1
-    busy = [la[0] for la in (info.get("loadavg_start"), info.get("loadavg_end")) if la]
-    if busy and max(busy) > 0.5 * cpus:
-        notes.append(f"the machine was busy (1-minute load average {busy[0]:.1f} at the start, "
-                     f"{busy[-1]:.1f} at the end, on {cpus} CPUs): Spark, which needs both cores, "
-                     f"suffers more than the one-process pass; rerun on a quiet machine")
+    info = finished(info)
+    notes += busy_notes(info, "Spark, which needs both cores, suffers more than the one-process pass; "
+                              "rerun on a quiet machine")
     links = {f"{names.get(k.split('>')[0], k.split('>')[0])}>{names.get(k.split('>')[1], k.split('>')[1])}": v
              for k, v in spark_res["links"].items()}
     return {

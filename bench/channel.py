@@ -204,6 +204,8 @@ def library_round(tmp: str, n: int, batch: int) -> dict:
 
 
 def run(args, tmp_root: str, info: dict, log) -> dict:
+    from . import report
+
     n = args.channel_messages or (20_000 if args.quick else 200_000)
     batch = args.channel_batch or 1000
     rounds = args.channel_rounds or (1 if args.quick else 3)
@@ -226,19 +228,12 @@ def run(args, tmp_root: str, info: dict, log) -> dict:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     rate = statistics.median(r["msgs_per_s"] for r in results)
-    notes = []
-    fs = info["tmp_filesystem"]
-    if fs["type"] in ("tmpfs", "ramfs", "overlay", "unknown"):
-        notes.append(f"stores are on {fs['type']}: fsync is not a real disk's")
+    info = report.finished(info)
+    notes = report.dirty_notes(info) + report.memory_fs_notes(info, "stores", "")
     if n != 200_000:
         notes.append(f"{n:,} messages per round, not the target's 200,000")
-    info = {**info, "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
-    busy = max((info.get("loadavg_start") or [0])[0], (info.get("loadavg_end") or [0])[0])
-    if busy > 0.5 * (info.get("cpus_usable") or info.get("cpu_count") or 1):
-        cpus = info.get("cpus_usable") or info.get("cpu_count")
-        notes.append(f"the machine was busy (load average {busy:.1f} on {cpus} CPUs): the two processes "
-                     "waited for CPU, and rates are lower than on an idle machine; compare each round's "
-                     "wall time with its processes' CPU seconds")
+    notes += report.busy_notes(info, "the two processes waited for CPU, and rates are lower than on an "
+                                     "idle machine; compare each round's wall time with its processes' CPU seconds")
     return {
         "suite": "channel",
         "machine": info,

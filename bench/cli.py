@@ -51,7 +51,7 @@ from .cli_common import BODY, PYCACHE, REPO, mqcli_path, sizes_for
 from .cli_latency import run_stalled, run_wait
 from .cli_startup import CALLER_ENV, run_startup
 from .cli_workers import run_consume, run_batch
-from .report import dirty_notes
+from .report import busy_notes, dirty_notes, finished
 
 DEFAULT_OUT = os.path.join("bench", "results", "cli.json")
 PARTS = ("startup", "bulk", "wait", "stalled", "consume", "batch", "stats")
@@ -280,16 +280,12 @@ def run(args, tmp_root: str, info: dict, log, parts: list[str]) -> dict:
         from .cli_stats import run_stats
         doc["stats"] = run_stats(args, tmp_root, log)
     elapsed = time.perf_counter() - t0
-    info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    info = finished(info)
     targets = {}
     for part in ("startup", "bulk", "wait_latency", "stalled_reader", "consume", "batch", "stats"):
         targets.update(doc.get(part, {}).get("targets", {}))
-    la0, la1 = info.get("loadavg_start"), info.get("loadavg_end")
-    cpus = info.get("cpus_usable") or info.get("cpu_count") or 1
-    if la0 and la1 and max(la0[0], la1[0]) > 0.5 * cpus:
-        notes.append(f"the machine was busy: 1-minute load average {la0[0]:.1f} at the start, "
-                     f"{la1[0]:.1f} at the end, on {cpus} CPUs; whole-process times and "
-                     "latencies are inflated and noisy, rerun on a quiet machine")
+    notes += busy_notes(info, "whole-process times and latencies are inflated and noisy, rerun on a "
+                              "quiet machine")
     notes.append("each part has its baseline or context in the same run: python -c pass for "
                  "start-up, a library-only child doing the same work for bulk and wait latency")
     doc = {

@@ -92,6 +92,33 @@ def dirty_notes(info: dict) -> list[str]:
     return [DIRTY_NOTE] if info.get("git_dirty") else []
 
 
+def finished(info: dict) -> dict:
+    """machine_info's `info` with the load average at the end of the run (loadavg_end)."""
+    return {**info, "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+
+
+def busy_notes(info: dict, consequence: str) -> list[str]:
+    """The note a suite's results carry when the machine was busy: a 1-minute load average
+    above half the usable CPUs at the start or the end of the run (`info` from finished()).
+    `consequence` says what that did to this suite's figures."""
+    cpus = info.get("cpus_usable") or info.get("cpu_count") or 1
+    loads = {when: la[0] for when, la in (("start", info.get("loadavg_start")), ("end", info.get("loadavg_end")))
+             if la}
+    if not loads or max(loads.values()) <= 0.5 * cpus:
+        return []
+    measured = ", ".join(f"{load:.1f} at the {when}" for when, load in loads.items())
+    return [f"the machine was busy (1-minute load average {measured}, on {cpus} CPUs): {consequence}"]
+
+
+def memory_fs_notes(info: dict, what: str, consequence: str) -> list[str]:
+    """The note a suite's results carry when its temp dirs (`what`) were on a filesystem whose
+    fsync is not a real disk's."""
+    fs = info["tmp_filesystem"]["type"]
+    if fs not in ("tmpfs", "ramfs", "overlay", "unknown"):
+        return []
+    return [f"{what} are on {fs}: fsync there is not a real disk's{consequence}"]
+
+
 def machine_info(tmp_root: str, repo: str) -> dict:
     import lmdb
 
@@ -226,8 +253,7 @@ def build_json(results: list[WorkloadResult], info: dict, sizes: Sizes, args,
             "ratios": ratios,
             "target": target,
         }
-    info = dict(info)
-    info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    info = finished(info)
     return {
         "schema": 1,
         "command": "python -m bench " + " ".join(sys.argv[1:]),

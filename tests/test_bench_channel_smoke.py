@@ -44,3 +44,13 @@ def test_bench_channel_quick_runs_and_writes_json(tmp_path):
     assert t["min_rate"] == 50_000 and t["rate"] == rnd["msgs_per_s"]
     assert t["met"] == (t["rate"] >= t["min_rate"])
     assert any("not the target's 200,000" in n for n in doc["notes"])
+    # the notes every suite decides in bench/report.py: the git_dirty one iff the tree changed
+    assert (report_dirty_note() in doc["notes"]) == bool(doc["machine"]["git_dirty"])
+    assert doc["machine"]["loadavg_end"] is not None
+
+
+def report_dirty_note() -> str:
+    sys.path.insert(0, REPO)
+    from bench.report import DIRTY_NOTE
+
+    return DIRTY_NOTE

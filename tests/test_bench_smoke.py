@@ -125,3 +125,23 @@ def test_every_suite_records_whether_the_code_measured_is_the_commit(tmp_path):
     assert git_dirty(str(repo)) == [" M store/x.py"]
     info = machine_info(str(tmp_path), str(repo))
     assert info["git_dirty"] == [" M store/x.py"] and len(info["git_commit"]) == 40
+
+
+def test_the_busy_and_memory_filesystem_notes_are_decided_in_one_place():
+    # bench/report.py's busy_notes and memory_fs_notes, which the store, cli, channel and
+    # analytics suites word their notes with
+    sys.path.insert(0, REPO)
+    from bench.report import busy_notes, memory_fs_notes
+
+    quiet = {"cpus_usable": 2, "loadavg_start": [0.4, 0, 0], "loadavg_end": [1.0, 0, 0]}
+    assert busy_notes(quiet, "x") == []
+    assert busy_notes({**quiet, "loadavg_end": None}, "x") == []
+    assert busy_notes({"cpus_usable": 2}, "x") == []  # no load average on this platform
+    [note] = busy_notes({**quiet, "loadavg_end": [3.5, 0, 0]}, "rerun")
+    assert note == ("the machine was busy (1-minute load average 0.4 at the start, 3.5 at the end, "
+                    "on 2 CPUs): rerun")
+    [note] = busy_notes({"cpu_count": 4, "loadavg_start": [2.5, 0, 0], "loadavg_end": None}, "y")
+    assert "(1-minute load average 2.5 at the start, on 4 CPUs): y" in note
+    for fs, noted in (("ext4", False), ("xfs", False), ("tmpfs", True), ("overlay", True), ("unknown", True)):
+        notes = memory_fs_notes({"tmp_filesystem": {"type": fs}}, "stores", "; so")
+        assert notes == ([f"stores are on {fs}: fsync there is not a real disk's; so"] if noted else [])
