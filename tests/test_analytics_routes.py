@@ -100,6 +100,9 @@ def test_link_latency_percentiles_and_summary(spark, topology):
             for p in (0.5, 0.95, 0.99):
                 assert r[f"p{round(p * 100)}_ms"] == nearest_rank(values, p) / 1000, (link, p)
             assert r["max_ms"] == max(values) / 1000
+            assert r["mean_ms"] == pytest.approx(sum(values) / len(values) / 1000)
+        # the links as a DataFrame (`-o parquet`, --output-dir) are the links totals() gives
+        assert [row.asDict() for row in report_.result.links.collect()] == report_.links
     finally:
         report_.close()
 

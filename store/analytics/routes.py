@@ -94,11 +94,7 @@ class Routes:
         """One row per queue manager → queue manager link."""
         from pyspark.sql import functions as F
 
-        return (self.per_link.where(F.col("to_qm").isNotNull())
-                .select("from_qm", "to_qm", "count",
-                        *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(("p50_ms", "p95_ms", "p99_ms"))],
-                        (F.col("mean_us") / 1000.0).alias("mean_ms"), (F.col("max_us") / 1000.0).alias("max_ms"))
-                .orderBy("from_qm", "to_qm"))
+        return _in_ms(self.per_link).where(F.col("to_qm").isNotNull()).select(*LINK_FIELDS).orderBy("from_qm", "to_qm")
 
     def summary(self) -> dict[str, int]:
         """Counts of reports, undecodable reports, routes, complete and incomplete routes, loops.
@@ -109,15 +105,10 @@ class Routes:
 
     def totals(self) -> tuple[list[dict[str, Any]], dict[str, int]]:
         """The links (as outputs.to_records gives `links`) and the summary, from one job."""
-        rows = self.per_link.collect()
+        rows = _in_ms(self.per_link).collect()
         sums = {name: sum(int(r[name] or 0) for r in rows) for name in TOTALS}
-        links = []
-        for r in sorted((r for r in rows if r["to_qm"] is not None), key=lambda r: (r["from_qm"], r["to_qm"])):
-            p = r["p"]
-            links.append(dict(zip(LINK_FIELDS, (
-                r["from_qm"], r["to_qm"], r["count"], *(None if p is None else p[i] / 1000.0 for i in range(3)),
-                None if r["mean_us"] is None else r["mean_us"] / 1000.0,
-                None if r["max_us"] is None else r["max_us"] / 1000.0))))
+        links = [{name: r[name] for name in LINK_FIELDS}
+                 for r in sorted((r for r in rows if r["to_qm"] is not None), key=lambda r: (r["from_qm"], r["to_qm"]))]
         routes = sums["route_rows"]
         return links, {"reports": sums["reports"], "invalid_reports": sums["invalid"],
                        "conflict_reports": sums["conflicts"], "routes": routes, "complete": sums["complete"],
@@ -125,6 +116,14 @@ class Routes:
 
     def unpersist(self) -> None:
         self.steps.unpersist()
+
+
+def _in_ms(per_link: DataFrame) -> DataFrame:
+    """Routes.per_link with each link's latency figures in ms (LINK_FIELDS), from its µs."""
+    from pyspark.sql import functions as F
+
+    return per_link.select("*", *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(("p50_ms", "p95_ms", "p99_ms"))],
+                           (F.col("mean_us") / 1000.0).alias("mean_ms"), (F.col("max_us") / 1000.0).alias("max_ms"))
 
 
 def _delivered_text(messages: DataFrame) -> Column:
