@@ -38,7 +38,7 @@ from .forwarding import Forwarding
 from .ids import AUTO
 from .keys import U32, U64, queue_key
 from .notify import WAIT_DIR, Waiter, wake
-from .ownership import OPENING, check_store, open_checked
+from .ownership import OPENING, StoreFiles, check_store, open_checked
 from .queues import (
     DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueAttrs, QueueInfo, encode_queue, validate_attrs,
     validate_name,
@@ -312,6 +312,18 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
+def _open_verified(path: Path, map_size: int, checked: StoreFiles) -> tuple[lmdb.Environment, dict[str, Any]]:
+    """The store's environment, opened by path after `checked`, and only if the directory and
+    files LMDB opened are still the ones checked (StoreFiles.verify_unchanged)."""
+    env, dbs = open_environment(path, map_size)
+    try:
+        checked.verify_unchanged()
+    except BaseException:
+        env.close()
+        raise
+    return env, dbs
+
+
 class Store(Forwarding):
     """An open store. Use `Store.open(path)`; one per process per directory."""
 
@@ -369,12 +381,7 @@ class Store(Forwarding):
         if not allow_unsafe_permissions:
             check_permissions(path)
         marker = read_marker(path)
-        env, dbs = open_environment(path, max(map_size or 0, marker["map_size"]))
-        try:
-            checked.verify_unchanged()
-        except BaseException:
-            env.close()
-            raise
+        env, dbs = _open_verified(path, max(map_size or 0, marker["map_size"]), checked)
         store = cls(path, env, dbs, clock or time.time)
         store.foreign_owner = checked.foreign_owner
         with env.begin() as lt:
@@ -428,12 +435,7 @@ class Store(Forwarding):
             # the files were rewritten or are made next (in a directory only we can write to):
             # what must hold is that LMDB opened them in the directory checked
             checked.files.clear()
-            env, dbs = open_environment(path, map_size)
-            try:
-                checked.verify_unchanged()
-            except BaseException:
-                env.close()
-                raise
+            env, dbs = _open_verified(path, map_size, checked)
             store = cls(path, env, dbs, clock or time.time)
             store._initialize(name)
             try:
