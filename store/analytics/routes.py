@@ -65,7 +65,9 @@ PERCENTILE_ACCURACY = 10_000
 
 
 TOTALS = ("reports", "invalid", "conflicts", "route_rows", "complete", "loop")
-LINK_FIELDS = ("from_qm", "to_qm", "count", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "max_ms")
+# a link's latency percentiles: each figure's name and the fraction percentile_approx is asked for
+PERCENTILES_MS = {"p50_ms": 0.5, "p95_ms": 0.95, "p99_ms": 0.99}
+LINK_FIELDS = ("from_qm", "to_qm", "count", *PERCENTILES_MS, "mean_ms", "max_ms")
 
 
 @dataclass
@@ -122,7 +124,7 @@ def _in_ms(per_link: DataFrame) -> DataFrame:
     """Routes.per_link with each link's latency figures in ms (LINK_FIELDS), from its µs."""
     from pyspark.sql import functions as F
 
-    return per_link.select("*", *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(("p50_ms", "p95_ms", "p99_ms"))],
+    return per_link.select("*", *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(PERCENTILES_MS)],
                            (F.col("mean_us") / 1000.0).alias("mean_ms"), (F.col("max_us") / 1000.0).alias("max_ms"))
 
 
@@ -291,7 +293,7 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         (route_row & (F.size(F.array_distinct(path)) < F.size(path))).cast("int").alias("loop"),
     ).groupBy("from_qm", "to_qm").agg(
         F.sum("is_link").alias("count"),
-        F.percentile_approx("latency_us", [0.5, 0.95, 0.99], PERCENTILE_ACCURACY).alias("p"),
+        F.percentile_approx("latency_us", list(PERCENTILES_MS.values()), PERCENTILE_ACCURACY).alias("p"),
         F.avg("latency_us").alias("mean_us"), F.max("latency_us").alias("max_us"),
         *[F.sum(c).alias(c) for c in TOTALS])
     per_link = per_link.withColumns({q: computers.name_of(F.col(q)) for q in ("from_qm", "to_qm")})
