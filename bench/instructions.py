@@ -1,11 +1,13 @@
-"""Instructions a message of workloads 1 and 4, counted by valgrind's callgrind: the measure
+"""Instructions a message of workloads 1, 3 and 4, counted by valgrind's callgrind: the measure
 of the store's own CPU that a noisy, shared machine does not change (the timed suites vary
 ~2x between minutes on one). Each path runs twice in a child process under callgrind, with
 `N` and `6 N` operations after the same set-up; the difference over `5 N` is what one
 operation costs (start-up, imports and set-up cancel out). System calls are not counted:
-the fsyncs are the disk's, not the store's.
+the fsyncs are the disk's, not the store's. The durable paths are counted with their
+store-pattern rows too (raw py-lmdb writing the same keys, bench/workloads.py): how far the
+store's Python is above the floor of its design.
 
-    python -m bench.instructions [N]      # default N = 100; needs valgrind on PATH
+    python -m bench.instructions [N] [--only put|ack|get]   # default N = 100; needs valgrind
 """
 
 from __future__ import annotations
@@ -21,18 +23,34 @@ import tempfile
 PATHS = {
     "put": "one durable put a commit (st.put)",
     "ack": "ack and next (consumer.next + confirm), one durable commit a message",
+    "get": "batched get (get_batches, 1,000 a commit, as `mqcli get --all`)",
 }
+PATTERNS = ("put", "ack")  # the paths with a store-pattern row (bench/workloads.py), counted with them
+GET_PER = 10  # the batched get takes this many messages for each of `n`: whole batches at N = 100
 
 
 def _child(kind: str, n: int, prefill: int) -> None:
-    """What the child runs under callgrind: the set-up (for ack and next, `prefill` messages
-    put whatever `n` is), 20 warm-up operations, then `n`."""
+    """What the child runs under callgrind: the set-up (for ack and next and the batched get,
+    `prefill` messages put whatever `n` is), warm-up operations, then `n` (the batched get:
+    GET_PER * n messages). `KIND-pattern` runs the path's store-pattern row instead: raw
+    py-lmdb writing what the store writes (bench/workloads.py), the floor of its design."""
     from store import NewMessage, Store
 
     from .runner import BODY
-    from .workloads import MAP_SIZE, QUEUE, WARM_SINGLE
+    from .workloads import (
+        MAP_SIZE, QUEUE, WARM_SINGLE, _pattern_open, pattern_ack_and_next, pattern_commit, pattern_prefill, pattern_put,
+    )
 
     with tempfile.TemporaryDirectory(prefix="mqbench-instr-") as workdir:
+        if kind.endswith("-pattern"):
+            env, dbs = _pattern_open(workdir)
+            if kind == "ack-pattern":
+                pattern_prefill(env, dbs, prefill, BODY, 1000)
+            commit = pattern_commit(env, pattern_put(dbs, BODY) if kind == "put-pattern" else pattern_ack_and_next(dbs))
+            for i in range(WARM_SINGLE + n):
+                commit(i)
+            env.close()
+            return
         st = Store.open(os.path.join(workdir, "store"), create=True, name="bench", map_size=MAP_SIZE)
         st.create_queue(QUEUE)
         if kind == "put":
@@ -41,9 +59,13 @@ def _child(kind: str, n: int, prefill: int) -> None:
         else:
             for start in range(0, prefill, 1000):  # as the workload prefills: runs of msg_ids
                 st.put_many(QUEUE, [NewMessage(BODY) for _ in range(min(1000, prefill - start))])
-            with st.consumer(QUEUE) as c:
-                for _ in range(WARM_SINGLE + n):
-                    c.confirm(c.next(wait=0))
+            if kind == "get":
+                st.get_batches(QUEUE, lambda found: None, limit=1000)  # warm-up: one batch
+                st.get_batches(QUEUE, lambda found: None, limit=GET_PER * n, batch=1000)
+            else:
+                with st.consumer(QUEUE) as c:
+                    for _ in range(WARM_SINGLE + n):
+                        c.confirm(c.next(wait=0))
         st.close()
 
 
@@ -62,6 +84,7 @@ def _count(kind: str, n: int, prefill: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.split("\n\n")[0])
     parser.add_argument("n", nargs="?", type=int, default=100)
+    parser.add_argument("--only", action="append", choices=list(PATHS), help="this path only (repeatable)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--prefill", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -71,10 +94,21 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         sys.exit("python -m bench.instructions needs valgrind (apt-get install valgrind)")
     for kind, title in PATHS.items():
-        prefill = 20 + 6 * args.n
-        low, high = _count(kind, args.n, prefill), _count(kind, 6 * args.n, prefill)
-        print(f"{title}: {(high - low) / (5 * args.n) / 1000:.1f}k instructions a message")
+        if args.only and kind not in args.only:
+            continue
+        per = GET_PER if kind == "get" else 1
+        prefill = (1000 if kind == "get" else 20) + 6 * args.n * per  # the warm-up's and every run's
+        store = _per_message(kind, args.n, prefill) / per
+        line = f"{title}: {store / 1000:.1f}k instructions a message"
+        if kind in PATTERNS:
+            pattern = _per_message(f"{kind}-pattern", args.n, prefill)
+            line += f"; its store-pattern row {pattern / 1000:.1f}k (the store runs {store / pattern:.1f}x its floor)"
+        print(line)
 
+
+def _per_message(kind: str, n: int, prefill: int) -> float:
+    """Instructions an operation of `kind`: the runs of `n` and `6 n` told apart."""
+    return (_count(kind, 6 * n, prefill) - _count(kind, n, prefill)) / (5 * n)
 
 if __name__ == "__main__":
     main()

@@ -11,6 +11,7 @@ raw py-lmdb one put a commit; the store-pattern rows; persist-queue get + ack).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import tempfile
@@ -18,7 +19,8 @@ from time import perf_counter
 
 from .runner import BODY
 from .workloads import (
-    MAP_SIZE, QUEUE, WARM_SINGLE, _expect, _pack, _pattern_meta, _pattern_open, _pattern_pos, _pq_open,
+    MAP_SIZE, QUEUE, WARM_SINGLE, _expect, _pack, _pattern_open, _pq_open, pattern_ack_and_next, pattern_commit,
+    pattern_prefill, pattern_put,
 )
 
 
@@ -44,34 +46,22 @@ def put_single(workdir: str, n: int) -> dict[str, float]:
     st = Store.open(os.path.join(workdir, "store"), create=True, name="bench", map_size=MAP_SIZE)
     st.create_queue(QUEUE)
     raw = lmdb.open(os.path.join(workdir, "lmdb"), map_size=MAP_SIZE)
-    env, (pos, _msg, idx, meta) = _pattern_open(workdir)
-    origin = bytes(range(16))
-    header = bytes(375 - 256)
-    count = [0, 0]
+    env, dbs = _pattern_open(workdir)
+    pattern, raw_ids, pattern_ids = pattern_commit(env, pattern_put(dbs, BODY)), itertools.count(), itertools.count()
 
     def raw_put() -> None:
         with raw.begin(write=True) as txn:
-            txn.put(_pack(count[0]), BODY)
-        count[0] += 1
+            txn.put(_pack(next(raw_ids)), BODY)
 
-    def pattern_put() -> None:
-        i = count[1] = count[1] + 1
-        key = _pack(i)
-        with env.begin(write=True) as txn:
-            txn.put(_pattern_pos(i), header + BODY, db=pos)
-            txn.put(b"M" + origin + key[4:] + key, b"\0\0\0\1\4", db=idx)
-            txn.put(b"U" + origin + key + key, b"\0\0\0\1\4", db=idx)
-            _pattern_meta(txn, meta, i)
-        env.sync(True)
-
-    steps = {"store": lambda: st.put(QUEUE, BODY), "py-lmdb": raw_put, "py-lmdb/store-pattern": pattern_put}
+    steps = {"store": lambda: st.put(QUEUE, BODY), "py-lmdb": raw_put,
+             "py-lmdb/store-pattern": lambda: pattern(next(pattern_ids))}
     try:
         _paired(steps, WARM_SINGLE)
         ratios = _paired(steps, n)
         _expect("store depth after the paired puts", st.queue_info(QUEUE).depth, n + WARM_SINGLE)
         _expect("py-lmdb entries after the paired puts", raw.stat()["entries"], n + WARM_SINGLE)
         with env.begin() as txn:
-            _expect("pattern positions after the paired puts", txn.stat(pos)["entries"], n + WARM_SINGLE)
+            _expect("pattern positions after the paired puts", txn.stat(dbs[0])["entries"], n + WARM_SINGLE)
         return ratios
     finally:
         st.close(), raw.close(), env.close()
@@ -88,34 +78,13 @@ def get_confirm(workdir: str, n: int) -> dict[str, float]:
     pq = _pq_open(workdir)
     for _ in range(total):
         pq.put(BODY)
-    env, (pos, msg, idx, meta) = _pattern_open(workdir)
-    header = bytes(375 - 256)
-    with env.begin(write=True) as txn:
-        for i in range(total):
-            txn.put(_pattern_pos(i + 1), header + BODY, db=pos)
-    env.sync(True)
-    held: list[tuple[bytes, bytes]] = []
-    count = [0]
-
-    def pattern_step() -> None:  # as lmdb_store_pattern_get_confirm: the last ack, the next get
-        i = count[0] = count[0] + 1
-        with env.begin(write=True) as txn:
-            if held:
-                txn.delete(held[0][0], db=msg)
-                txn.delete(held[0][1], db=idx)
-            cur = txn.cursor(db=pos)
-            cur.first()
-            record, seq = cur.value(), cur.key()[-8:]
-            cur.delete()
-            held[:] = [(seq, b"K\0\0\0\1" + _pack(i) + b"\4" + seq)]
-            txn.put(seq, record, db=msg)
-            txn.put(held[0][1], b"\0\0\0\1\4", db=idx)
-            _pattern_meta(txn, meta, i)
-        env.sync(True)
+    env, dbs = _pattern_open(workdir)
+    pattern_prefill(env, dbs, total, BODY, 1000)
+    pattern, pattern_ids = pattern_commit(env, pattern_ack_and_next(dbs)), itertools.count()
 
     with st, st.consumer(QUEUE) as c:  # the consumer closes first, then the store
         steps = {"store": lambda: c.confirm(c.next(wait=0)), "persist-queue": lambda: pq.ack(pq.get(block=False)),
-                 "py-lmdb/store-pattern": pattern_step}
+                 "py-lmdb/store-pattern": lambda: pattern(next(pattern_ids))}  # the last ack, the next get
         try:
             _paired(steps, WARM_SINGLE)
             ratios = _paired(steps, n)
@@ -123,7 +92,7 @@ def get_confirm(workdir: str, n: int) -> dict[str, float]:
             _expect("store depth after the paired gets", st.queue_info(QUEUE).depth, 0)
             _expect("persist-queue acked", pq.acked_count(), total)
             with env.begin() as txn:
-                _expect("pattern positions left", txn.stat(pos)["entries"], 0)
+                _expect("pattern positions left", txn.stat(dbs[0])["entries"], 0)
             return ratios
         finally:
             pq.close(), env.close()

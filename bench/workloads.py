@@ -218,7 +218,14 @@ def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int)
     store's sync settings: the position entry holding the record, its msg_id and unique-id
     entries and the four meta records. Context: the floor of the store's design for workload
     1, without any of its Python."""
-    env, (pos, _msg, idx, meta) = _pattern_open(workdir)
+    env, dbs = _pattern_open(workdir)
+    return _pattern_commits(env, dbs[0], WARM_SINGLE, n, pattern_put(dbs, body), "pattern records after put",
+                            n + WARM_SINGLE)
+
+
+def pattern_put(dbs, body: bytes):
+    """`write(txn, i)`: what the store's put of message i (from 0) writes (workload 1's pattern)."""
+    pos, _msg, idx, meta = dbs
     origin = bytes(range(16))
     header = bytes(_PATTERN_RECORD)
 
@@ -228,8 +235,19 @@ def lmdb_store_pattern_put_single(workdir: str, n: int, body: bytes, batch: int)
         txn.put(b"M" + origin + key[4:] + key, b"\0\0\0\1\4", db=idx)
         txn.put(b"U" + origin + key + key, b"\0\0\0\1\4", db=idx)
         _pattern_meta(txn, meta, i)
+    return put
 
-    return _pattern_commits(env, pos, WARM_SINGLE, n, put, "pattern records after put", n + WARM_SINGLE)
+
+def pattern_commit(env, write):
+    """`commit(i)`: one durable commit filled by `write(txn, i)`, synced as the store syncs a
+    durable commit (metasync off, then env.sync: store/environment.py)."""
+    begin, sync = env.begin, env.sync
+
+    def commit(i: int) -> None:
+        with begin(write=True) as txn:
+            write(txn, i)
+        sync(True)
+    return commit
 
 
 def _pattern_commits(env, pos, warm: int, timed: int, write, what: str, records: int) -> float:
@@ -237,14 +255,12 @@ def _pattern_commits(env, pos, warm: int, timed: int, write, what: str, records:
     `write(txn, i)` and synced as the store syncs, after `warm` untimed ones; then the
     position entries are checked to be `records` (closes `env`)."""
     try:
-        begin, sync = env.begin, env.sync
+        commit = pattern_commit(env, write)
         t0 = 0.0
         for i in range(warm + timed):
             if i == warm:
                 t0 = perf_counter()
-            with begin(write=True) as txn:
-                write(txn, i)
-            sync(True)
+            commit(i)
         dt = perf_counter() - t0
         with env.begin() as txn:
             _expect(what, txn.stat(pos)["entries"], records)
@@ -354,48 +370,66 @@ def lmdb_store_pattern_get_confirm(workdir: str, n: int, body: bytes, batch: int
     flight with its confirm-id entry, the four meta records. The queue is prefilled untimed as
     the store's is (positions, one msg_id and one unique-id entry per run of 256). Context: the
     floor of the store's design for workload 4, without any of its Python."""
-    env, (pos, msg, idx, meta) = _pattern_open(workdir)
+    env, dbs = _pattern_open(workdir)
     try:
-        origin = bytes(range(16))
-        header = bytes(_PATTERN_RECORD)
         total = n + WARM_SINGLE
-        for start in range(0, total, batch):
-            with env.begin(write=True) as txn:
-                for i in range(start, min(start + batch, total)):
-                    txn.put(_pattern_pos(i + 1), header + body, db=pos)
-                    if i % 256 == 0:
-                        key = _pack(i + 1)
-                        txn.put(b"N" + origin + key[4:] + key, b"\0\0\0\1\4\1\0", db=idx)
-                        txn.put(b"V" + origin + key + key, b"\0\0\0\1\4\1\0", db=idx)
-        env.sync(True)
-        begin, sync = env.begin, env.sync
+        pattern_prefill(env, dbs, total, body, batch)
+        commit = pattern_commit(env, pattern_ack_and_next(dbs, total))
         t0 = 0.0
-        held = None  # (seq key, confirm-id key) of the message got last
         for i in range(total + 1):  # the last pass confirms the last message alone (flush)
             if i == WARM_SINGLE:
                 t0 = perf_counter()
-            with begin(write=True) as txn:
-                if held is not None:  # the ack
-                    txn.delete(held[0], db=msg)
-                    txn.delete(held[1], db=idx)
-                if i < total:  # and the next
-                    cur = txn.cursor(db=pos)
-                    cur.first()
-                    record = cur.value()
-                    seq = cur.key()[-8:]
-                    cur.delete()
-                    held = (seq, b"K\0\0\0\1" + _pack(i + 1) + b"\4" + seq)
-                    txn.put(seq, record, db=msg)
-                    txn.put(held[1], b"\0\0\0\1\4", db=idx)
-                _pattern_meta(txn, meta, i)
-            sync(True)
+            commit(i)
         dt = perf_counter() - t0
         with env.begin() as txn:
-            _expect("pattern positions left", txn.stat(pos)["entries"], 0)
-            _expect("pattern records in flight left", txn.stat(msg)["entries"], 0)
+            _expect("pattern positions left", txn.stat(dbs[0])["entries"], 0)
+            _expect("pattern records in flight left", txn.stat(dbs[1])["entries"], 0)
     finally:
         env.close()
     return dt
+
+
+def pattern_prefill(env, dbs, total: int, body: bytes, batch: int) -> None:
+    """Put `total` messages' positions as the store's put_many does (with one msg_id and one
+    unique-id entry per run of 256), `batch` a commit, then sync."""
+    pos, _msg, idx, _meta = dbs
+    origin = bytes(range(16))
+    header = bytes(_PATTERN_RECORD)
+    for start in range(0, total, batch):
+        with env.begin(write=True) as txn:
+            for i in range(start, min(start + batch, total)):
+                txn.put(_pattern_pos(i + 1), header + body, db=pos)
+                if i % 256 == 0:
+                    key = _pack(i + 1)
+                    txn.put(b"N" + origin + key[4:] + key, b"\0\0\0\1\4\1\0", db=idx)
+                    txn.put(b"V" + origin + key + key, b"\0\0\0\1\4\1\0", db=idx)
+    env.sync(True)
+
+
+def pattern_ack_and_next(dbs, total: int | None = None):
+    """`write(txn, i)`: what the store's ack and next writes (workload 4's pattern): the last
+    message got is confirmed (its record and confirm-id entry deleted) and, while i < `total`
+    (None: always), the queue's first message is got two-phase (its position deleted, its
+    record put in flight under a confirm-id entry)."""
+    pos, msg, idx, meta = dbs
+    held: list[tuple[bytes, bytes]] = []  # (seq key, confirm-id key) of the message got last
+
+    def ack_and_next(txn, i: int) -> None:
+        if held:  # the ack
+            txn.delete(held[0][0], db=msg)
+            txn.delete(held[0][1], db=idx)
+            held.clear()
+        if total is None or i < total:  # and the next
+            cur = txn.cursor(db=pos)
+            cur.first()
+            record = cur.value()
+            seq = cur.key()[-8:]
+            cur.delete()
+            held.append((seq, b"K\0\0\0\1" + _pack(i + 1) + b"\4" + seq))
+            txn.put(seq, record, db=msg)
+            txn.put(held[0][1], b"\0\0\0\1\4", db=idx)
+        _pattern_meta(txn, meta, i)
+    return ack_and_next
 
 
 def _fsync_floor(workdir: str, n: int, body: bytes) -> float:
