@@ -49,7 +49,16 @@ _LENGTHS = struct.Struct(">HHHHHII")
 _PROP_KEY = struct.Struct(">H")
 _PROP_VALUE = struct.Struct(">I")
 _FIXED = _HEADER.size + _LENGTHS.size
-_HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])  # one unpack in decode
+_HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])
+# the same bytes as decode unpacks them: the five in-flight fields (confirm_id .. since) as one
+# 40-byte field and the optional fields' lengths (correl_id .. props) as one 14-byte field, each
+# compared whole with its usual value (an available message's: none set, no optional field) and
+# unpacked only when it differs. 26 values made a record become 17 (a batched get: -9% CPU).
+_IN_FLIGHT = struct.Struct(">" + _HEADER.format[-5:])
+_OPTIONAL_LENGTHS = struct.Struct(_LENGTHS.format[:-1])
+_AT_REST = struct.Struct(f"{_HEADER.format[:-5]}{_IN_FLIGHT.size}s{_OPTIONAL_LENGTHS.size}sI")
+_NOT_IN_FLIGHT = bytes(_IN_FLIGHT.size)
+_NO_OPTIONAL = _OPTIONAL_LENGTHS.pack(_NONE16, 0, _NONE16, _NONE16, _NONE16, 0)
 # positions in a _HEADER_AND_LENGTHS tuple (RecordColumns keeps the tuples, decode unpacks them)
 (_H_VERSION, _H_FLAGS, _H_STATE, _H_PRIORITY, _H_QID, _H_SEQ, _H_LOOKUP_HI, _H_ORIGIN, _H_MSG_N,
  _H_PUT_TIME, _H_EXPIRES, _H_APP_SPECIFIC, _H_HOPS, _H_BACKOUTS, _H_CONFIRM_ID, _H_LOCK_ID, _H_TX,
@@ -361,20 +370,31 @@ _FLAG_FIELDS = tuple((bool(f & _F_REPORT), bool(f & _F_EXPRESS), bool(f & _F_TRA
 def decode(buf: bytes, queue: str = "") -> Message:
     """Decode a record; raises BadData for anything that is not a valid record."""
     try:
-        if buf[0] != FORMAT_V1:
-            raise BadData(f"record format {buf[0]} is not known to this version")
-        (_, flags, state, priority, qid, seq, lookup_hi, origin, msg_n, put_time, expires,
-         app_specific, hops, backouts, confirm_id, lock_id, tx, lease, since,
-         n_correl, n_label, n_rq, n_reason, n_orig, n_props, n_body) = _HEADER_AND_LENGTHS.unpack_from(buf)
+        (version, flags, state, priority, qid, seq, lookup_hi, origin, msg_n, put_time, expires,
+         app_specific, hops, backouts, in_flight, optional, n_body) = _AT_REST.unpack_from(buf)
+    except struct.error as exc:
+        if buf[:1] and buf[0] != FORMAT_V1:
+            raise BadData(f"record format {buf[0]} is not known to this version") from None
+        raise BadData(f"malformed message record: {exc}") from None
+    if version != FORMAT_V1:
+        raise BadData(f"record format {version} is not known to this version")
+    try:
         report, express, trace, dead_letter, tx_put = _FLAG_FIELDS[flags]
-        if n_correl == n_rq == n_reason == n_orig == _NONE16 and n_label == n_props == 0 and _FIXED + n_body == len(buf):
+        state_name = _STATE_NAME[state]
+        if in_flight == _NOT_IN_FLIGHT:  # at rest: an available message, as a get takes it
+            confirm_id = lock_id = tx = lease = since = None
+        else:
+            confirm_id, lock_id, tx, lease, since = _IN_FLIGHT.unpack(in_flight)
+            confirm_id, lock_id, tx = confirm_id or None, lock_id or None, tx or None
+            lease, since = lease or None, since or None
+        if optional == _NO_OPTIONAL and _FIXED + n_body == len(buf):
             # the common case, no optional fields (as encode writes it): a get's hot path
             return Message(
-                buf[_FIXED:], queue, _STATE_NAME[state], priority, seq, qid, origin, msg_n, lookup_hi,
+                buf[_FIXED:], queue, state_name, priority, seq, qid, origin, msg_n, lookup_hi,
                 put_time, expires or None, None, "", {}, app_specific, report, express, trace, dead_letter,
-                None, hops, backouts, confirm_id or None, lock_id or None, tx or None, lease or None,
-                since or None, None, None, tx_put,
+                None, hops, backouts, confirm_id, lock_id, tx, lease, since, None, None, tx_put,
             )
+        n_correl, n_label, n_rq, n_reason, n_orig, n_props = _OPTIONAL_LENGTHS.unpack(optional)
         at = _FIXED
         # optional strings inline: this runs once per message got
         correl = report_queue = reason = original = None
@@ -397,10 +417,10 @@ def decode(buf: bytes, queue: str = "") -> Message:
         if at + n_body != len(buf):
             raise BadData("record length does not match its fields")
         return Message(
-            buf[at:], queue, _STATE_NAME[state], priority, seq, qid, origin, msg_n, lookup_hi,
+            buf[at:], queue, state_name, priority, seq, qid, origin, msg_n, lookup_hi,
             put_time, expires or None, correl, label, props, app_specific, report, express, trace,
-            dead_letter, report_queue, hops, backouts, confirm_id or None, lock_id or None, tx or None,
-            lease or None, since or None, reason, original, tx_put,
+            dead_letter, report_queue, hops, backouts, confirm_id, lock_id, tx, lease, since, reason, original,
+            tx_put,
         )
     except BadData:
         raise
