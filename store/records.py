@@ -362,6 +362,7 @@ def held_records(raws: list[bytes], state: str, confirm_id: int, since: int) -> 
     return [b"".join((raw[:s], code, raw[s + 1:c], cid, raw[c_end:t], at, raw[t_end:])) for raw in raws]
 
 
+_new_message = Message.__new__  # decode's common case: see there
 # a record's flags byte -> (report, express, trace, dead_letter, tx_put), as Message takes them
 _FLAG_FIELDS = tuple((bool(f & _F_REPORT), bool(f & _F_EXPRESS), bool(f & _F_TRACE), not f & _F_NO_DEAD_LETTER,
                       bool(f & _F_TX_PUT)) for f in range(256))
@@ -388,12 +389,42 @@ def decode(buf: bytes, queue: str = "") -> Message:
             confirm_id, lock_id, tx = confirm_id or None, lock_id or None, tx or None
             lease, since = lease or None, since or None
         if optional == _NO_OPTIONAL and _FIXED + n_body == len(buf):
-            # the common case, no optional fields (as encode writes it): a get's hot path
-            return Message(
-                buf[_FIXED:], queue, state_name, priority, seq, qid, origin, msg_n, lookup_hi,
-                put_time, expires or None, None, "", {}, app_specific, report, express, trace, dead_letter,
-                None, hops, backouts, confirm_id, lock_id, tx, lease, since, None, None, tx_put,
-            )
+            # the common case, no optional fields (as encode writes it): a get's hot path. The
+            # fields are set on a bare instance: calling Message's __init__ with 30 arguments
+            # costs 2,400 more instructions than the 30 stores (a batched get: ~10%). Every
+            # field is set (Message's order); the round-trip tests fail on one left out.
+            m = _new_message(Message)
+            m.body = buf[_FIXED:]
+            m.queue = queue
+            m.state = state_name
+            m.priority = priority
+            m.seq = seq
+            m.qid = qid
+            m.origin = origin
+            m.msg_n = msg_n
+            m.lookup_hi = lookup_hi
+            m.put_time = put_time
+            m.expires = expires or None
+            m.correl_id = None
+            m.label = ""
+            m.props = {}
+            m.app_specific = app_specific
+            m.report = report
+            m.express = express
+            m.trace = trace
+            m.dead_letter = dead_letter
+            m.report_queue = None
+            m.hops = hops
+            m.backouts = backouts
+            m.confirm_id = confirm_id
+            m.lock_id = lock_id
+            m.tx = tx
+            m.lease_expires = lease
+            m.since = since
+            m.dead_letter_reason = None
+            m.original_queue = None
+            m.tx_put = tx_put
+            return m
         n_correl, n_label, n_rq, n_reason, n_orig, n_props = _OPTIONAL_LENGTHS.unpack(optional)
         at = _FIXED
         # optional strings inline: this runs once per message got
