@@ -53,7 +53,7 @@ _HEADER_AND_LENGTHS = struct.Struct(_HEADER.format + _LENGTHS.format[1:])
 # the same bytes as decode unpacks them: the five in-flight fields (confirm_id .. since) as one
 # 40-byte field and the optional fields' lengths (correl_id .. props) as one 14-byte field, each
 # compared whole with its usual value (an available message's: none set, no optional field) and
-# unpacked only when it differs. 26 values made a record become 17 (a batched get: -9% CPU).
+# unpacked only when it differs: 17 values a record, not 26 (-9% of a batched get's instructions).
 _IN_FLIGHT = struct.Struct(">" + _HEADER.format[-5:])
 _OPTIONAL_LENGTHS = struct.Struct(_LENGTHS.format[:-1])
 _AT_REST = struct.Struct(f"{_HEADER.format[:-5]}{_IN_FLIGHT.size}s{_OPTIONAL_LENGTHS.size}sI")
