@@ -67,6 +67,24 @@ def test_decoding_garbage_raises_only_bad_data(raw):
         pass
 
 
+@given(messages, s.integers(0, 1 << 16), s.binary(min_size=1, max_size=8), s.none() | s.integers(0, 1 << 16))
+@settings(max_examples=500)
+def test_a_damaged_record_is_bad_data_or_a_message_that_encodes_to_itself(m, at, junk, cut):
+    """Bytes of a valid record overwritten (header fields, lengths, in-flight fields, body),
+    maybe cut short: decode refuses it with BadData, or what it reads is a message it reads
+    back the same."""
+    raw = bytearray(encode(m))
+    at %= len(raw)
+    raw[at:at + len(junk)] = junk
+    if cut is not None:
+        raw = raw[:cut % (len(raw) + 1)]
+    try:
+        got = decode(bytes(raw), "q")
+    except errors.BadData:
+        return
+    assert decode(encode(got), "q") == got
+
+
 def test_records_carry_their_format_version():
     raw = encode(Message(b"x"))
     assert raw[0] == FORMAT_V1
