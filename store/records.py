@@ -371,15 +371,10 @@ _FLAG_FIELDS = tuple((bool(f & _F_REPORT), bool(f & _F_EXPRESS), bool(f & _F_TRA
 def decode(buf: bytes, queue: str = "") -> Message:
     """Decode a record; raises BadData for anything that is not a valid record."""
     try:
-        (version, flags, state, priority, qid, seq, lookup_hi, origin, msg_n, put_time, expires,
+        if buf[0] != FORMAT_V1:
+            raise BadData(f"record format {buf[0]} is not known to this version")
+        (_, flags, state, priority, qid, seq, lookup_hi, origin, msg_n, put_time, expires,
          app_specific, hops, backouts, in_flight, optional, n_body) = _AT_REST.unpack_from(buf)
-    except struct.error as exc:
-        if buf[:1] and buf[0] != FORMAT_V1:
-            raise BadData(f"record format {buf[0]} is not known to this version") from None
-        raise BadData(f"malformed message record: {exc}") from None
-    if version != FORMAT_V1:
-        raise BadData(f"record format {version} is not known to this version")
-    try:
         report, express, trace, dead_letter, tx_put = _FLAG_FIELDS[flags]
         state_name = _STATE_NAME[state]
         if in_flight == _NOT_IN_FLIGHT:  # at rest: an available message, as a get takes it
