@@ -110,5 +110,6 @@ def _per_message(kind: str, n: int, prefill: int) -> float:
     """Instructions an operation of `kind`: the runs of `n` and `6 n` told apart."""
     return (_count(kind, 6 * n, prefill) - _count(kind, n, prefill)) / (5 * n)
 
+
 if __name__ == "__main__":
     main()

@@ -391,18 +391,16 @@ def lmdb_store_pattern_get_confirm(workdir: str, n: int, body: bytes, batch: int
 
 def pattern_prefill(env, dbs, total: int, body: bytes, batch: int) -> None:
     """Put `total` messages' positions as the store's put_many does (with one msg_id and one
-    unique-id entry per run of 256), `batch` a commit, then sync."""
+    unique-id entry per run of 256 of each batch), `batch` a commit, then sync."""
     pos, _msg, idx, _meta = dbs
     origin = bytes(range(16))
-    header = bytes(_PATTERN_RECORD)
+    record = bytes(_PATTERN_RECORD) + body
     for start in range(0, total, batch):
+        end = min(start + batch, total)
         with env.begin(write=True) as txn:
-            for i in range(start, min(start + batch, total)):
-                txn.put(_pattern_pos(i + 1), header + body, db=pos)
-                if i % 256 == 0:
-                    key = _pack(i + 1)
-                    txn.put(b"N" + origin + key[4:] + key, b"\0\0\0\1\4\1\0", db=idx)
-                    txn.put(b"V" + origin + key + key, b"\0\0\0\1\4\1\0", db=idx)
+            for i in range(start, end):
+                txn.put(_pattern_pos(i + 1), record, db=pos)
+            _pattern_runs(txn, idx, origin, start + 1, end - start)
     env.sync(True)
 
 
