@@ -209,6 +209,9 @@ def main_store(args, only, log) -> int:
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     elapsed = time.perf_counter() - t_start
+    info = report.finished(info)
+    notes += report.busy_notes(info, "each ratio's two sides waited for CPU in turn, and a round's "
+                                     "spread is wide; rerun on a quiet machine before reading a ratio")
 
     notes.append("persist-queue acked rows and litequeue done rows stay in their tables; the "
                  "store deletes confirmed messages")

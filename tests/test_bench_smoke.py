@@ -39,6 +39,7 @@ def test_bench_quick_runs_and_writes_json(tmp_path):
     assert doc["parameters"]["body_bytes"] == 256
     for key in ("platform", "python", "cpu_count", "lmdb", "py_lmdb", "date", "tmp_filesystem"):
         assert doc["machine"].get(key), key
+    assert doc["machine"]["loadavg_end"] is not None  # what busy_notes reads at the end of the run
     assert set(doc["durability"]) >= {"store", "py-lmdb", "persist-queue", "litequeue"}
     assert isinstance(doc["targets_met"], bool)
 
