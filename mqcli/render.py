@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import io
 import os
 import select
 import sys
@@ -141,6 +142,15 @@ def write_all(stream: BinaryIO, data: bytes) -> None:
         raise
 
 
+def _quiet_stderr() -> None:
+    """stderr's reader went away: what is left to say (and Python's flush at exit) goes nowhere,
+    instead of failing a command that is otherwise doing its work."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
 class Output:
     """The renderer of one command invocation."""
 
@@ -161,8 +171,13 @@ class Output:
     def note(self, text: str) -> None:
         """A diagnostic line on stderr (not data); -q silences it."""
         if not self.quiet:
-            self.err.write(text + "\n")
-            self.err.flush()
+            try:
+                self.err.write(text + "\n")
+                self.err.flush()
+            except BrokenPipeError:  # whoever read stderr went away: notes have no reader left
+                self.quiet = True
+                if self.err is sys.stderr:
+                    _quiet_stderr()
 
     def write_counted(self, data: bytes, ends: Sequence[int]) -> None:
         """Write `data`, made of parts that end at the offsets `ends`, straight to the file

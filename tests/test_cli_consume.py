@@ -191,3 +191,181 @@ def test_a_worker_killed_at_random_moments_loses_nothing_and_never_hands_out_twi
         assert len(seen) == len(set(seen)), (msg_id, seen)
     assert states(cli) == [] and cli.jsonl("browse", "dead-letter") == []
     assert cli.ok("check").code == 0
+
+
+def _worker(cli, *args, env=None, **popen):
+    return subprocess.Popen([*mqcli_command(), "consume", "q", *args], env={**os.environ, **cli.env, **(env or {})},
+                            **popen)
+
+
+def _until(path):
+    """Shell: wait until `path` exists (the test says when a command may end)."""
+    return f"while [ ! -e {path} ]; do sleep 0.02; done"
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def test_a_command_that_exited_0_is_confirmed_however_late_a_stalled_worker_looks(cli, tmp_path):
+    # the worker is stopped past --lease (but within the store lease) while its command exits
+    # 0: it ran past nothing, and is confirmed; it was reported "killed past --lease" and
+    # undone (a backout, maybe a dead letter) when the lease timer ran first on resuming
+    cli.ok("queue", "set", "q", "--max-backouts", "1")
+    fill(cli, 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    started, go = tmp_path / "started", tmp_path / "go"
+    worker = _worker(cli, "--exec", f"touch {started}; {_until(go)}; {RECORD}", "--lease", "1s", "--count", "1",
+                     "-o", "json", env={"OUT": str(out)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(started.exists, 30, "the command to start")
+        worker.send_signal(signal.SIGSTOP)
+        go.touch()  # the command ends while the worker is stopped
+        wait_until(lambda: list(out.iterdir()), 30, "the command to finish")
+        time.sleep(1.2)  # past --lease 1s; the store lease is 2s
+        worker.send_signal(signal.SIGCONT)
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, err
+    assert json.loads(stdout)["confirmed"] == 1 and b"ran past --lease" not in err, err
+    assert len(handled(out)) == 1 and states(cli) == [] and cli.jsonl("browse", "dead-letter") == []
+
+
+def test_a_killed_workers_command_is_killed_too_and_never_reads_a_cut_body(cli, tmp_path):
+    # the command would otherwise run on past its lease beside the message's next delivery,
+    # and one reading its body from a pipe saw the body end where the dead worker stopped
+    with Store.open(cli.store) as st:
+        st.put("q", b"x" * 3_000_000)
+    pid_file, out = tmp_path / "pid", tmp_path / "out"
+    worker = _worker(cli, "--exec", f'echo $$ > {pid_file}; sleep 1; wc -c > {out}; sleep 600', "--lease", "1s",
+                     stderr=subprocess.DEVNULL)
+    try:
+        pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 30, "the command"))
+        worker.kill()
+        worker.wait(timeout=30)
+        wait_until(lambda: not _alive(pid), 30, "the killed worker's command to end")
+    finally:
+        worker.kill()
+    time.sleep(1.2)  # when the command would have read its body
+    assert not out.exists()
+    time.sleep(store_lease(1.0))
+    result = cli.subprocess("consume", "q", "--exec", f"wc -c > {out}", "--idle", "1s", timeout=120)
+    assert result.code == 0, result
+    assert out.read_text().split() == ["3000000"]
+
+
+def test_a_closed_output_pipe_stops_the_worker_with_141_and_dead_letters_nothing(cli, tmp_path):
+    # the commands write to the worker's stdout: once its reader is gone every one fails,
+    # and each failure was a backout, taking the whole queue to the dead-letter queue
+    cli.ok("queue", "set", "q", "--max-backouts", "3")
+    fill(cli, 20)
+    worker = _worker(cli, "--exec", "cat; echo", "--idle", "2s", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert worker.stdout.readline() == b"b000\n"
+        worker.stdout.close()
+        _, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 141, err
+    with Store.open(cli.store) as st:
+        left = st.browse("q", states="all")
+    assert len(left) >= 18 and {m.state for m in left} == {"available"} and max(m.backouts for m in left) <= 1
+    assert cli.jsonl("browse", "dead-letter") == []
+
+
+def test_a_failing_message_is_retried_with_a_growing_pause_not_in_a_hot_loop(cli, tmp_path):
+    fill(cli, 1)  # max-backouts 0: it stays at the head of the queue, failing
+    worker = _worker(cli, "--exec", "cat >/dev/null; exit 1", stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    worker.send_signal(signal.SIGINT)
+    assert worker.wait(timeout=60) == 0
+    with Store.open(cli.store) as st:
+        [m] = st.browse("q")
+    # pauses of 50, 100, 200, 400 and 800 ms fill 1.55 s: at most six tries (it was hundreds)
+    assert 1 <= m.backouts <= 6, m.backouts
+
+
+@pytest.mark.parametrize("args", [["--exec", ""], ["--exec", "  "], ["--exec", "true", "--lease", "0"],
+                                  ["--exec", "true", "--lease", "0ms"]])
+def test_an_empty_command_or_a_lease_of_nothing_is_a_usage_error(cli, args):
+    fill(cli, 2)
+    result = cli.subprocess("consume", "q", *args, "--idle", "1s")
+    assert result.code == 2 and len(result.stderr.strip().splitlines()) == 1, result
+    assert len(states(cli)) == 2
+
+
+def test_every_property_reaches_the_command_unambiguously(cli, tmp_path):
+    with Store.open(cli.store) as st:
+        st.put("q", b"x", props={"a b": "space", "a_b": "underscore", "a-b": "dash", "é": "accent", "z\0": "n\0ul"})
+    out = tmp_path / "env"
+    result = cli.subprocess("consume", "q", "--exec", f"env > {out}", "--count", "1",
+                            env={"MQ_PROP_stale": "from the worker's environment"})
+    assert result.code == 0, result
+    seen = dict(line.split("=", 1) for line in out.read_text().splitlines() if line.startswith("MQ_PROP"))
+    assert json.loads(seen.pop("MQ_PROPS")) == {"a b": "space", "a_b": "underscore", "a-b": "dash", "é": "accent",
+                                                 "z\0": "n\0ul"}
+    # a name that needs no change has its variable; of the others, the first in order
+    assert seen == {"MQ_PROP_a_b": "underscore", "MQ_PROP__": "accent", "MQ_PROP_z_": "nul"}
+
+
+@pytest.mark.parametrize("signals, code", [((signal.SIGINT, signal.SIGINT), 130),
+                                           ((signal.SIGTERM, signal.SIGTERM), 143)])
+def test_a_second_signal_kills_the_commands_undoes_their_messages_and_exits_as_interrupted(cli, tmp_path, signals,
+                                                                                           code):
+    fill(cli, 2)
+    started = tmp_path / "started"
+    started.mkdir()
+    worker = _worker(cli, "--exec", f"touch {started}/$$; sleep 600", "--parallel", "2", "-o", "json",
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: len(list(started.iterdir())) == 2, 30, "two commands to start")
+        worker.send_signal(signals[0])
+        time.sleep(0.3)
+        worker.send_signal(signals[1])
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == code, err
+    assert json.loads(stdout)["undone"] == 2
+    assert not any(_alive(int(p.name)) for p in started.iterdir())
+    with Store.open(cli.store) as st:
+        assert [m.state for m in st.browse("q", states="all")] == ["available"] * 2
+
+
+def test_a_confirm_that_comes_after_the_lease_lapsed_is_not_counted_confirmed(cli, tmp_path):
+    fill(cli, 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    started, go = tmp_path / "started", tmp_path / "go"
+    worker = _worker(cli, "--exec", f"touch {started}; {_until(go)}; {RECORD}", "--lease", "1s", "--count", "1",
+                     "-o", "json", env={"OUT": str(out)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(started.exists, 30, "the command to start")
+        worker.send_signal(signal.SIGSTOP)  # its store lease (2s) lapses while it is stopped
+        go.touch()  # and the command ends meanwhile, handled (exit 0)
+        time.sleep(store_lease(1.0) + 0.5)
+        assert cli.subprocess("consume", "q", "--exec", RECORD, "--count", "1", env={"OUT": str(out)}).code == 0
+        worker.send_signal(signal.SIGCONT)
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, err
+    summary = json.loads(stdout)
+    assert (summary["messages"], summary["confirmed"], summary["lapsed"]) == (1, 0, 1), summary
+    assert b"handled, but not confirmed" in err
+    assert sorted(backouts for _, backouts, _ in handled(out)) == ["0", "1"] and states(cli) == []
+
+
+def test_a_closed_stderr_does_not_fail_the_worker(cli, tmp_path):
+    fill(cli, 2)
+    worker = _worker(cli, "--exec", "exit 1", "--count", "2", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    worker.stderr.close()  # the notes of the failed commands have no reader
+    assert worker.wait(timeout=60) == 0
+    with Store.open(cli.store) as st:  # two failures, each a backout (the first message back at the head)
+        assert sum(m.backouts for m in st.browse("q")) == 2

@@ -6,23 +6,28 @@ of the next share one durable commit (store/consumer.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import queue as queues
 import re
+import select
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, BinaryIO, Optional
 
 import typer
 
 from store import Message
 
 from ..durations import parse_duration
+from ..exits import UsageError
+from ..lifeline import Lifeline
 from ..options import Session, shared_options
-from ..render import iso
+from ..render import OutputClosed, iso
 from .message import QueueArg, WhereOpt
 
 DEFAULT_LEASE = "5m"
@@ -34,6 +39,12 @@ def store_lease(lease: float) -> float:
     return lease + max(1.0, min(30.0, lease))
 # how often a waiting worker looks at Ctrl-C (it waits on the store's wake-up meanwhile)
 SLICE = 1.0
+# after a command fails, the next message waits this long, doubled for each failure in a row
+# up to BACKOFF_MAX: a message that always fails (and comes straight back, at the head of the
+# queue) or a handler whose backend is down is not retried hundreds of times a second
+BACKOFF = 0.05
+BACKOFF_MAX = 2.0
+_PROP = "MQ_PROP_"  # a message's properties; the worker's own MQ_PROP_* variables are not passed on
 
 
 @dataclass
@@ -72,12 +83,16 @@ def consume(
 
     Each message is got two-phase: the command's exit status decides. A failing message is
     undone with a backout, so at the queue's max-backouts it goes to the dead-letter queue
-    (`mqcli queue set Q --max-backouts N`). The command gets the body on stdin and MQ_QUEUE,
-    MQ_MSG_ID, MQ_CORREL_ID, MQ_PRIORITY, MQ_LABEL, MQ_BACKOUTS, MQ_PUT_TIME and MQ_PROP_<NAME>
-    in its environment, and this process's stdout and stderr. Ctrl-C (or SIGTERM) takes no new
-    message, lets the running commands finish, confirms what they handled and exits 0; a second
-    one kills them (their messages are undone). If this worker is killed, its messages go back
-    when their lease runs out (twice --lease, at most --lease plus 30s), so a message may run twice, never be lost.
+    (`mqcli queue set Q --max-backouts N`); after a failure the next message waits 50ms,
+    doubled for each failure in a row up to 2s. The command gets the body on stdin (whole,
+    from a file), MQ_QUEUE, MQ_MSG_ID, MQ_CORREL_ID, MQ_PRIORITY, MQ_LABEL, MQ_BACKOUTS,
+    MQ_PUT_TIME, MQ_PROPS (JSON) and MQ_PROP_<NAME> in its environment, and this process's
+    stdout and stderr. Ctrl-C (or SIGTERM) takes no new message, lets the running commands
+    finish, confirms what they handled and exits 0; a second one kills them (their messages
+    are undone) and exits 130 (143). If stdout is a pipe whose reader went away, no new
+    message is taken and the exit is 141. If this worker is killed, its commands are killed
+    too and its messages go back when their lease runs out (twice --lease, at most --lease
+    plus 30s), so a message may run twice, never be lost.
 
     \b
     Examples:
@@ -86,47 +101,71 @@ def consume(
       mqcli consume jobs --exec './run-job.sh' --where "props.kind = 'nightly'" --idle 30s
     """
     lease_s = parse_duration(lease, allow_forever=False, what="lease")
+    if lease_s <= 0:
+        raise UsageError(f"invalid lease {lease!r}: a command needs some time to run (250ms at least is sensible)")
+    if not command.strip():
+        raise UsageError("--exec needs a command: an empty one would confirm every message unhandled")
     idle_s = None if idle is None else parse_duration(idle, allow_forever=False, what="idle time")
     tally = Tally()
-    environment = dict(os.environ)  # read once; each command gets it and its message's fields
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(_PROP)}  # read once
     with s.open() as st, st.consumer(queue, lease=store_lease(lease_s), where=where) as consumer, \
-            _Stopping() as stopping:
+            Lifeline() as lifeline, _Stopping() as stopping:
         results: queues.Queue[Outcome] = queues.Queue()
-        running: dict[int, subprocess.Popen[bytes]] = {}
+        running: dict[int, _Run] = {}
         last = time.monotonic()
+        streak = 0  # commands that failed in a row: the next message waits (backoff)
+        resume = 0.0  # no message is taken before this (time.monotonic)
+        output_closed = False
 
         def settle(outcome: Outcome) -> None:
-            running.pop(outcome.message.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
+            nonlocal streak, resume, output_closed
+            m = outcome.message
+            running.pop(m.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
             if outcome.code == 0:
-                consumer.confirm(outcome.message)
+                consumer.confirm(m)
                 tally.confirmed += 1
+                streak = 0
             else:
-                consumer.undo(outcome.message)
+                failed = len(consumer.failed)
+                consumer.undo(m)
                 tally.undone += 1
+                for gone, exc in consumer.failed[failed:]:  # it was back in the queue already
+                    s.out.note(f"mqcli: message {gone.msg_id}: {exc.message}")
+                del consumer.failed[failed:]
                 if outcome.code is None:
                     tally.killed += 1
-                    s.out.note(f"mqcli: message {outcome.message.msg_id}: the command ran past --lease {lease}; "
-                               "killed, message undone")
+                    s.out.note(f"mqcli: message {m.msg_id}: the command ran past --lease {lease}; killed, message undone")
                 if outcome.error is not None:
                     tally.not_started += 1
-                    s.out.note(f"mqcli: message {outcome.message.msg_id}: {outcome.error}; message undone")
+                    s.out.note(f"mqcli: message {m.msg_id}: {outcome.error}; message undone")
+                streak += 1
+                resume = time.monotonic() + min(BACKOFF * 2 ** (streak - 1), BACKOFF_MAX)
+                output_closed = output_closed or _output_closed()
+            late_confirms()
+
+        def late_confirms() -> None:
+            """Confirms that failed when committed: handled, but the lease had lapsed (the
+            message was back in the queue, maybe handled again) or it expired meanwhile."""
             for m, exc in consumer.failed:
+                tally.confirmed -= 1
                 tally.lapsed += 1
-                s.out.note(f"mqcli: message {m.msg_id}: {exc.message}")
+                s.out.note(f"mqcli: message {m.msg_id}: handled, but not confirmed: {exc.message}")
             consumer.failed.clear()
 
         while True:
             while not results.empty():
                 settle(results.get())
             if stopping.hard:
-                for proc in running.values():
-                    _kill(proc)
-            done = stopping.asked or (count is not None and tally.messages >= count)
-            if done or len(running) >= parallel:
-                if not running:
+                for run in running.values():
+                    run.kill()
+            output_closed = output_closed or _output_closed()
+            done = stopping.asked or output_closed or (count is not None and tally.messages >= count)
+            backoff = resume - time.monotonic()
+            if done or len(running) >= parallel or backoff > 0:
+                if done and not running:
                     break
                 try:  # a slice at a time: a second Ctrl-C is acted on while commands run
-                    settle(results.get(timeout=SLICE))
+                    settle(results.get(timeout=SLICE if done or backoff <= 0 else min(SLICE, backoff)))
                 except queues.Empty:
                     pass
                 continue
@@ -134,6 +173,7 @@ def consume(
             if idle_s is not None and not running:
                 wait = max(0.0, min(wait, last + idle_s - time.monotonic()))
             m = consumer.next(wait=wait)
+            late_confirms()
             if m is None:
                 if running:
                     try:  # a command ends, or a slice passes and the queue is looked at again
@@ -145,90 +185,145 @@ def consume(
                 continue
             last = time.monotonic()
             tally.messages += 1
-            running[m.confirm_id] = _start(command, environment, queue, m, lease_s, results)  # type: ignore[index]  # got under a confirm id
-        for m, exc in consumer.failed:
-            tally.lapsed += 1
-            s.out.note(f"mqcli: message {m.msg_id}: {exc.message}")
+            running[m.confirm_id] = _start(command, environment, queue, m, lease_s, results, lifeline)  # type: ignore[index]  # got under a confirm id
+        consumer.flush()
+        late_confirms()
     summary = tally.as_dict()
     if s.out.mode in ("json", "jsonl"):
         s.out.document({"queue": queue, **summary})
     else:
-        s.out.note(f"consume {queue}: {tally.messages} messages, {tally.confirmed} confirmed, "
-                   f"{tally.undone} undone" + (f" ({tally.killed} killed past --lease)" if tally.killed else ""))
+        s.out.note(f"consume {queue}: {tally.messages} messages, {tally.confirmed} confirmed, {tally.undone} undone"
+                   + (f" ({tally.killed} killed past --lease)" if tally.killed else "")
+                   + (f", {tally.lapsed} handled but not confirmed (their lease lapsed first)" if tally.lapsed else ""))
+    if output_closed:
+        raise OutputClosed()
+    if stopping.hard:  # the second signal killed the commands: it acts now, as if it came now (130, 143)
+        signal.raise_signal(stopping.signum)
 
 
 def _start(command: str, environment: dict[str, str], queue: str, m: Message, lease: float,
-           results: queues.Queue[Outcome]) -> subprocess.Popen[bytes]:
+           results: queues.Queue[Outcome], lifeline: Lifeline) -> _Run:
     """Run the command for `m` in its own session (Ctrl-C at the terminal is ours to act on),
-    feed it the body and report its exit status, or None if it ran past its lease."""
+    its body whole on stdin before it starts, and report its exit status, or None if it ran
+    past its lease. The lifeline kills it if this worker is killed (mqcli/lifeline.py)."""
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, env=_environment(environment, queue, m),
+        body = _body_file(m.body)
+    except OSError as exc:
+        results.put(Outcome(m, 127, f"cannot hand its body over: {exc.strerror or exc}"))
+        return _Run(None)
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=body, env=_environment(environment, queue, m),
                                 start_new_session=True)
     except OSError as exc:
         results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}"))
-        return _Nothing()  # type: ignore[return-value]  # stands in for the Popen
+        return _Run(None)
+    finally:
+        body.close()
+    lifeline.watch(proc.pid)
+    run = _Run(proc)
+    threading.Thread(target=run.wait, args=(m, lease, results, lifeline), daemon=True).start()
+    return run
 
-    def feed_and_wait() -> None:
-        # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms.
-        # Started before the body is written: a command that hangs without reading a body
-        # larger than the pipe holds would otherwise block the write, and never be killed
-        killed = threading.Event()
 
-        def overdue() -> None:
-            killed.set()
-            _kill(proc)
+def _body_file(body: bytes) -> BinaryIO:
+    """The body in a file of its own (in memory where the system has memfd), read from its
+    start: the command's stdin. Written whole before the command starts, so a command never
+    reads a body cut short (a pipe fed by this worker ends early if the worker dies), and one
+    that does not read it never blocks the worker."""
+    if hasattr(os, "memfd_create"):
+        f: BinaryIO = open(os.memfd_create("mqcli-body", os.MFD_CLOEXEC), "w+b")
+    else:
+        f = tempfile.TemporaryFile()
+    try:
+        f.write(body)
+        f.flush()
+        f.seek(0)
+    except BaseException:
+        f.close()
+        raise
+    return f
 
-        timer = threading.Timer(lease, overdue)
+
+class _Run:
+    """A running command: its process, and whether it ended (then its process group is never
+    signalled again: once reaped, its id may be another process's)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes] | None) -> None:
+        self.proc = proc  # None: it never started (its outcome is queued already)
+        self._ended = proc is None
+        self._lock = threading.Lock()
+
+    def kill(self) -> bool:
+        """SIGKILL its process group if it has not ended; whether it was signalled."""
+        with self._lock:
+            if self._ended or self.proc is None:
+                return False
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                return False
+            return True
+
+    def wait(self, m: Message, lease: float, results: queues.Queue[Outcome], lifeline: Lifeline) -> None:
+        """Wait for the command (killed at its lease) and queue its outcome. It ran past its
+        lease only if the kill ended it: a command that exited first keeps its status, however
+        late this worker (stopped, or short of CPU) came to look."""
+        proc = self.proc
+        assert proc is not None
+        # a timer kills it at its lease: Popen.wait(timeout) would poll, sleeping up to 50 ms
+        overdue = threading.Event()
+
+        def at_lease() -> None:
+            if self.kill():
+                overdue.set()
+
+        timer = threading.Timer(lease, at_lease)
         timer.daemon = True
         timer.start()
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(m.body)
-        except (BrokenPipeError, OSError):
-            pass  # it does not read its stdin (or was killed): its exit status still decides
-        try:
-            proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-        code = proc.wait()
+        if hasattr(os, "waitid"):  # it ended; not reaped, so its id is still its own
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        else:
+            proc.wait()
+        with self._lock:
+            self._ended = True
         timer.cancel()
-        results.put(Outcome(m, None if killed.is_set() else code))
-
-    threading.Thread(target=feed_and_wait, daemon=True).start()
-    return proc
-
-
-class _Nothing:
-    """Stands for a command that never started (its outcome is queued already)."""
-
-    pid = None
-
-    def poll(self) -> int:
-        return 127
-
-
-def _kill(proc: Any) -> None:
-    if getattr(proc, "pid", None) is None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        lifeline.release(proc.pid)
+        code = proc.wait()
+        results.put(Outcome(m, None if overdue.is_set() and code == -signal.SIGKILL else code))
 
 
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
 def _environment(base: dict[str, str], queue: str, m: Message) -> dict[str, str]:
-    """The worker's environment and the message's fields (a NUL, which no environment
-    variable may hold, is dropped)."""
+    """The worker's environment and the message's fields. Every property is in MQ_PROPS (a
+    JSON object); each also in MQ_PROP_<NAME>, its name's other characters than letters,
+    digits and _ made _, unless another property has that variable: a name that needs no
+    change first, then in the message's order. A NUL, which no environment variable may hold,
+    is dropped (MQ_PROPS keeps it, as \\u0000)."""
     fields = {
         "MQ_QUEUE": queue, "MQ_MSG_ID": m.msg_id, "MQ_CORREL_ID": m.correl_id or "",
         "MQ_PRIORITY": str(m.priority), "MQ_LABEL": m.label, "MQ_BACKOUTS": str(m.backouts),
         "MQ_PUT_TIME": iso(m.put_time), "MQ_LOOKUP_ID": str(m.lookup_id),
+        "MQ_PROPS": json.dumps(m.props, ensure_ascii=False) if m.props else "{}",
     }
-    fields.update((f"MQ_PROP_{_NAME.sub('_', name)}", value) for name, value in m.props.items())
+    if m.props:
+        named = sorted(m.props.items(), key=lambda item: _NAME.search(item[0]) is not None)  # stable
+        for name, value in named:
+            fields.setdefault(f"{_PROP}{_NAME.sub('_', name)}", value)
     return {**base, **{k: v.replace("\0", "") for k, v in fields.items()}}
+
+
+def _output_closed() -> bool:
+    """Whether this worker's stdout, which the commands write to, is a pipe or socket whose
+    reader went away (`mqcli consume q --exec … | head -1`): every command would fail writing
+    to it, and each failure is a backout that takes its message toward the dead-letter queue."""
+    try:
+        poller = select.poll()
+        poller.register(1, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, AttributeError, ValueError):  # no poll() here, or no stdout at all
+        return False
 
 
 class _Stopping:
@@ -238,12 +333,14 @@ class _Stopping:
     def __init__(self) -> None:
         self.asked = False
         self.hard = False
+        self.signum: int = signal.SIGINT
         self._saved: dict[int, Any] = {}
 
     def _note(self, signum: int, frame: object) -> None:
         if self.asked:
             self.hard = True
         self.asked = True
+        self.signum = signum
 
     def __enter__(self) -> _Stopping:
         if threading.current_thread() is threading.main_thread():
