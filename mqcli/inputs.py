@@ -18,7 +18,6 @@ Key files are read by the library (store/links.py `load_key`), which bounds them
 from __future__ import annotations
 
 import gc
-import io
 import os
 import stat
 import sys
@@ -54,10 +53,32 @@ KEEP_READ_BYTES = 64 << 20
 T = TypeVar("T")
 
 
+# what reads stdin already, if something does (`mqcli batch -`): no command of it may
+_stdin_reader: str | None = None
+
+
+@contextmanager
+def stdin_read_by(reader: str | None) -> Iterator[None]:
+    """Inside the block stdin belongs to `reader` (None: to nobody): a `-` of a command is
+    refused, instead of reading what `reader` was to read (a batch's next lines as a body)."""
+    global _stdin_reader
+    saved, _stdin_reader = _stdin_reader, reader
+    try:
+        yield
+    finally:
+        _stdin_reader = saved
+
+
+def _stdin() -> BinaryIO:
+    if _stdin_reader is not None:
+        raise UsageError(f"stdin is read by {_stdin_reader}: give this input in a file, not -")
+    return sys.stdin.buffer
+
+
 def open_input(name: str) -> BinaryIO:
     """The stream a FILE|- argument names: stdin for `-`."""
     if name == "-":
-        return sys.stdin.buffer
+        return _stdin()
     try:
         return open(name, "rb")
     except OSError as exc:
@@ -95,7 +116,7 @@ def message_body(body: Optional[str], file: Optional[Path], limit: Callable[[], 
     if body is None:
         raise UsageError("give a BODY, --file FILE, or - to read the body from stdin (or use --jsonl/--lines)")
     if body == "-":
-        return read_body(sys.stdin.buffer, limit())
+        return read_body(_stdin(), limit())
     return os.fsencode(body)  # the argument's own bytes, even if they are not UTF-8
 
 
@@ -487,7 +508,7 @@ def read_small(stream: BinaryIO, limit: int, what: str) -> bytes:
 
 def trace_text(body: bool) -> str:
     """A trace label (or with `body`, a report body) from stdin, as `trace decode -` reads it."""
-    data = read_small(sys.stdin.buffer, TRACE_INPUT_BYTES,
+    data = read_small(_stdin(), TRACE_INPUT_BYTES,
                       "trace report body" if body else "trace label (250 characters)")
     # bytes that are not UTF-8 become lone surrogates, which no rule accepts: the decoder then
     # names their column like any other bad character
@@ -499,28 +520,28 @@ def trace_text(body: bool) -> str:
 
 # ---- command lines: `mqcli batch`, UTF-8 text a line at most COMMAND_LINE_CHARS (exit 12) --
 
-def open_text(name: str) -> io.TextIOBase:
-    """The UTF-8 text a FILE|- argument names: stdin for `-`."""
-    if name == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
-    try:
-        return open(name, encoding="utf-8", errors="strict")
-    except OSError as exc:
-        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
-
-
-def command_lines(stream: Any, limit: int = COMMAND_LINE_CHARS) -> Iterator[tuple[int, str]]:
-    """(line number, text without its LF) of each line, each read no further than `limit` + 1
-    characters: a longer line, or one that is not UTF-8, is BadData naming it."""
+def command_lines(stream: BinaryIO, limit: int = COMMAND_LINE_CHARS) -> Iterator[tuple[int, str]]:
+    """(line number, text without its line end) of each line, as it comes (a pipe is read a
+    line at a time), each read no further than `limit` characters can take in UTF-8: a longer
+    line, or one that is not UTF-8 text, is BadData naming it (the lines before it have run).
+    A UTF-8 byte order mark before the first line is skipped."""
     number = 0
+    most = 4 * limit + 2  # every character in four bytes, and CR LF
     while True:
-        try:
-            text = stream.readline(limit + 1)
-        except UnicodeDecodeError as exc:
-            raise errors.BadData(f"line {number + 1} is not UTF-8 text: {exc.reason}") from None
-        if not text:
+        raw = stream.readline(most)
+        if not raw:
             return
         number += 1
+        if len(raw) == most and not raw.endswith(b"\n"):
+            raise errors.BadData(f"line {number} is longer than {limit:,} characters")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise errors.BadData(f"line {number} is not UTF-8 text: {exc.reason} at byte {exc.start + 1}") from None
+        if number == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        text = text[:-1] if text.endswith("\n") else text
+        text = text[:-1] if text.endswith("\r") else text
         if len(text) > limit:
             raise errors.BadData(f"line {number} is longer than {limit:,} characters")
-        yield number, text.rstrip("\n")
+        yield number, text

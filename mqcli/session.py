@@ -94,6 +94,16 @@ class Session:
 _shared: dict[str, Store] | None = None
 
 
+def unshare(path: Path) -> None:
+    """Close the handle a batch's commands share of the store at `path`, if one is open: for a
+    command that opens the store in a forked child (`check`), where LMDB refuses an environment
+    this process has open. The next command that opens it opens it again."""
+    if _shared is not None:
+        st = _shared.pop(os.path.abspath(path), None)
+        if st is not None:
+            st.close()
+
+
 @contextmanager
 def shared_stores() -> Iterator[None]:
     """Within the block, every command that opens a store gets the one open handle of that path

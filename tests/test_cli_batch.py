@@ -39,7 +39,7 @@ def test_keep_going_runs_every_line_and_exits_with_the_first_failure(cli, tmp_pa
 
 def test_jsonl_gives_one_result_object_per_command(cli):
     result = cli.subprocess("batch", "-k", "-o", "jsonl",
-                            input=b"put q 'a b'\nget nope\nbrowse q --limit 1\n# none\nqueue show q\n")
+                            input=b"put q 'a b'\nget nope --confirm-id auto\nbrowse q --limit 1\n# none\nqueue show q\n")
     assert result.code == 6, result
     records = result.jsonl()
     assert [(r["line"], r["exit"]) for r in records] == [(1, 0), (2, 6), (3, 0), (5, 0)]
@@ -89,3 +89,117 @@ def test_each_line_prints_and_exits_as_its_own_process_does(cli, tmp_path):
     assert batch.code == first, batch
     assert batch.out.replace(str(cli.store), "S") == "".join(outs).replace(str(tmp_path / "copy"), "S")
     assert [e for e in batch.err_lines if "[BATCH]" not in e and e.startswith(("mqcli: error:", "Error"))] == errors
+
+
+def test_a_hash_starts_a_comment_only_where_it_begins_a_word(cli):
+    # as in the shell: `order#42` is one word; `# note` and `'#'` are not parts of it
+    script = "put q order#42 -q\nput q '#quoted' -q  # a comment\nput q --prop ref=A#7 x -q #another\n"
+    assert cli.subprocess("batch", input=script.encode()).code == 0
+    messages = cli.jsonl("browse", "q")
+    assert [m["body"] for m in messages] == ["order#42", "#quoted", "x"]
+    assert messages[2]["props"] == {"ref": "A#7"}
+
+
+def test_a_batch_read_from_stdin_refuses_commands_that_read_stdin(cli):
+    # `put q -` read the batch's next lines as its body; those lines never ran
+    script = b"queue create r -q\nput q -\n" + b"".join(b"put r line%d -q\n" % i for i in range(2000))
+    result = cli.subprocess("batch", "-k", input=script)
+    assert result.code == 2 and "stdin is read by this batch" in result.stderr, result
+    assert cli.jsonl("browse", "q") == [] and len(cli.jsonl("browse", "r")) == 2000
+
+
+def test_a_line_that_is_not_utf8_is_named_and_the_lines_before_it_ran(cli):
+    script = b"".join(b"put q m%d -q\n" % i for i in range(999)) + b"put q \xff\n" + b"put q after -q\n"
+    result = cli.subprocess("batch", input=b"\xef\xbb\xbf" + script)  # a byte order mark first
+    assert result.code == 12 and "line 1000 is not UTF-8" in result.stderr, result
+    assert len(cli.jsonl("browse", "q")) == 999
+
+
+def test_a_line_of_exactly_the_limit_is_taken():
+    import io
+
+    from mqcli.inputs import command_lines
+
+    limit = 10
+    assert list(command_lines(io.BytesIO(b"x" * limit + b"\r\n" + b"y" * limit), limit)) == [
+        (1, "x" * limit), (2, "y" * limit)]
+    with pytest.raises(Exception, match="line 1 is longer than 10 characters"):
+        list(command_lines(io.BytesIO(b"x" * (limit + 1) + b"\n"), limit))
+    with pytest.raises(Exception, match="line 2 is longer"):
+        list(command_lines(io.BytesIO(b"ok\n" + "é".encode() * (4 * limit)), limit))
+
+
+@pytest.mark.parametrize("line", ["--store {store} batch {inner}", "-q batch {inner}", "-o text batch {inner}"])
+def test_a_batch_cannot_run_a_batch_behind_global_options(cli, tmp_path, line):
+    inner = tmp_path / "inner"
+    inner.write_text("put q inner -q\n")
+    script = line.format(store=cli.store, inner=inner) + "\nput q after -q\n"
+    result = cli.subprocess("batch", "-k", input=script.encode())
+    assert result.code == 2 and "a batch cannot run a batch" in result.stderr, result
+    assert [m["body"] for m in cli.jsonl("browse", "q")] == ["after"]
+
+
+@pytest.mark.parametrize("line", ["get q", "get q --count 5", "-o text get q", "get q --all"])
+def test_a_destructive_get_is_refused_in_a_jsonl_batch(cli, line):
+    # its messages would be removed before the line's object is written: a closed or stalled
+    # output lost them
+    cli.ok("put", "q", "one", "-q")
+    result = cli.subprocess("batch", "-o", "jsonl", input=(line + "\n").encode())
+    assert result.code == 2, result
+    [record] = result.jsonl()
+    assert record["exit"] == 2 and "destructive get" in record["error"]
+    assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
+    two_phase = cli.subprocess("batch", "-o", "jsonl", input=b"get q --confirm-id auto\n")
+    assert two_phase.code == 0 and two_phase.jsonl()[0]["result"]["body"] == "one"
+
+
+def test_a_closed_output_stops_a_batch_even_with_keep_going(cli, tmp_path):
+    import os
+    import subprocess
+
+    from cli_helpers import mqcli_command
+
+    script = tmp_path / "script"
+    script.write_text("put q one\n" + "".join(f"put q m{i}\n" for i in range(200)))
+    proc = subprocess.Popen([*mqcli_command(), "batch", str(script), "--keep-going"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    proc.stdout.readline()
+    proc.stdout.close()
+    proc.wait(timeout=120)
+    assert proc.returncode == 141
+    # the lines after the one whose ids could not be printed did not run
+    assert len(cli.jsonl("browse", "q")) < 200
+
+
+def test_check_runs_in_a_batch_after_lines_that_opened_the_store(cli):
+    # check opens the store in a forked child, where LMDB refused the batch's open environment
+    result = cli.subprocess("batch", input=b"put q a -q\ncheck\nput q b -q\ncheck\n")
+    assert result.code == 0, result
+    assert result.stderr.count("consistent") == 2
+    assert [m["body"] for m in cli.jsonl("browse", "q")] == ["a", "b"]
+
+
+@pytest.mark.parametrize("line", ["get q --follow", "browse q --follow --from-start"])
+def test_ctrl_c_in_a_following_command_stops_the_batch(cli, tmp_path, line):
+    # a follower ends at Ctrl-C with exit 0 by itself; the batch ran on to its next lines
+    import os
+    import signal
+    import subprocess
+
+    from channel_helpers import wait_until
+    from cli_helpers import mqcli_command
+
+    cli.ok("queue", "create", "after")
+    script = tmp_path / "script"
+    script.write_text(f"{line}\nput after x\n")
+    batch = subprocess.Popen([*mqcli_command(), "batch", str(script)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    try:
+        cli.ok("put", "q", "m1", "-q")
+        assert batch.stdout.readline()  # the follower is following
+        batch.send_signal(signal.SIGINT)
+        wait_until(lambda: batch.poll() is not None, 60, "the batch to end")
+    finally:
+        batch.kill()
+    assert batch.returncode == 130
+    assert cli.jsonl("browse", "after") == []

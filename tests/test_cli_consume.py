@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -211,6 +212,26 @@ def _alive(pid):
         return False
 
 
+@contextmanager
+def _stopped_while_its_command_ends(cli, tmp_path, out):
+    """A worker of one message (--lease 1s, -o json) stopped (SIGSTOP) while its command ends
+    with exit 0, recorded in `out`; the block runs while it is stopped, then it goes on, and
+    its (stdout, stderr) are in `worker.said`."""
+    started, go = tmp_path / "started", tmp_path / "go"
+    worker = _worker(cli, "--exec", f"touch {started}; {_until(go)}; {RECORD}", "--lease", "1s", "--count", "1",
+                     "-o", "json", env={"OUT": str(out)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(started.exists, 30, "the command to start")
+        worker.send_signal(signal.SIGSTOP)
+        go.touch()
+        wait_until(lambda: list(out.iterdir()), 30, "the command to finish")
+        yield worker
+        worker.send_signal(signal.SIGCONT)
+        worker.said = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+
+
 def test_a_command_that_exited_0_is_confirmed_however_late_a_stalled_worker_looks(cli, tmp_path):
     # the worker is stopped past --lease (but within the store lease) while its command exits
     # 0: it ran past nothing, and is confirmed; it was reported "killed past --lease" and
@@ -219,19 +240,9 @@ def test_a_command_that_exited_0_is_confirmed_however_late_a_stalled_worker_look
     fill(cli, 1)
     out = tmp_path / "out"
     out.mkdir()
-    started, go = tmp_path / "started", tmp_path / "go"
-    worker = _worker(cli, "--exec", f"touch {started}; {_until(go)}; {RECORD}", "--lease", "1s", "--count", "1",
-                     "-o", "json", env={"OUT": str(out)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        wait_until(started.exists, 30, "the command to start")
-        worker.send_signal(signal.SIGSTOP)
-        go.touch()  # the command ends while the worker is stopped
-        wait_until(lambda: list(out.iterdir()), 30, "the command to finish")
+    with _stopped_while_its_command_ends(cli, tmp_path, out) as worker:
         time.sleep(1.2)  # past --lease 1s; the store lease is 2s
-        worker.send_signal(signal.SIGCONT)
-        stdout, err = worker.communicate(timeout=60)
-    finally:
-        worker.kill()
+    stdout, err = worker.said
     assert worker.returncode == 0, err
     assert json.loads(stdout)["confirmed"] == 1 and b"ran past --lease" not in err, err
     assert len(handled(out)) == 1 and states(cli) == [] and cli.jsonl("browse", "dead-letter") == []
@@ -342,19 +353,10 @@ def test_a_confirm_that_comes_after_the_lease_lapsed_is_not_counted_confirmed(cl
     fill(cli, 1)
     out = tmp_path / "out"
     out.mkdir()
-    started, go = tmp_path / "started", tmp_path / "go"
-    worker = _worker(cli, "--exec", f"touch {started}; {_until(go)}; {RECORD}", "--lease", "1s", "--count", "1",
-                     "-o", "json", env={"OUT": str(out)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        wait_until(started.exists, 30, "the command to start")
-        worker.send_signal(signal.SIGSTOP)  # its store lease (2s) lapses while it is stopped
-        go.touch()  # and the command ends meanwhile, handled (exit 0)
-        time.sleep(store_lease(1.0) + 0.5)
+    with _stopped_while_its_command_ends(cli, tmp_path, out) as worker:
+        time.sleep(store_lease(1.0) + 0.5)  # its store lease lapses while it is stopped
         assert cli.subprocess("consume", "q", "--exec", RECORD, "--count", "1", env={"OUT": str(out)}).code == 0
-        worker.send_signal(signal.SIGCONT)
-        stdout, err = worker.communicate(timeout=60)
-    finally:
-        worker.kill()
+    stdout, err = worker.said
     assert worker.returncode == 0, err
     summary = json.loads(stdout)
     assert (summary["messages"], summary["confirmed"], summary["lapsed"]) == (1, 0, 1), summary

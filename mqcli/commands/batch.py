@@ -7,7 +7,9 @@ from __future__ import annotations
 import io
 import json
 import shlex
+import signal
 import sys
+import threading
 from typing import Annotated, Any
 
 import typer
@@ -26,11 +28,14 @@ def batch(
     """Run mqcli commands from a file, one per line, in one process against one open store.
 
     Each line is an mqcli command line without `mqcli` (a leading `mqcli` is allowed), quoted
-    as in the shell; `#` starts a comment, blank lines are skipped. The batch's --store and -q
+    as in the shell; a `#` that begins a word starts a comment, blank lines are skipped. When
+    the batch reads stdin, its commands cannot (`put q -`). The batch's --store and -q
     apply to every line. In text each command prints what it prints; with -o jsonl each prints
     one object {"line", "command", "exit", "result" | "output", "error"}, the command's own
     JSON output as "result". The batch stops at the first command that fails and exits with its
-    code, unless --keep-going; Ctrl-C stops it at once (130).
+    code, unless --keep-going; Ctrl-C stops it at once (130), as does a closed output (141). With
+    -o jsonl a destructive get is refused (its messages would be removed before the line's
+    object is written): get two-phase (--confirm-id auto) or in a transaction, or run the batch in text.
 
     \b
     Examples:
@@ -45,7 +50,6 @@ def batch(
     as_json = s.out.mode in ("json", "jsonl")
     if as_json:
         prefix += ["-o", "json"]
-    stream = inputs.open_text(file)
     first_failure: tuple[int, int, str] | None = None
     from ..app import click_command, run  # the app is loaded already: batch runs in it
     from ..fastpath import prepared
@@ -58,10 +62,11 @@ def batch(
         fast = prepared(argv)
         return fast() if fast is not None else run(argv, tree)
 
-    with shared_stores():
+    with inputs.opened(file) as stream, shared_stores(), _CtrlC() as ctrl_c, \
+            inputs.stdin_read_by("this batch, for its commands" if file == "-" else None):
         for number, text in inputs.command_lines(stream):
             try:
-                argv = shlex.split(text, comments=True)
+                argv = shlex.split(_uncommented(text))
             except ValueError as exc:
                 code = _report(s, number, text, ExitCode.USAGE, f"cannot split the line: {exc}", as_json)
             else:
@@ -69,14 +74,17 @@ def batch(
                     continue
                 if argv[0] == "mqcli":
                     argv = argv[1:]
-                if "batch" in argv[:1]:
-                    code = _report(s, number, text, ExitCode.USAGE, "a batch cannot run a batch", as_json)
+                refused = _refused(argv, as_json)
+                if refused:
+                    code = _report(s, number, text, ExitCode.USAGE, refused, as_json)
                 elif as_json:
                     code = _captured(s, number, text, prefix + argv, run_line)
                 else:
                     code = run_line(prefix + argv)
-            if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
-                raise typer.Exit(code)
+            if ctrl_c.pressed:  # a command that ends at Ctrl-C with exit 0 (--follow, --watch) ends the batch too
+                code = ExitCode.INTERRUPTED
+            if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED, ExitCode.OUTPUT_CLOSED):
+                raise typer.Exit(code)  # at once, --keep-going or not: nobody reads what follows
             if code and not first_failure:
                 first_failure = (int(code), number, text.strip())
             if code and not keep_going:
@@ -84,6 +92,77 @@ def batch(
     if first_failure:
         code, number, text = first_failure
         raise Failed(code, Status.BATCH, f"batch: line {number} failed (exit {code}): {text}")
+
+
+class _CtrlC:
+    """Notes a Ctrl-C during the batch, then acts as Python does (KeyboardInterrupt): a
+    command that takes Ctrl-C as its normal end (`get --follow`, `stats --watch`) exits 0, and
+    the batch stops there rather than running the next line."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._saved: Any = None
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._saved = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGINT, self._saved)
+
+
+_GLOBAL_WITH_VALUE = frozenset(("--store", "-o", "--output", "--delimiter"))
+
+
+def _command(argv: list[str]) -> list[str]:
+    """The command's words, after the global options a line may give before it."""
+    at = 0
+    while at < len(argv) and argv[at].startswith("-"):
+        at += 2 if argv[at] in _GLOBAL_WITH_VALUE else 1
+    return argv[at:]
+
+
+def _refused(argv: list[str], as_json: bool) -> str | None:
+    """Why a line may not run in this batch, or None."""
+    words = _command(argv)
+    if words[:1] == ["batch"]:
+        return "a batch cannot run a batch"
+    if as_json and words[:1] == ["get"] and not any(a.split("=")[0] in ("--confirm-id", "--tx") for a in words):
+        # its messages are removed when the get commits, and its output is written after, in
+        # this line's object: a closed or stalled output would lose them (a text batch writes
+        # them as a get does, removing only what was written)
+        return "a destructive get cannot run in a -o jsonl batch (its messages could be lost with the output): " \
+               "run the batch in text, or get two-phase (--confirm-id auto, then confirm) or in a transaction (--tx)"
+    return None
+
+
+def _uncommented(text: str) -> str:
+    """The line without its comment: as in the shell, a # that begins a word outside quotes
+    (`put q order#42` puts `order#42`)."""
+    if "#" not in text:
+        return text
+    quote, escaped, previous = "", False, " "
+    for at, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and previous.isspace():
+            return text[:at]
+        previous = char
+    return text
 
 
 def _captured(s: Any, number: int, text: str, argv: list[str], run: Any) -> int:

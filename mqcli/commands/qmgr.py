@@ -14,6 +14,7 @@ from store import Store, StoreInfo
 from ..durations import parse_duration, parse_size
 from ..exits import UsageError
 from ..options import Session, shared_options
+from ..session import unshare
 from ..render import age, iso
 
 qmgr_app = typer.Typer(
@@ -121,6 +122,7 @@ def check(s: Session) -> None:
     if checked is not None:
         s.said_foreign(checked.foreign_owner)
     # in a child process: a damaged data file can crash whoever reads it (LMDB trusts its pages)
+    unshare(s.store_path)
     problems = check_isolated(s.store_path, allow_unsafe_permissions=s.allow_unsafe,
                               allow_foreign_owner=s.allow_foreign)
     if s.out.mode in ("json", "jsonl"):  # the document lists the problems; stderr only the error
