@@ -34,6 +34,25 @@ class Terminated(KeyboardInterrupt):
 _received: int | None = None
 
 
+# SIGINT and SIGTERM that commands took as their clean end (a follower, a worker): what a batch
+# looks at after each line, to stop as the signal asked (mqcli/commands/batch.py)
+_stops: list[int] = []
+
+
+def stopped_by(signum: int) -> None:
+    """A command ends cleanly (exit 0) because of `signum`: say so to whoever runs it."""
+    _stops.append(signum)
+
+
+def stops() -> int:
+    """How many such signals came so far (compare before and after a command)."""
+    return len(_stops)
+
+
+def last_stop() -> int | None:
+    return _stops[-1] if _stops else None
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
     global _received
     _received = signum

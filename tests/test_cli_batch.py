@@ -179,9 +179,9 @@ def test_check_runs_in_a_batch_after_lines_that_opened_the_store(cli):
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["a", "b"]
 
 
-@pytest.mark.parametrize("line", ["get q --follow", "browse q --follow --from-start"])
+@pytest.mark.parametrize("line", ["get q --follow", "browse q --follow --from-start", "consume q --exec 'cat; echo'"])
 def test_ctrl_c_in_a_following_command_stops_the_batch(cli, tmp_path, line):
-    # a follower ends at Ctrl-C with exit 0 by itself; the batch ran on to its next lines
+    # a follower or a worker ends at Ctrl-C with exit 0 by itself; the batch ran on to its next lines
     import os
     import signal
     import subprocess

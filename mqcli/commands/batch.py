@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .. import inputs
+from .. import inputs, signals
 from ..exits import ExitCode, Failed, Status
 from ..options import Session, shared_options, shared_stores
 
@@ -62,9 +62,10 @@ def batch(
         fast = prepared(argv)
         return fast() if fast is not None else run(argv, tree)
 
-    with inputs.opened(file) as stream, shared_stores(), _CtrlC() as ctrl_c, \
+    with inputs.opened(file) as stream, shared_stores(), _CtrlC(), \
             inputs.stdin_read_by("this batch, for its commands" if file == "-" else None):
         for number, text in inputs.command_lines(stream):
+            stops = signals.stops()
             try:
                 argv = shlex.split(_uncommented(text))
             except ValueError as exc:
@@ -81,8 +82,8 @@ def batch(
                     code = _captured(s, number, text, prefix + argv, run_line)
                 else:
                     code = run_line(prefix + argv)
-            if ctrl_c.pressed:  # a command that ends at Ctrl-C with exit 0 (--follow, --watch) ends the batch too
-                code = ExitCode.INTERRUPTED
+            if signals.stops() != stops:  # a command that ended at Ctrl-C or SIGTERM with exit 0 ends the batch too
+                code = ExitCode.TERMINATED if signals.last_stop() == signal.SIGTERM else ExitCode.INTERRUPTED
             if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED, ExitCode.OUTPUT_CLOSED):
                 raise typer.Exit(code)  # at once, --keep-going or not: nobody reads what follows
             if code and not first_failure:
@@ -100,11 +101,10 @@ class _CtrlC:
     the batch stops there rather than running the next line."""
 
     def __init__(self) -> None:
-        self.pressed = False
         self._saved: Any = None
 
     def _note(self, signum: int, frame: object) -> None:
-        self.pressed = True
+        signals.stopped_by(signum)
         raise KeyboardInterrupt
 
     def __enter__(self) -> _CtrlC:

@@ -23,6 +23,7 @@ import typer
 
 from store import Message
 
+from .. import signals
 from ..durations import parse_duration
 from ..exits import UsageError
 from ..lifeline import Lifeline
@@ -341,6 +342,7 @@ class _Stopping:
             self.hard = True
         self.asked = True
         self.signum = signum
+        signals.stopped_by(signum)  # a batch running this stops after it
 
     def __enter__(self) -> _Stopping:
         if threading.current_thread() is threading.main_thread():
