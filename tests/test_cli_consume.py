@@ -371,3 +371,17 @@ def test_a_closed_stderr_does_not_fail_the_worker(cli, tmp_path):
     assert worker.wait(timeout=60) == 0
     with Store.open(cli.store) as st:  # two failures, each a backout (the first message back at the head)
         assert sum(m.backouts for m in st.browse("q")) == 2
+
+
+def test_a_worker_started_with_sigchld_ignored_still_sees_each_exit_status(cli, tmp_path):
+    # with SIGCHLD ignored (as some supervisors start processes) the commands were reaped
+    # unseen and Python reported their status as 0: every failing message was confirmed
+    fill(cli, 2)
+    worker = _worker(cli, "--exec", '[ "$(cat)" = b000 ]', "--count", "2", "-o", "json", stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
+    stdout, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0 and b"Traceback" not in err, err
+    summary = json.loads(stdout)
+    assert (summary["confirmed"], summary["undone"]) == (1, 1), summary
+    with Store.open(cli.store) as st:
+        assert [(m.body, m.backouts) for m in st.browse("q")] == [(b"b001", 1)]

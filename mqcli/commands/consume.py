@@ -109,6 +109,10 @@ def consume(
     idle_s = None if idle is None else parse_duration(idle, allow_forever=False, what="idle time")
     tally = Tally()
     environment = {k: v for k, v in os.environ.items() if not k.startswith(_PROP)}  # read once
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        # started with SIGCHLD ignored (some supervisors do): the commands would be reaped
+        # unseen, and their exit status, which decides confirm or undo, lost (Python says 0)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     with s.open() as st, st.consumer(queue, lease=store_lease(lease_s), where=where) as consumer, \
             Lifeline() as lifeline, _Stopping() as stopping:
         results: queues.Queue[Outcome] = queues.Queue()
@@ -281,16 +285,24 @@ class _Run:
         timer = threading.Timer(lease, at_lease)
         timer.daemon = True
         timer.start()
-        if hasattr(os, "waitid"):  # it ended; not reaped, so its id is still its own
-            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        else:
-            proc.wait()
-        with self._lock:
-            self._ended = True
-        timer.cancel()
-        lifeline.release(proc.pid)
-        code = proc.wait()
-        results.put(Outcome(m, None if overdue.is_set() and code == -signal.SIGKILL else code))
+        code: int | None = 1  # if this thread fails, the message is undone (and the worker does not wait for ever)
+        error = None
+        try:
+            if hasattr(os, "waitid"):  # it ended; not reaped, so its id is still its own
+                os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            else:
+                proc.wait()
+            with self._lock:
+                self._ended = True
+            timer.cancel()
+            lifeline.release(proc.pid)
+            code = proc.wait()
+            if overdue.is_set() and code == -signal.SIGKILL:
+                code = None
+        except OSError as exc:  # its status is lost (reaped by someone else): not confirmed
+            error = f"cannot learn how the command ended: {exc.strerror or exc}"
+        finally:
+            results.put(Outcome(m, code, error))
 
 
 _NAME = re.compile(r"[^A-Za-z0-9_]")
