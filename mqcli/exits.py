@@ -129,10 +129,7 @@ def outcome(command: Callable[[], int], argv: list[str]) -> int:
     except OutputClosed:
         # the reader went away (`mqcli get q --all | head`): nothing more to say, and a
         # destructive get whose output could not be written did not commit
-        try:  # and no second EPIPE when Python flushes stdout at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            pass
+        to_devnull(sys.stdout)  # and no second EPIPE when Python flushes stdout at exit
         return ExitCode.OUTPUT_CLOSED
     except Exception as exc:
         if "--traceback" in argv:
@@ -166,7 +163,13 @@ def _drop_unwritten_stdout() -> None:
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            pass
+        to_devnull(sys.stdout)
+
+
+def to_devnull(stream: TextIO) -> None:
+    """What is left for `stream` (stdout or stderr, whose reader went away or whose device is
+    full) goes nowhere, so that Python's flush at exit does not fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass

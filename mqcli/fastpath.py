@@ -20,7 +20,6 @@ each command against the tables below and runs a table of command lines through 
 from __future__ import annotations
 
 import errno
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -279,7 +278,7 @@ def prepared(argv: list[str]) -> Callable[[], int] | None:
 def _as_typer(command: Callable[[], int], argv: list[str]) -> int:
     """Run `command` as the Typer app runs a command: what Typer's main does with an EOFError
     and a broken pipe, then mqcli's own mapping of exceptions to exit codes (exits.outcome)."""
-    from .exits import outcome
+    from .exits import outcome, to_devnull
 
     def typer_main() -> int:
         try:
@@ -292,10 +291,7 @@ def _as_typer(command: Callable[[], int], argv: list[str]) -> int:
                 raise
             # exit 1, and no second error when Python flushes the streams at exit
             for stream in (sys.stdout, sys.stderr):
-                try:
-                    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-                except (OSError, ValueError):
-                    pass
+                to_devnull(stream)
             return 1
 
     return outcome(typer_main, argv)

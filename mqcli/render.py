@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import errno
-import io
 import os
 import select
 import sys
@@ -23,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, overload
 
 from . import jsonl
+from .exits import to_devnull
 
 if TYPE_CHECKING:
     from store import Message
@@ -142,15 +142,6 @@ def write_all(stream: BinaryIO, data: bytes) -> None:
         raise
 
 
-def _quiet_stderr() -> None:
-    """stderr's reader went away: what is left to say (and Python's flush at exit) goes nowhere,
-    instead of failing a command that is otherwise doing its work."""
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        pass
-
-
 class Output:
     """The renderer of one command invocation."""
 
@@ -174,10 +165,10 @@ class Output:
             try:
                 self.err.write(text + "\n")
                 self.err.flush()
-            except BrokenPipeError:  # whoever read stderr went away: notes have no reader left
-                self.quiet = True
+            except BrokenPipeError:  # whoever read stderr went away: notes have no reader left,
+                self.quiet = True     # and the command goes on doing its work
                 if self.err is sys.stderr:
-                    _quiet_stderr()
+                    to_devnull(sys.stderr)
 
     def write_counted(self, data: bytes, ends: Sequence[int]) -> None:
         """Write `data`, made of parts that end at the offsets `ends`, straight to the file

@@ -123,7 +123,7 @@ def consume(
         output_closed = False
 
         def settle(outcome: Outcome) -> None:
-            nonlocal streak, resume, output_closed
+            nonlocal streak, resume
             m = outcome.message
             running.pop(m.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
             if outcome.code == 0:
@@ -145,7 +145,6 @@ def consume(
                     s.out.note(f"mqcli: message {m.msg_id}: {outcome.error}; message undone")
                 streak += 1
                 resume = time.monotonic() + min(BACKOFF * 2 ** (streak - 1), BACKOFF_MAX)
-                output_closed = output_closed or _output_closed()
             late_confirms()
 
         def late_confirms() -> None:
