@@ -1,7 +1,16 @@
 """`mqcli batch`: commands one per line in one process against one open store (like runmqsc):
 shell quoting, comments, a failing line, --keep-going, -o jsonl, and exit codes."""
 
+import io
+import os
+import signal
+import subprocess
+
 import pytest
+
+from channel_helpers import wait_until
+from cli_helpers import mqcli_command
+from mqcli.inputs import command_lines
 
 SCRIPT = """\
 # set up the queue and two messages
@@ -116,9 +125,6 @@ def test_a_line_that_is_not_utf8_is_named_and_the_lines_before_it_ran(cli):
 
 
 def test_a_line_of_exactly_the_limit_is_taken():
-    import io
-
-    from mqcli.inputs import command_lines
 
     limit = 10
     assert list(command_lines(io.BytesIO(b"x" * limit + b"\r\n" + b"y" * limit), limit)) == [
@@ -154,10 +160,6 @@ def test_a_destructive_get_is_refused_in_a_jsonl_batch(cli, line):
 
 
 def test_a_closed_output_stops_a_batch_even_with_keep_going(cli, tmp_path):
-    import os
-    import subprocess
-
-    from cli_helpers import mqcli_command
 
     script = tmp_path / "script"
     script.write_text("put q one\n" + "".join(f"put q m{i}\n" for i in range(200)))
@@ -182,12 +184,6 @@ def test_check_runs_in_a_batch_after_lines_that_opened_the_store(cli):
 @pytest.mark.parametrize("line", ["get q --follow", "browse q --follow --from-start", "consume q --exec 'cat; echo'"])
 def test_ctrl_c_in_a_following_command_stops_the_batch(cli, tmp_path, line):
     # a follower or a worker ends at Ctrl-C with exit 0 by itself; the batch ran on to its next lines
-    import os
-    import signal
-    import subprocess
-
-    from channel_helpers import wait_until
-    from cli_helpers import mqcli_command
 
     cli.ok("queue", "create", "after")
     script = tmp_path / "script"
