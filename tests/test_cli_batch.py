@@ -6,11 +6,16 @@ import os
 import signal
 import subprocess
 
+import shlex
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from channel_helpers import wait_until
 from cli_helpers import mqcli_command
-from mqcli.inputs import command_lines
+from mqcli import shell_words
+from mqcli.inputs import COMMAND_LINE_CHARS, command_lines
 
 SCRIPT = """\
 # set up the queue and two messages
@@ -107,6 +112,34 @@ def test_a_hash_starts_a_comment_only_where_it_begins_a_word(cli):
     messages = cli.jsonl("browse", "q")
     assert [m["body"] for m in messages] == ["order#42", "#quoted", "x"]
     assert messages[2]["props"] == {"ref": "A#7"}
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet=" \t\r\n'\"\\ab$é", max_size=16))
+def test_a_line_splits_into_the_words_shlex_gives(line):
+    try:
+        expected: object = shlex.split(line)
+    except ValueError:
+        expected = ValueError
+    try:
+        words: object = shell_words.split(line)
+    except ValueError:
+        words = ValueError
+    assert words == expected
+
+
+def test_an_escaped_blank_before_a_hash_keeps_the_hash_in_its_word():
+    # as in the shell (`echo a\ #b` prints `a #b`); a # after a real blank starts a comment
+    assert shell_words.split("put q a\\ #b  # note") == ["put", "q", "a #b"]
+    assert shell_words.split("  # only a comment") == []
+
+
+def test_a_line_as_long_as_the_limit_is_split_and_run(cli):
+    # shlex built each word a character at a time: a line of the limit took it ~45 s
+    body = "x" * (COMMAND_LINE_CHARS - len("put q  -q"))
+    result = cli.subprocess("batch", input=f"put q {body} -q\n".encode())
+    assert result.code == 0, result
+    assert [m["body"] for m in cli.jsonl("browse", "q")] == [body]
 
 
 def test_a_batch_read_from_stdin_refuses_commands_that_read_stdin(cli):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import shlex
 import signal
 import sys
 import threading
@@ -14,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .. import inputs, signals
+from .. import inputs, shell_words, signals
 from ..exits import ExitCode, Failed, Status
 from ..options import Session, shared_options, shared_stores
 
@@ -67,7 +66,7 @@ def batch(
         for number, text in inputs.command_lines(stream):
             stops = signals.stops()
             try:
-                argv = shlex.split(_uncommented(text))
+                argv = shell_words.split(text)
             except ValueError as exc:
                 code = _report(s, number, text, ExitCode.USAGE, f"cannot split the line: {exc}", as_json)
             else:
@@ -141,28 +140,6 @@ def _refused(argv: list[str], as_json: bool) -> str | None:
         return "a destructive get cannot run in a -o jsonl batch (its messages could be lost with the output): " \
                "run the batch in text, or get two-phase (--confirm-id auto, then confirm) or in a transaction (--tx)"
     return None
-
-
-def _uncommented(text: str) -> str:
-    """The line without its comment: as in the shell, a # that begins a word outside quotes
-    (`put q order#42` puts `order#42`)."""
-    if "#" not in text:
-        return text
-    quote, escaped, previous = "", False, " "
-    for at, char in enumerate(text):
-        if escaped:
-            escaped = False
-        elif char == "\\" and quote != "'":
-            escaped = True
-        elif quote:
-            if char == quote:
-                quote = ""
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and previous.isspace():
-            return text[:at]
-        previous = char
-    return text
 
 
 def _captured(s: Any, number: int, text: str, argv: list[str], run: Any) -> int:

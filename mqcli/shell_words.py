@@ -1,0 +1,49 @@
+"""A command line split into words as a POSIX shell (and `shlex.split`) splits it, in time
+linear in its length: `shlex` builds each word a character at a time, so one word of a
+megabyte took it minutes, and a batch line may be that long (inputs.LINE_LIMIT).
+
+The rules are shlex's in POSIX mode: words are separated by spaces, tabs, CRs and newlines;
+'...' keeps everything inside as it is; "..." too, except that a backslash before " or \\
+stands for that character; outside quotes a backslash keeps the next character as it is. A
+`#` that begins a word starts a comment, as in the shell (`put q order#42` puts `order#42`).
+"""
+
+from __future__ import annotations
+
+import re
+
+# one piece of a word: plain characters, a backslash and the character it keeps, a '...'
+# string, or a "..." string (a backslash inside keeps the next character with it)
+_PIECE = re.compile(r"""[^ \t\r\n'"\\]+|\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|(['"\\])""", re.S)
+_BLANKS = re.compile(r"[ \t\r\n]*")
+_DOUBLE_ESCAPE = re.compile(r'\\(["\\])')
+
+
+def split(line: str) -> list[str]:
+    """The words of `line`, its comment left out. Raises ValueError for an unclosed quote
+    or a backslash that ends the line, as shlex does."""
+    words: list[str] = []
+    at = _BLANKS.match(line).end()  # type: ignore[union-attr]  # matches the empty string
+    end = len(line)
+    while at < end:
+        if line[at] == "#":
+            break
+        pieces: list[str] = []
+        while at < end and line[at] not in " \t\r\n":
+            m = _PIECE.match(line, at)
+            assert m is not None, "every character starts a piece"
+            escaped, single, double, unclosed = m.groups()
+            if unclosed is not None:
+                raise ValueError("No escaped character" if unclosed == "\\" else "No closing quotation")
+            if escaped is not None:
+                pieces.append(escaped)
+            elif single is not None:
+                pieces.append(single)
+            elif double is not None:
+                pieces.append(_DOUBLE_ESCAPE.sub(r"\1", double) if "\\" in double else double)
+            else:
+                pieces.append(m.group())
+            at = m.end()
+        words.append("".join(pieces))
+        at = _BLANKS.match(line, at).end()  # type: ignore[union-attr]
+    return words
