@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager, Optional, TypedDict
@@ -24,7 +25,7 @@ from .durations import parse_duration
 from .exits import UsageError
 from .render import Output, counting, progress
 from .session import Session
-from .signals import Terminated, WritingGate, deferred
+from .signals import Deferral, Terminated, WritingGate, deferred
 from .values import AUTO
 
 BATCH = 1000
@@ -76,7 +77,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
     try:
         with tracking as step, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
             for batch in items:
-                with deferred():  # what is committed is printed: Ctrl-C waits for the ids
+                with deferred() as gate:  # what is committed is printed: Ctrl-C waits for the ids
                     done: list[Message]
                     if keep_ids:
                         done, n_skipped = _store_records(st, queue, batch, new_ids)  # type: ignore[arg-type]
@@ -84,7 +85,8 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                     else:
                         done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
                                            extend=extend)
-                    stream.extend(done)
+                    with _ids_of_stored(out, gate, total + len(done)):
+                        stream.extend(done)
                 if confirm_id is not None and not extend and done:
                     if confirm_id == AUTO:
                         _note_id(out, "confirm id", done[0].confirm_id)
@@ -95,6 +97,20 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
         if skipped:
             out.note(f"skipped {skipped} already stored (their msg_ids are in the store; --new-ids stores copies)")
     return total
+
+
+@contextmanager
+def _ids_of_stored(out: Output, gate: Deferral, stored: int) -> Iterator[None]:
+    """Write the ids of committed messages (`stored` so far in all): a Ctrl-C or SIGTERM waits
+    for them, unless the reader has stalled (Deferral.writing); then it says on stderr how
+    many are stored, which the ids written do not show."""
+    try:
+        with gate.writing():
+            yield
+    except KeyboardInterrupt:
+        out.note(f"{stored} message{'s' if stored != 1 else ''} stored; the output stalled, "
+                 "so not all of their ids were written")
+        raise
 
 
 def _store_records(st: Store, queue: str, batch: list[Message | NewMessage], new_ids: bool) -> tuple[list[Message], int]:
@@ -196,8 +212,10 @@ def put(s: Session, queue: str, body: Optional[str] = None, file: Optional[Path]
                             False, confirm_id, lease_s, tx, tracking=inputs.reading_progress(f"put {queue}", stream))
         elif count == 1 and confirm_id is None:
             message = new(inputs.message_body(body, file, lambda: st.info().max_message_size))
-            with deferred():
-                s.out.msg_ids(st.put_many(queue, [message], lease=lease_s, tx=tx))
+            with deferred() as gate:
+                done = st.put_many(queue, [message], lease=lease_s, tx=tx)
+                with _ids_of_stored(s.out, gate, 1):
+                    s.out.msg_ids(done)
         else:
             data = inputs.message_body(body, file, lambda: st.info().max_message_size)
             _put_stream(st, s.out, queue,

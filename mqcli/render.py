@@ -214,6 +214,8 @@ class Output:
             raise
         except BaseException:
             self.torn = True  # interrupted part-way: what follows could not be parsed
+            if self.out is sys.stdout.buffer:  # the command ends here: what stdout still buffers
+                to_devnull(sys.stdout)           # must not block its exit on a stalled reader
             raise
 
     # ---- messages ----------------------------------------------------------------------

@@ -74,63 +74,33 @@ def interruption() -> KeyboardInterrupt:
 
 class Deferral:
     """Holds SIGINT and SIGTERM from `hold()` until `release()`, which then acts on the first
-    one that came, as if it had come then (the handler that was in place runs)."""
+    one that came, as if it had come then (the handler that was in place runs).
 
-    def __init__(self) -> None:
-        self._saved: dict[int, Any] = {}
-        self._pending: list[int] = []
-
-    def _note(self, signum: int, frame: FrameType | None) -> None:
-        self._pending.append(signum)
-
-    def hold(self) -> None:
-        if self._saved or threading.current_thread() is not threading.main_thread():
-            return  # held already; or not the main thread, which no signal interrupts
-        for signum in SIGNALS:
-            handler = signal.getsignal(signum)
-            if handler is not signal.SIG_IGN and handler is not None:
-                self._saved[signum] = signal.signal(signum, self._note)
-
-    def release(self) -> None:
-        """Put the handlers back; then deliver a signal that came while they were held."""
-        saved, self._saved = self._saved, {}
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
-        if self._pending:
-            signum = self._pending[0]
-            self._pending.clear()
-            signal.raise_signal(signum)  # the restored handler raises here (or the default acts)
-
-
-class WritingGate(Deferral):
-    """A Deferral for a destructive get, which the store asks to deliver a batch with no
-    write transaction open, and which then removes what was delivered and puts back what was
-    not.
-
-    A signal that comes while a batch is being written waits for that write to finish, and
-    then stops the get before the next batch: what was printed is exactly what is removed.
-    But a reader that stalls (a full pipe, Ctrl-Z) must not make Ctrl-C or SIGTERM wait: if
-    the write has not finished `GRACE` seconds after the signal, the signal interrupts it.
-    The messages written whole are removed, the rest go back to the queue (the one cut part
-    way may have partly gone out: a get may show a message again, never lose one), and the
-    output is marked torn.
-    """
+    What a command writes after it committed (the ids of a put) is written inside `writing()`:
+    a signal waits for that write too, but a reader that stalls (a full pipe, Ctrl-Z) must not
+    make Ctrl-C or SIGTERM wait for ever: if the write has not finished `GRACE` seconds after
+    the signal, the signal interrupts it (the caller says what was committed)."""
 
     GRACE = 0.5
 
     def __init__(self) -> None:
-        super().__init__()
-        self.writing = False
+        self._saved: dict[int, Any] = {}
+        self._pending: list[int] = []
+        self.is_writing = False
         self._alarm: Any = None
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         self._pending.append(signum)
-        if self.writing and self._alarm is None:
+        if self.is_writing:
+            self._arm()
+
+    def _arm(self) -> None:
+        if self._alarm is None:
             self._alarm = signal.signal(signal.SIGALRM, self._stalled)
             signal.setitimer(signal.ITIMER_REAL, self.GRACE)
 
     def _stalled(self, signum: int, frame: FrameType | None) -> None:
-        if self.writing and self._pending:
+        if self.is_writing and self._pending:
             self.act()
 
     def act(self) -> None:
@@ -145,17 +115,62 @@ class WritingGate(Deferral):
         self.release()  # the default action: put it back and let it act
         signal.raise_signal(signum)
 
-    def start_writing(self) -> None:
-        self.hold()
-        self.act()  # a signal came since the last message: stop before this one
-        self.writing = True
+    def hold(self) -> None:
+        if self._saved or threading.current_thread() is not threading.main_thread():
+            return  # held already; or not the main thread, which no signal interrupts
+        for signum in SIGNALS:
+            handler = signal.getsignal(signum)
+            if handler is not signal.SIG_IGN and handler is not None:
+                self._saved[signum] = signal.signal(signum, self._note)
+
+    def release(self) -> None:
+        """Put the handlers back; then deliver a signal that came while they were held."""
+        self.stop_writing()
+        saved, self._saved = self._saved, {}
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        if self._pending:
+            signum = self._pending[0]
+            self._pending.clear()
+            signal.raise_signal(signum)  # the restored handler raises here (or the default acts)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Write what was committed: a signal that came (or comes) waits `GRACE` seconds for the
+        write at most, then interrupts it."""
+        self.is_writing = True
+        if self._pending and self._saved:
+            self._arm()
+        try:
+            yield
+        finally:
+            self.stop_writing()
 
     def stop_writing(self) -> None:
-        self.writing = False
+        self.is_writing = False
         if self._alarm is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._alarm)
             self._alarm = None
+
+
+class WritingGate(Deferral):
+    """A Deferral for a destructive get, which the store asks to deliver a batch with no
+    write transaction open, and which then removes what was delivered and puts back what was
+    not.
+
+    A signal that comes while a batch is being written waits for that write to finish, and
+    then stops the get before the next batch: what was printed is exactly what is removed.
+    A write stalled `GRACE` seconds after the signal is interrupted (Deferral.writing): the
+    messages written whole are removed, the rest go back to the queue (the one cut part
+    way may have partly gone out: a get may show a message again, never lose one), and the
+    output is marked torn.
+    """
+
+    def start_writing(self) -> None:
+        self.hold()
+        self.act()  # a signal came since the last message: stop before this one
+        self.is_writing = True
 
 
 @contextmanager

@@ -105,6 +105,58 @@ def test_an_interrupted_bulk_put_prints_the_id_of_every_message_it_stored(cli, s
     assert interrupted >= len(DELAYS) // 2, "too few runs were interrupted to tell anything"
 
 
+def full_pipe() -> tuple[int, int]:
+    """A pipe whose buffer is full: a command writing to it blocks, as under a reader that
+    stalled (Ctrl-Z on `| less`, a consumer that hangs)."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(w, True)
+    return r, w
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("args", [["m", "--count", BULK], ["one"]], ids=["bulk", "single"])
+def test_a_put_whose_output_stalled_stops_on_a_signal_and_says_how_many_it_stored(cli, spawn, args, signum):
+    # the ids of committed messages are written before a signal acts, but a reader that never
+    # reads must not hold Ctrl-C or SIGTERM for ever: stderr then says how many were stored
+    r, w = full_pipe()  # (the cli fixture's store has queue q)
+    proc = spawn(cli, "put", "q", *args, stdout=w)
+    os.close(w)
+    try:
+        wait_for(lambda: depth(cli) > 0, proc)
+        time.sleep(0.3)  # blocked in the write of the ids by now
+        proc.send_signal(signum)
+        code, err = finish(proc, timeout=30)
+    finally:
+        os.close(r)
+    stored = depth(cli)
+    n = "message stored" if stored == 1 else "messages stored"
+    assert (code, err) == (CODE[signum], f"{stored} {n}; the output stalled, so not all of their ids "
+                                         f"were written\n" + MESSAGE[signum])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_tx_begin_whose_output_stalled_names_the_transaction_on_stderr(cli, spawn, signum):
+    r, w = full_pipe()
+    proc = spawn(cli, "tx", "begin", stdout=w)
+    os.close(w)
+    try:
+        time.sleep(1.5)  # started, begun, and blocked in the write of the id
+        proc.send_signal(signum)
+        code, err = finish(proc, timeout=30)
+    finally:
+        os.close(r)
+    assert code == CODE[signum], err
+    assert err == "transaction 1 was begun; the output stalled, so its id may not have been written\n" \
+        + MESSAGE[signum]
+    assert [t["tx"] for t in cli.jsonl("tx", "list")] == [1]  # there to commit or abort
+
+
 # ---- a destructive get prints exactly what it removed -------------------------------------
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -77,12 +77,17 @@ def begin(
     from store.msmq_transactions import DEFAULT_TIMEOUT
 
     seconds = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, what="timeout")
-    with s.open() as st, deferred():  # a transaction begun is printed: Ctrl-C waits for its id
+    with s.open() as st, deferred() as gate:  # a transaction begun is printed: Ctrl-C waits for its id
         tx = st.tx_begin(timeout=seconds)
-        if s.out.mode in ("json", "jsonl"):
-            s.out.document({"tx": tx, "timeout_s": seconds})
-        else:
-            s.out.value(tx, "tx")
+        try:
+            with gate.writing():  # unless the reader stalls (Deferral.writing)
+                if s.out.mode in ("json", "jsonl"):
+                    s.out.document({"tx": tx, "timeout_s": seconds})
+                else:
+                    s.out.value(tx, "tx")
+        except KeyboardInterrupt:
+            s.out.note(f"transaction {tx} was begun; the output stalled, so its id may not have been written")
+            raise
 
 
 @app.command("commit")
