@@ -40,6 +40,15 @@ class Failed(Exception):
         self.code, self.status = code, status
 
 
+class Reported(Exception):
+    """The command ends with `code`, whose one-line error was printed already (a `batch` line
+    that was interrupted printed it)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 def _store_error(exc: Exception, lmdb: Any) -> StoreError:
     """An LMDB error the store let through: what LMDB met reading the store's pages (a damaged
     data file) is exit 11, never an internal error."""
@@ -124,6 +133,8 @@ def outcome(command: Callable[[], int], argv: list[str]) -> int:
     json_errors = wants_json(argv)
     try:
         return command()
+    except Reported as exc:
+        return exc.code
     except KeyboardInterrupt:
         return report(signals.interruption(), json_errors=json_errors)
     except OutputClosed:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, overload
+from typing import TYPE_CHECKING, Any, BinaryIO, ContextManager, TextIO, TypeVar, overload
 
 from . import jsonl
 from .exits import to_devnull
@@ -235,16 +235,13 @@ class Output:
         else:
             self._write(_text_message(m).encode("utf-8"))
 
-    @contextmanager
-    def messages(self) -> Iterator[MessageStream]:
+    def messages(self) -> ContextManager[MessageStream]:
         """A stream of messages (get --count, browse); each is written and flushed at once."""
-        stream = MessageStream(self)
-        try:
-            yield stream
-        except BaseException:
-            stream.close(failed=True)
-            raise
-        stream.close()
+        return _until_closed(MessageStream(self))
+
+    def documents(self) -> ContextManager[DocumentStream]:
+        """A stream of JSON objects (json or jsonl mode), each written and flushed at once."""
+        return _until_closed(DocumentStream(self))
 
     def msg_ids(self, messages: Sequence[Message]) -> None:
         """What a put prints: each new msg_id (text), or the records (json/jsonl)."""
@@ -303,7 +300,7 @@ class MessageStream:
 
             return hexdump.message(m, number)
         if o.mode == "json":
-            return (b"[" if number == 1 else b",\n") + json_line(m.to_dict())
+            return _array_element(json_line(m.to_dict()), number)
         if o.mode == "jsonl":
             return json_line(m.to_dict()) + b"\n"
         if o.mode == "body":
@@ -334,7 +331,48 @@ class MessageStream:
         """End the JSON array; after a failure with nothing written, or a torn write, write
         nothing."""
         if self.output.mode == "json" and self.output.template is None and not (failed and (self.count == 0 or self.output.torn)):
-            self.output._write(b"[]\n" if self.count == 0 else b"]\n")
+            _end_array(self.output, self.count)
+
+
+class DocumentStream:
+    """JSON objects written as they come: lines in jsonl, the elements of one array in json
+    (`mqcli batch`'s result of each line)."""
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self.count = 0
+
+    def write(self, obj: dict[str, Any]) -> None:
+        data = json_line(obj)
+        self.count += 1
+        self.output._write(_array_element(data, self.count) if self.output.mode == "json" else data + b"\n")
+
+    def close(self, failed: bool = False) -> None:
+        if self.output.mode == "json" and not (failed and (self.count == 0 or self.output.torn)):
+            _end_array(self.output, self.count)
+
+
+_Stream = TypeVar("_Stream", MessageStream, DocumentStream)
+
+
+@contextmanager
+def _until_closed(stream: _Stream) -> Iterator[_Stream]:
+    """`stream` for the block, closed at its end (as failed, if the block raised)."""
+    try:
+        yield stream
+    except BaseException:
+        stream.close(failed=True)
+        raise
+    stream.close()
+
+
+def _array_element(data: bytes, number: int) -> bytes:
+    """Element `number` (1, 2, ...) of a JSON array written as it comes."""
+    return (b"[" if number == 1 else b",\n") + data
+
+
+def _end_array(output: Output, count: int) -> None:
+    output._write(b"[]\n" if count == 0 else b"]\n")
 
 
 def _plain(value: Any) -> str:

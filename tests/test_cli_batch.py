@@ -2,6 +2,7 @@
 shell quoting, comments, a failing line, --keep-going, -o jsonl, and exit codes."""
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -186,7 +187,8 @@ def test_a_destructive_get_is_refused_in_a_jsonl_batch(cli, line):
     result = cli.subprocess("batch", "-o", "jsonl", input=(line + "\n").encode())
     assert result.code == 2, result
     [record] = result.jsonl()
-    assert record["exit"] == 2 and "destructive get" in record["error"]
+    assert record["exit"] == 2 and record["error"]["status"] == "USAGE"
+    assert "destructive get" in record["error"]["message"]
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
     two_phase = cli.subprocess("batch", "-o", "jsonl", input=b"get q --confirm-id auto\n")
     assert two_phase.code == 0 and two_phase.jsonl()[0]["result"]["body"] == "one"
@@ -232,3 +234,55 @@ def test_ctrl_c_in_a_following_command_stops_the_batch(cli, tmp_path, line):
         batch.kill()
     assert batch.returncode == 130
     assert cli.jsonl("browse", "after") == []
+
+
+def test_json_gives_the_line_objects_as_one_array_and_every_error_as_an_object(cli):
+    script = b"put q a -q\nput q 'unclosed\nbrowse q -o jsonl\nget nope --confirm-id auto\nput q --lines /nonexistent\n"
+    result = cli.subprocess("batch", "-k", "-o", "json", input=script)
+    assert result.code == 2, result
+    records = json.loads(result.out)  # one document
+    assert [(r["line"], r["exit"]) for r in records] == [(1, 0), (2, 2), (3, 0), (4, 6), (5, 2)]
+    assert records[1]["error"] == {"status": "USAGE", "code": None, "exit": 2,
+                                   "message": "cannot split the line: No closing quotation"}
+    assert [m["body"] for m in records[2]["result"]] == ["a"]  # the line's own -o jsonl: a list
+    assert records[3]["error"]["status"] == "MQ_ERROR_QUEUE_NOT_AVAILABLE"
+    assert all(isinstance(r.get("error", {}), dict) for r in records)
+
+
+def test_what_a_line_says_on_stderr_besides_its_error_is_kept_as_notes(cli, tmp_path):
+    dump = tmp_path / "dump.jsonl"
+    cli.ok("put", "q", "once", "-q")
+    dump.write_bytes(cli.ok("browse", "q", "-o", "jsonl").stdout)
+    result = cli.subprocess("batch", "-o", "jsonl", input=f"put q --jsonl {dump}\n".encode())
+    assert result.code == 0, result
+    [record] = result.jsonl()
+    assert record["notes"] == ["skipped 1 already stored (their msg_ids are in the store; --new-ids stores copies)"]
+
+
+def test_body_mode_applies_to_every_line(cli):
+    cli.ok("put", "q", "first", "-q")
+    result = cli.subprocess("batch", "-o", "body", input=b"browse q\nget q\n")
+    assert result.code == 0, result
+    assert result.out == "first\nfirst\n"  # the bodies alone, as `browse q -o body` prints
+
+
+def test_with_keep_going_each_failing_line_is_named_in_text(cli):
+    result = cli.subprocess("batch", "-k", input=b"get nope\nput q a -q\nget nada\n")
+    assert result.code == 6, result
+    assert "mqcli: batch: line 1 failed (exit 6): get nope" in result.stderr
+    assert "mqcli: batch: line 3 failed (exit 6): get nada" in result.stderr
+
+
+def test_an_interrupted_line_says_so_once(cli, tmp_path):
+    script = tmp_path / "script"
+    script.write_text("get q --wait 60\nput q after -q\n")
+    batch = subprocess.Popen([*mqcli_command(), "batch", str(script)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    try:
+        wait_until(lambda: list((cli.store / "wait").iterdir()), 60, "the get to wait")
+        batch.send_signal(signal.SIGINT)
+        _, err = batch.communicate(timeout=60)
+    finally:
+        batch.kill()
+    assert (batch.returncode, err) == (130, b"mqcli: error: interrupted [INTERRUPTED]\n")
+    assert cli.jsonl("browse", "q") == []

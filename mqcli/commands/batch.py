@@ -9,13 +9,17 @@ import json
 import signal
 import sys
 import threading
-from typing import Annotated, Any
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .. import inputs, shell_words, signals
-from ..exits import ExitCode, Failed, Status
+from ..exits import ExitCode, Failed, Reported, Status, UsageError, report
 from ..options import Session, shared_options, shared_stores
+
+if TYPE_CHECKING:
+    from ..render import DocumentStream
 
 
 @shared_options
@@ -29,9 +33,11 @@ def batch(
     Each line is an mqcli command line without `mqcli` (a leading `mqcli` is allowed), quoted
     as in the shell; a `#` that begins a word starts a comment, blank lines are skipped. When
     the batch reads stdin, its commands cannot (`put q -`). The batch's --store and -q
-    apply to every line. In text each command prints what it prints; with -o jsonl each prints
-    one object {"line", "command", "exit", "result" | "output", "error"}, the command's own
-    JSON output as "result". The batch stops at the first command that fails and exits with its
+    apply to every line, and so does -o body or hex. In text each command prints what it prints;
+    with -o jsonl each line gives one object {"line", "command", "exit", "result" | "output",
+    "error", "notes"}: the command's JSON output as "result" (its -o jsonl lines as a list),
+    other output as "output", its error as the object `-o json` prints, what else it said on
+    stderr as "notes"; -o json gives the same objects as one array. The batch stops at the first command that fails and exits with its
     code, unless --keep-going; Ctrl-C stops it at once (130), as does a closed output (141). With
     -o jsonl a destructive get is refused (its messages would be removed before the line's
     object is written): get two-phase (--confirm-id auto) or in a transaction, or run the batch in text.
@@ -49,6 +55,8 @@ def batch(
     as_json = s.out.mode in ("json", "jsonl")
     if as_json:
         prefix += ["-o", "json"]
+    elif s.out.mode != "text":
+        prefix += ["-o", s.out.mode]
     first_failure: tuple[int, int, str] | None = None
     from ..app import click_command, run  # the app is loaded already: batch runs in it
     from ..fastpath import prepared
@@ -62,13 +70,14 @@ def batch(
         return fast() if fast is not None else run(argv, tree)
 
     with inputs.opened(file) as stream, shared_stores(), _CtrlC(), \
-            inputs.stdin_read_by("this batch, for its commands" if file == "-" else None):
+            inputs.stdin_read_by("this batch, for its commands" if file == "-" else None), \
+            (s.out.documents() if as_json else nullcontext()) as results:
         for number, text in inputs.command_lines(stream):
             stops = signals.stops()
             try:
                 argv = shell_words.split(text)
             except ValueError as exc:
-                code = _report(s, number, text, ExitCode.USAGE, f"cannot split the line: {exc}", as_json)
+                code = _report(s, results, number, text, f"cannot split the line: {exc}")
             else:
                 if not argv:
                     continue
@@ -76,15 +85,21 @@ def batch(
                     argv = argv[1:]
                 refused = _refused(argv, as_json)
                 if refused:
-                    code = _report(s, number, text, ExitCode.USAGE, refused, as_json)
-                elif as_json:
-                    code = _captured(s, number, text, prefix + argv, run_line)
+                    code = _report(s, results, number, text, refused)
+                elif results is not None:
+                    code = _captured(results, number, text, prefix + argv, run_line)
                 else:
                     code = run_line(prefix + argv)
+                    if code and keep_going:  # the command's error does not say which line it was
+                        s.out.note(f"mqcli: batch: line {number} failed (exit {code}): {text.strip()}")
+            own = code
             if signals.stops() != stops:  # a command that ended at Ctrl-C or SIGTERM with exit 0 ends the batch too
                 code = ExitCode.TERMINATED if signals.last_stop() == signal.SIGTERM else ExitCode.INTERRUPTED
             if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED, ExitCode.OUTPUT_CLOSED):
-                raise typer.Exit(code)  # at once, --keep-going or not: nobody reads what follows
+                # at once, --keep-going or not: nobody reads what follows
+                if code == own and not as_json:
+                    raise Reported(code)  # the line said so on stderr itself
+                raise typer.Exit(code)
             if code and not first_failure:
                 first_failure = (int(code), number, text.strip())
             if code and not keep_going:
@@ -137,13 +152,13 @@ def _refused(argv: list[str], as_json: bool) -> str | None:
         # its messages are removed when the get commits, and its output is written after, in
         # this line's object: a closed or stalled output would lose them (a text batch writes
         # them as a get does, removing only what was written)
-        return "a destructive get cannot run in a -o jsonl batch (its messages could be lost with the output): " \
+        return "a destructive get cannot run in a -o json or jsonl batch (its messages could be lost with the output): " \
                "run the batch in text, or get two-phase (--confirm-id auto, then confirm) or in a transaction (--tx)"
     return None
 
 
-def _captured(s: Any, number: int, text: str, argv: list[str], run: Any) -> int:
-    """Run one command with its stdout and stderr captured; print its result object."""
+def _captured(results: DocumentStream, number: int, text: str, argv: list[str], run: Any) -> int:
+    """Run one command with its stdout and stderr captured; write its result object."""
     out, err = io.BytesIO(), io.BytesIO()
     saved = sys.stdout, sys.stderr
     wrappers = (io.TextIOWrapper(out, encoding="utf-8", write_through=True),
@@ -159,26 +174,59 @@ def _captured(s: Any, number: int, text: str, argv: list[str], run: Any) -> int:
     record: dict[str, Any] = {"line": number, "command": text.strip(), "exit": int(code)}
     data = out.getvalue().decode("utf-8", "replace")
     if data.strip():
-        try:
-            record["result"] = json.loads(data)
-        except ValueError:
+        result = _json_output(data, jsonl=_output_mode(argv) == "jsonl")
+        if result is _NOT_JSON:
             record["output"] = data
-    problem = err.getvalue().decode("utf-8", "replace").strip()
-    if problem:
-        try:
-            record["error"] = json.loads(problem.splitlines()[-1])["error"]
-        except (ValueError, KeyError, TypeError):
-            record["error"] = problem
-    s.out.document(record)
+        else:
+            record["result"] = result
+    notes = []
+    for line in err.getvalue().decode("utf-8", "replace").splitlines():
+        error = _json_output(line)
+        if isinstance(error, dict) and isinstance(error.get("error"), dict):
+            record["error"] = error["error"]
+        elif line.strip():
+            notes.append(line)
+    if notes:
+        record["notes"] = notes
+    results.write(record)
     return int(code)
 
 
-def _report(s: Any, number: int, text: str, code: int, why: str, as_json: bool) -> int:
-    if as_json:
-        s.out.document({"line": number, "command": text.strip(), "exit": code, "error": why})
+_NOT_JSON = object()
+
+
+def _json_output(data: str, jsonl: bool = False) -> Any:
+    """A command's JSON output: one document, or (`jsonl`) its lines as a list; else _NOT_JSON."""
+    try:
+        return [json.loads(line) for line in data.splitlines() if line.strip()] if jsonl else json.loads(data)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _output_mode(argv: list[str]) -> str | None:
+    """The last -o/--output a command line gives (the batch's own comes first)."""
+    mode = None
+    for at, arg in enumerate(argv):
+        if arg in ("-o", "--output") and at + 1 < len(argv):
+            mode = argv[at + 1]
+        elif arg.startswith("--output="):
+            mode = arg.partition("=")[2]
+        elif arg.startswith("-o") and len(arg) > 2 and not arg.startswith("--"):
+            mode = arg[2:]
+    return mode
+
+
+def _report(s: Any, results: DocumentStream | None, number: int, text: str, why: str) -> int:
+    """A line the batch itself refuses: a usage error (exit 2), in the form a command's is."""
+    error = UsageError(why)
+    if results is not None:
+        line = io.StringIO()
+        report(error, json_errors=True, stream=line)
+        results.write({"line": number, "command": text.strip(), "exit": int(ExitCode.USAGE),
+                       "error": json.loads(line.getvalue())["error"]})
     else:
         s.out.note(f"mqcli: error: line {number}: {why} [USAGE]")
-    return code
+    return int(ExitCode.USAGE)
 
 
 def register(app: typer.Typer) -> None:
