@@ -216,6 +216,15 @@ def test_check_runs_in_a_batch_after_lines_that_opened_the_store(cli):
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["a", "b"]
 
 
+def test_bench_runs_in_a_batch_after_lines_that_opened_the_store(cli):
+    # its producers and consumers open the store in forked children, where LMDB refused the
+    # environment the batch held open
+    result = cli.subprocess("batch", "-o", "jsonl", input=b"put q a -q\nbench -m 200\nput q b -q\n")
+    assert result.code == 0, result
+    assert result.jsonl()[1]["result"]["messages"] == 200
+    assert [m["body"] for m in cli.jsonl("browse", "q")] == ["a", "b"]
+
+
 @pytest.mark.parametrize("line", ["get q --follow", "browse q --follow --from-start", "consume q --exec 'cat; echo'"])
 def test_ctrl_c_in_a_following_command_stops_the_batch(cli, tmp_path, line):
     # a follower or a worker ends at Ctrl-C with exit 0 by itself; the batch ran on to its next lines

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..options import Session, shared_options
+from ..session import unshare
 
 
 def _producer(path: str, queue: str, count: int, size: int, batch: int, express: bool) -> None:
@@ -102,6 +103,8 @@ def bench(
         from ..exits import UsageError
         raise UsageError("need at least one producer or consumer")
     tmp = tempfile.TemporaryDirectory(prefix="mqcli-bench-") if scratch else None
+    if tmp is None:  # its producers and consumers open the store in forked children, where LMDB
+        unshare(s.store_path)  # refuses an environment this process (a batch) has open
     path = str(Path(tmp.name) / "store") if tmp else str(s.store_path)
     queue = f"bench.{int(time.time() * 1000)}"
     try:
