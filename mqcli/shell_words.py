@@ -17,6 +17,7 @@ import re
 _PIECE = re.compile(r"""[^ \t\r\n'"\\]+|\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|(['"\\])""", re.S)
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _DOUBLE_ESCAPE = re.compile(r'\\(["\\])')
+_ESCAPES_THE_END = "No escaped character"  # shlex's words: a backslash ends the line
 
 
 def split(line: str) -> list[str]:
@@ -34,7 +35,8 @@ def split(line: str) -> list[str]:
             assert m is not None, "every character starts a piece"
             escaped, single, double, unclosed = m.groups()
             if unclosed is not None:
-                raise ValueError("No escaped character" if unclosed == "\\" else "No closing quotation")
+                raise ValueError(_ESCAPES_THE_END if unclosed == "\\" or (
+                    unclosed == '"' and _ends_in_escape(line)) else "No closing quotation")
             if escaped is not None:
                 pieces.append(escaped)
             elif single is not None:
@@ -47,3 +49,19 @@ def split(line: str) -> list[str]:
         words.append("".join(pieces))
         at = _BLANKS.match(line, at).end()  # type: ignore[union-attr]
     return words
+
+
+def _ends_in_escape(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def continues(line: str) -> bool:
+    """Whether `line` ends in a backslash that escapes the line end, which joins it to the
+    next line in the shell: not one in a comment or inside single quotes."""
+    if not _ends_in_escape(line):
+        return False
+    try:
+        split(line)
+    except ValueError as exc:
+        return str(exc) == _ESCAPES_THE_END
+    return False

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from channel_helpers import wait_until
 from cli_helpers import mqcli_command
 from mqcli import shell_words
+from mqcli.commands.batch import _continued
 from mqcli.inputs import COMMAND_LINE_CHARS, command_lines
 
 SCRIPT = """\
@@ -133,6 +134,23 @@ def test_an_escaped_blank_before_a_hash_keeps_the_hash_in_its_word():
     # as in the shell (`echo a\ #b` prints `a #b`); a # after a real blank starts a comment
     assert shell_words.split("put q a\\ #b  # note") == ["put", "q", "a #b"]
     assert shell_words.split("  # only a comment") == []
+
+
+def _commands(text):
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), 1)]
+    return [(n, shell_words.split(command)) for n, command in _continued(iter(lines))]
+
+
+@pytest.mark.parametrize("text", ["a\\\n  --priority 7", 'a "x \\\ny" b', "a\\\nb\\\nc", "a\\\n"])
+def test_a_backslash_at_a_line_end_continues_the_command_as_in_the_shell(text):
+    bash = subprocess.run(["bash", "-c", 'printf "%s\\n" ' + text], capture_output=True, text=True)
+    [(number, words)] = _commands(text)
+    assert number == 1 and words == bash.stdout.splitlines()
+
+
+def test_a_backslash_in_a_comment_or_escaped_ends_its_line():
+    assert _commands("a # note \\\nb") == [(1, ["a"]), (2, ["b"])]
+    assert _commands("a \\\\\nb") == [(1, ["a", "\\"]), (2, ["b"])]
 
 
 def test_a_line_as_long_as_the_limit_is_split_and_run(cli):

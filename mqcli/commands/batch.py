@@ -10,9 +10,12 @@ import signal
 import sys
 import threading
 from contextlib import nullcontext
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from store.errors import BadData
 
 from .. import inputs, shell_words, signals
 from ..exits import ExitCode, Failed, Reported, Status, UsageError, report
@@ -31,7 +34,8 @@ def batch(
     """Run mqcli commands from a file, one per line, in one process against one open store.
 
     Each line is an mqcli command line without `mqcli` (a leading `mqcli` is allowed), quoted
-    as in the shell; a `#` that begins a word starts a comment, blank lines are skipped. When
+    as in the shell; a `#` that begins a word starts a comment, a line that ends in a backslash
+    goes on on the next (up to 100 lines), blank lines are skipped. When
     the batch reads stdin, its commands cannot (`put q -`). The batch's --store and -q
     apply to every line, and so does -o body or hex. In text each command prints what it prints;
     with -o jsonl each line gives one object {"line", "command", "exit", "result" | "output",
@@ -72,7 +76,7 @@ def batch(
     with inputs.opened(file) as stream, shared_stores(), _CtrlC(), \
             inputs.stdin_read_by("this batch, for its commands" if file == "-" else None), \
             (s.out.documents() if as_json else nullcontext()) as results:
-        for number, text in inputs.command_lines(stream):
+        for number, text in _continued(inputs.command_lines(stream)):
             stops = signals.stops()
             try:
                 argv = shell_words.split(text)
@@ -155,6 +159,32 @@ def _refused(argv: list[str], as_json: bool) -> str | None:
         return "a destructive get cannot run in a -o json or jsonl batch (its messages could be lost with the output): " \
                "run the batch in text, or get two-phase (--confirm-id auto, then confirm) or in a transaction (--tx)"
     return None
+
+
+_MOST_LINES = 100  # a continued command is split again at each line: bounded, it stays linear
+
+
+def _continued(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """The command lines, a line that ends in a backslash joined with the next one (the
+    backslash and the line end left out, as the shell does; not a backslash in a comment or
+    in single quotes), numbered by its first line. A command so continued is no longer than
+    one line may be (inputs.COMMAND_LINE_CHARS)."""
+    first, size = 0, 0
+    parts: list[str] = []
+    for number, text in lines:
+        if not parts:
+            first = number
+        continues = shell_words.continues("".join(parts) + text)
+        parts.append(text[:-1] if continues else text)
+        size += len(parts[-1])
+        if size > inputs.COMMAND_LINE_CHARS or len(parts) > _MOST_LINES:
+            raise BadData(f"the command that starts on line {first} is longer than "
+                          f"{inputs.COMMAND_LINE_CHARS} characters or {_MOST_LINES} lines")
+        if not continues:
+            yield first, "".join(parts)
+            parts, size = [], 0
+    if parts:  # the last line ended in a backslash: the command ends there
+        yield first, "".join(parts)
 
 
 def _captured(results: DocumentStream, number: int, text: str, argv: list[str], run: Any) -> int:
