@@ -157,6 +157,29 @@ def test_tx_begin_whose_output_stalled_names_the_transaction_on_stderr(cli, spaw
     assert [t["tx"] for t in cli.jsonl("tx", "list")] == [1]  # there to commit or abort
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_bench_ends_its_processes_and_removes_its_queue(cli, spawn, signum):
+    # Ctrl-C goes to the whole process group (the forked producers and consumers printed
+    # tracebacks); SIGTERM to mqcli alone (it waited for its children to finish)
+    proc = spawn(cli, "bench", "--messages", 5_000_000, "--batch", 1000, start_new_session=True)
+
+    def running() -> bool:
+        with Store.open(cli.store) as st:
+            return any(q.name.startswith("bench.") and q.depth for q in st.list_queues())
+
+    wait_for(running, proc, timeout=60)
+    if signum == signal.SIGINT:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
+    code, err = finish(proc, timeout=30)
+    assert (code, err) == (CODE[signum], MESSAGE[signum])
+    with Store.open(cli.store) as st:
+        assert not [q.name for q in st.list_queues() if q.name.startswith("bench.")]
+    left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert left == []  # no producer or consumer outlived it
+
+
 # ---- a destructive get prints exactly what it removed -------------------------------------
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

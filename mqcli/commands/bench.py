@@ -12,9 +12,21 @@ from ..options import Session, shared_options
 from ..session import unshare
 
 
-def _producer(path: str, queue: str, count: int, size: int, batch: int, express: bool) -> None:
+def _as_child() -> None:
+    """A forked producer or consumer ends at Ctrl-C (sent to the whole process group) or
+    SIGTERM as the signal's default does: no traceback, nothing half-done in the store (each
+    commit is whole); the parent reports the interruption."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _producer(path: str, queue: str, count: int, size: int, batch: int, express: bool, child: bool = False) -> None:
     from store import NewMessage, Store
 
+    if child:
+        _as_child()
     body = b"x" * size
     with Store.open(path) as st:
         left = count
@@ -35,6 +47,7 @@ def _consumer(path: str, queue: str, count: int, batch: int, two_phase: bool, re
 
     from store import Store, errors
 
+    _as_child()
     latencies: list[float] = []
     got = 0
     error = None
@@ -75,6 +88,16 @@ def _collect(results: "multiprocessing.Queue", procs: list, expected: int) -> li
     return outcomes
 
 
+def _delete_queue(path: str, queue: str) -> None:
+    from store import Store
+
+    from ..signals import deferred
+
+    with deferred():  # a second Ctrl-C waits for it
+        with Store.open(path) as st:
+            st.delete_queue(queue)
+
+
 @shared_options
 def bench(
     s: Session,
@@ -107,10 +130,12 @@ def bench(
         unshare(s.store_path)  # refuses an environment this process (a batch) has open
     path = str(Path(tmp.name) / "store") if tmp else str(s.store_path)
     queue = f"bench.{int(time.time() * 1000)}"
+    made = False
     try:
         # only the scratch store is made here: on --store, as for every command but init, none is
         with Store.open(path, create=tmp is not None, allow_unsafe_permissions=s.allow_unsafe) as st:
             st.create_queue(queue)
+            made = True
         if producers == 0:  # consumers only: fill the queue first (one Store per process at a time)
             _producer(path, queue, messages, size, max(batch, 1000), express)
         ctx_mp = multiprocessing.get_context("fork")
@@ -118,22 +143,30 @@ def bench(
         share = [messages // max(producers, 1) + (1 if i < messages % max(producers, 1) else 0) for i in range(producers)]
         take = [messages // max(consumers, 1) + (1 if i < messages % max(consumers, 1) else 0) for i in range(consumers)]
         t0 = time.perf_counter()
-        procs = [ctx_mp.Process(target=_producer, args=(path, queue, n, size, batch, express)) for n in share]
+        procs = [ctx_mp.Process(target=_producer, args=(path, queue, n, size, batch, express, True)) for n in share]
         procs += [ctx_mp.Process(target=_consumer, args=(path, queue, n, batch, two_phase, results)) for n in take]
-        for p in procs:
-            p.start()
-        outcomes = _collect(results, procs, len(take))
-        for p in procs:
-            p.join()
+        try:
+            for p in procs:
+                p.start()
+            outcomes = _collect(results, procs, len(take))
+        except BaseException:  # Ctrl-C, SIGTERM or a child that died: none is left running
+            for p in procs:
+                if p.pid is not None and p.exitcode is None:
+                    p.terminate()
+            raise
+        finally:
+            for p in procs:
+                if p.pid is not None:
+                    p.join()
         errors_seen = [e for _, _, e in outcomes if e]
         if errors_seen:
             raise RuntimeError(errors_seen[0])
         elapsed = time.perf_counter() - t0
-        with Store.open(path) as st:
-            st.delete_queue(queue)
     finally:
         if tmp:
             tmp.cleanup()
+        elif made:  # the scratch queue goes, also when the run was interrupted or failed
+            _delete_queue(path, queue)
     got = sum(n for n, _, _ in outcomes)
     lat = sorted(x for _, xs, _ in outcomes for x in xs)
 
