@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ContextManager, TextIO, TypeVar
 
 from . import jsonl
 from .exits import to_devnull
+from .signals import Deferral
 
 if TYPE_CHECKING:
     from store import Message
@@ -200,6 +201,41 @@ class Output:
             exc.delivered = delivered  # type: ignore[attr-defined]  # read by Store.get's deliver
             raise
 
+    def write_unless_stalled(self, data: bytes) -> None:
+        """Write `data` (the end of a JSON array after a failure) if the output takes it within
+        Deferral.GRACE seconds: a command on its way out (Ctrl-C, a stalled write interrupted) must not wait for
+        a reader that stopped reading. If it does not take it, the output is torn, and what
+        stdout still buffers goes to /dev/null."""
+        try:
+            fd = self.out.fileno()
+        except (AttributeError, OSError, ValueError):  # a buffer in memory (a batch line's output)
+            self._write(data)
+            return
+        try:
+            blocking = os.get_blocking(fd)
+            os.set_blocking(fd, False)
+        except OSError:
+            self._write(data)
+            return
+        taken = False
+        try:
+            for wait in (True, False):  # a slow reader gets GRACE to make room; one that stalled, no more
+                try:
+                    self.out.flush()
+                    taken = os.write(fd, data) == len(data)
+                    break
+                except BlockingIOError:
+                    if wait:
+                        select.select([], [fd], [], Deferral.GRACE)
+        except OSError:  # BrokenPipeError (gone), a full disk
+            pass
+        finally:
+            os.set_blocking(fd, blocking)
+        if not taken:
+            self.torn = True
+            if self.out is sys.stdout.buffer:
+                to_devnull(sys.stdout)
+
     def _write(self, data: bytes) -> None:
         try:
             write_all(self.out, data)
@@ -331,7 +367,7 @@ class MessageStream:
         """End the JSON array; after a failure with nothing written, or a torn write, write
         nothing."""
         if self.output.mode == "json" and self.output.template is None and not (failed and (self.count == 0 or self.output.torn)):
-            _end_array(self.output, self.count)
+            _end_array(self.output, self.count, failed)
 
 
 class DocumentStream:
@@ -349,7 +385,7 @@ class DocumentStream:
 
     def close(self, failed: bool = False) -> None:
         if self.output.mode == "json" and not (failed and (self.count == 0 or self.output.torn)):
-            _end_array(self.output, self.count)
+            _end_array(self.output, self.count, failed)
 
 
 _Stream = TypeVar("_Stream", MessageStream, DocumentStream)
@@ -371,8 +407,12 @@ def _array_element(data: bytes, number: int) -> bytes:
     return (b"[" if number == 1 else b",\n") + data
 
 
-def _end_array(output: Output, count: int) -> None:
-    output._write(b"[]\n" if count == 0 else b"]\n")
+def _end_array(output: Output, count: int, failed: bool) -> None:
+    end = b"[]\n" if count == 0 else b"]\n"
+    if failed:  # a command that is ending: a reader that stalled must not hold it up
+        output.write_unless_stalled(end)
+    else:
+        output._write(end)
 
 
 def _plain(value: Any) -> str:

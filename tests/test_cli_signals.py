@@ -2,6 +2,7 @@
 left behind"; SIGTERM is treated the same, exit 143): what a command committed is what it
 printed, files are whole or untouched, and the error is one line with no traceback."""
 
+import fcntl
 import functools
 import json
 import os
@@ -138,6 +139,33 @@ def test_a_put_whose_output_stalled_stops_on_a_signal_and_says_how_many_it_store
     n = "message stored" if stored == 1 else "messages stored"
     assert (code, err) == (CODE[signum], f"{stored} {n}; the output stalled, so not all of their ids "
                                          f"were written\n" + MESSAGE[signum])
+
+
+def test_a_json_put_stalled_right_after_a_whole_batch_does_not_wait_to_close_its_array(cli, spawn, tmp_path):
+    # the pipe is full exactly when the first batch's records are in it: the interrupted write
+    # of the second took no byte, and the "]" that closes the array must not wait for a reader
+    # that never comes
+    other = Cli(tmp_path / "other", tmp_path / "home")  # a store of its own: the same ids, the same sizes
+    other.ok("init", "-q")
+    other.ok("queue", "create", "q", "-q")
+    first = len(other.ok("put", "q", "x", "--count", 1000, "-o", "json").stdout) - len(b"]\n")
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: room for the first batch and more
+    room = fcntl.fcntl(w, 1032)  # F_GETPIPE_SZ
+    os.set_blocking(w, False)
+    os.write(w, b"z" * (room - first))
+    os.set_blocking(w, True)
+    proc = spawn(cli, "put", "q", "x", "--count", 5000, "-o", "json", stdout=w)
+    os.close(w)
+    try:
+        wait_for(lambda: depth(cli) >= 2000, proc)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        code, err = finish(proc, timeout=30)
+    finally:
+        os.close(r)
+    assert code == 143, err
+    assert err.startswith(f"{depth(cli)} messages stored; the output stalled"), err
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
