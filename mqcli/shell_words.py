@@ -55,13 +55,36 @@ def _ends_in_escape(line: str) -> bool:
     return (len(line) - len(line.rstrip("\\"))) % 2 == 1
 
 
-def continues(line: str) -> bool:
+# where a continued line starts, as the text its line follows leaves it (Continued)
+NEW_WORD, IN_WORD, IN_DOUBLE = "", "x", '"'
+
+
+def continues(line: str, after: str = NEW_WORD) -> str | None:
     """Whether `line` ends in a backslash that escapes the line end, which joins it to the
-    next line in the shell: not one in a comment or inside single quotes."""
+    next line in the shell (not one in a comment or inside single quotes): None if it does
+    not, else where the next line starts (NEW_WORD, IN_WORD or IN_DOUBLE). `after` is where
+    this line starts: a prefix that leaves the splitter in that state stands for the lines
+    before, so each line is read once, whatever the length of the command."""
     if not _ends_in_escape(line):
-        return False
+        return None
+    text = after + line
     try:
-        split(line)
+        split(text)
     except ValueError as exc:
-        return str(exc) == _ESCAPES_THE_END
+        if str(exc) != _ESCAPES_THE_END:
+            return None
+    else:
+        return None
+    if _in_double(text):
+        return IN_DOUBLE
+    rest = text[:-1]  # without the escaped line end: does the next line add to its last word?
+    return IN_WORD if len(split(rest + "y")) == len(split(rest)) else NEW_WORD
+
+
+def _in_double(text: str) -> bool:
+    """Whether `text`, whose end escapes the line end, ends inside a double-quoted string."""
+    try:
+        split(text + "\\")  # an escaped backslash: now the text is whole, unless a quote is open
+    except ValueError:
+        return True
     return False

@@ -4,10 +4,10 @@ shell quoting, comments, a failing line, --keep-going, -o jsonl, and exit codes.
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
-
-import shlex
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -313,3 +313,61 @@ def test_an_interrupted_line_says_so_once(cli, tmp_path):
         batch.kill()
     assert (batch.returncode, err) == (130, b"mqcli: error: interrupted [INTERRUPTED]\n")
     assert cli.jsonl("browse", "q") == []
+
+
+def _ids_in(records):
+    """The msg_ids the put lines of a JSON batch printed."""
+    ids = []
+    for record in records:
+        result = record.get("result")
+        ids += [m["msg_id"] for m in (result if isinstance(result, list) else [result] if result else [])]
+    return ids
+
+
+@pytest.mark.parametrize("mode", ["json", "jsonl"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_in_a_json_batch_loses_no_line_object_and_is_reported_once(cli, mode, signum):
+    # a line whose put committed is in the output whatever moment the signal comes (the
+    # object of one that had returned was lost), and the interruption is said once in all
+    for delay in (0.0, 0.07, 0.3):
+        cli.ok("queue", "delete", "q", "--yes", "-q")
+        cli.ok("queue", "create", "q", "-q")
+        batch = subprocess.Popen([*mqcli_command(), "batch", "-o", mode], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+        try:
+            batch.stdin.write(b"put q x --count 2000\n" * 30)
+            batch.stdin.close()
+            batch.stdin = None  # written: communicate() reads the rest
+            wait_until(lambda: cli.jsonl("queue", "show", "q")[0]["depth"] >= 2000, 60, "a line to commit")
+            time.sleep(delay)
+            batch.send_signal(signum)
+            out, err = batch.communicate(timeout=60)
+        finally:
+            batch.kill()
+        records = json.loads(out) if mode == "json" else [json.loads(line) for line in out.splitlines()]
+        depth = cli.jsonl("queue", "show", "q")[0]["depth"]
+        assert len(_ids_in(records)) == depth, (delay, err)
+        assert batch.returncode == 128 + signum
+        said = [r for r in records if r["exit"] == 128 + signum] + err.decode().splitlines()
+        assert len(said) == 1, (delay, said)
+
+
+def test_a_json_batch_whose_output_stalled_stops_on_sigterm_and_names_the_line(cli):
+    r, w = os.pipe()  # never read
+    batch = subprocess.Popen([*mqcli_command(), "batch", "-o", "json"], stdin=subprocess.PIPE, stdout=w,
+                             stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    os.close(w)
+    try:
+        batch.stdin.write(b"put q x --count 3000\nqueue show q\n")
+        batch.stdin.close()
+        batch.stdin = None
+        wait_until(lambda: cli.jsonl("queue", "show", "q")[0]["depth"] == 3000, 60, "the put to commit")
+        time.sleep(0.5)  # its object is being written into the full pipe
+        batch.send_signal(signal.SIGTERM)
+        _, err = batch.communicate(timeout=30)
+    finally:
+        batch.kill()
+        os.close(r)
+    assert batch.returncode == 143
+    assert err.decode().startswith("mqcli: batch: line 1 ran (exit 0); the output stalled, so its object "
+                                   "was not written: put q x --count 3000\n"), err

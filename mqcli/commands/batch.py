@@ -18,6 +18,7 @@ import typer
 from store.errors import BadData
 
 from .. import inputs, shell_words, signals
+from ..signals import Deferral
 from ..exits import ExitCode, Failed, Reported, Status, UsageError, report
 from ..options import Session, shared_options, shared_stores
 
@@ -95,17 +96,17 @@ def batch(
                 else:
                     code = run_line(prefix + argv)
                     if code and keep_going:  # the command's error does not say which line it was
-                        s.out.note(f"mqcli: batch: line {number} failed (exit {code}): {text.strip()}")
+                        s.out.note(f"mqcli: batch: line {number} failed (exit {code}): {_shown(text)}")
             own = code
             if signals.stops() != stops:  # a command that ended at Ctrl-C or SIGTERM with exit 0 ends the batch too
                 code = ExitCode.TERMINATED if signals.last_stop() == signal.SIGTERM else ExitCode.INTERRUPTED
             if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED, ExitCode.OUTPUT_CLOSED):
                 # at once, --keep-going or not: nobody reads what follows
-                if code == own and not as_json:
-                    raise Reported(code)  # the line said so on stderr itself
+                if code == own:
+                    raise Reported(code)  # the line said so itself (on stderr, or in its object)
                 raise typer.Exit(code)
             if code and not first_failure:
-                first_failure = (int(code), number, text.strip())
+                first_failure = (int(code), number, _shown(text))
             if code and not keep_going:
                 break
     if first_failure:
@@ -161,7 +162,7 @@ def _refused(argv: list[str], as_json: bool) -> str | None:
     return None
 
 
-_MOST_LINES = 100  # a continued command is split again at each line: bounded, it stays linear
+_MOST_LINES = 100  # lines of one continued command
 
 
 def _continued(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -169,12 +170,15 @@ def _continued(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     backslash and the line end left out, as the shell does; not a backslash in a comment or
     in single quotes), numbered by its first line. A command so continued is no longer than
     one line may be (inputs.COMMAND_LINE_CHARS)."""
-    first, size = 0, 0
+    first, size, after = 0, 0, shell_words.NEW_WORD
     parts: list[str] = []
     for number, text in lines:
         if not parts:
-            first = number
-        continues = shell_words.continues("".join(parts) + text)
+            first, after = number, shell_words.NEW_WORD
+        goes_on = shell_words.continues(text, after)
+        continues = goes_on is not None
+        if goes_on is not None:
+            after = goes_on
         parts.append(text[:-1] if continues else text)
         size += len(parts[-1])
         if size > inputs.COMMAND_LINE_CHARS or len(parts) > _MOST_LINES:
@@ -194,15 +198,32 @@ def _captured(results: DocumentStream, number: int, text: str, argv: list[str], 
     wrappers = (io.TextIOWrapper(out, encoding="utf-8", write_through=True),
                 io.TextIOWrapper(err, encoding="utf-8", write_through=True))
     sys.stdout, sys.stderr = wrappers
+    gate = Deferral()
+    late: KeyboardInterrupt | None = None
     try:
         code = run(argv)
+    except KeyboardInterrupt as exc:  # it came as the command returned: what it printed is whole
+        late = exc
+        code = ExitCode.TERMINATED if isinstance(exc, signals.Terminated) else ExitCode.INTERRUPTED
     finally:
+        gate.hold()  # from here a signal waits until the line's object is written
         sys.stdout, sys.stderr = saved
         for wrapper in wrappers:
             wrapper.flush()
             wrapper.detach()  # a dropped wrapper would close the buffer it wraps
-    record: dict[str, Any] = {"line": number, "command": text.strip(), "exit": int(code)}
-    data = out.getvalue().decode("utf-8", "replace")
+    try:
+        _write_record(results, number, text, int(code), out.getvalue(), err.getvalue(), argv, late, gate)
+    finally:
+        gate.release()
+    return int(code)
+
+
+def _write_record(results: DocumentStream, number: int, text: str, code: int, stdout: bytes, stderr: bytes,
+                  argv: list[str], late: KeyboardInterrupt | None, gate: Deferral) -> None:
+    """The line's object from what the command printed. A signal that came meanwhile waits for
+    it, unless the output stalled (Deferral.writing): then stderr says the line ran."""
+    record: dict[str, Any] = {"line": number, "command": text.strip(), "exit": code}
+    data = stdout.decode("utf-8", "replace")
     if data.strip():
         result = _json_output(data, jsonl=_output_mode(argv) == "jsonl")
         if result is _NOT_JSON:
@@ -210,7 +231,7 @@ def _captured(results: DocumentStream, number: int, text: str, argv: list[str], 
         else:
             record["result"] = result
     notes = []
-    for line in err.getvalue().decode("utf-8", "replace").splitlines():
+    for line in stderr.decode("utf-8", "replace").splitlines():
         error = _json_output(line)
         if isinstance(error, dict) and isinstance(error.get("error"), dict):
             record["error"] = error["error"]
@@ -218,8 +239,15 @@ def _captured(results: DocumentStream, number: int, text: str, argv: list[str], 
             notes.append(line)
     if notes:
         record["notes"] = notes
-    results.write(record)
-    return int(code)
+    if late is not None:
+        record["error"] = _error_object(late)
+    try:
+        with gate.writing():
+            results.write(record)
+    except KeyboardInterrupt:
+        results.output.note(f"mqcli: batch: line {number} ran (exit {code}); the output stalled, so its "
+                            f"object was not written: {_shown(text)}")
+        raise
 
 
 _NOT_JSON = object()
@@ -246,14 +274,24 @@ def _output_mode(argv: list[str]) -> str | None:
     return mode
 
 
+def _error_object(exc: BaseException) -> Any:
+    """The error object `-o json` prints for `exc` (exits.report decides it)."""
+    line = io.StringIO()
+    report(exc, json_errors=True, stream=line)
+    return json.loads(line.getvalue())["error"]
+
+
+def _shown(text: str, most: int = 200) -> str:
+    """A command line as a message quotes it: a long one cut short."""
+    text = text.strip()
+    return text if len(text) <= most else text[:most] + "…"
+
+
 def _report(s: Any, results: DocumentStream | None, number: int, text: str, why: str) -> int:
     """A line the batch itself refuses: a usage error (exit 2), in the form a command's is."""
-    error = UsageError(why)
     if results is not None:
-        line = io.StringIO()
-        report(error, json_errors=True, stream=line)
         results.write({"line": number, "command": text.strip(), "exit": int(ExitCode.USAGE),
-                       "error": json.loads(line.getvalue())["error"]})
+                       "error": _error_object(UsageError(why))})
     else:
         s.out.note(f"mqcli: error: line {number}: {why} [USAGE]")
     return int(ExitCode.USAGE)
