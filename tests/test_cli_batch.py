@@ -154,7 +154,7 @@ def test_a_backslash_in_a_comment_or_escaped_ends_its_line():
 
 
 def test_a_line_as_long_as_the_limit_is_split_and_run(cli):
-    # shlex built each word a character at a time: a line of the limit took it ~45 s
+    # a line of the limit is split in time linear in its length (shlex builds a word a character at a time)
     body = "x" * (COMMAND_LINE_CHARS - len("put q  -q"))
     result = cli.subprocess("batch", input=f"put q {body} -q\n".encode())
     assert result.code == 0, result
@@ -235,8 +235,8 @@ def test_check_runs_in_a_batch_after_lines_that_opened_the_store(cli):
 
 
 def test_bench_runs_in_a_batch_after_lines_that_opened_the_store(cli):
-    # its producers and consumers open the store in forked children, where LMDB refused the
-    # environment the batch held open
+    # its producers and consumers open the store in forked children, where LMDB refuses an
+    # environment the batch holds open
     result = cli.subprocess("batch", "-o", "jsonl", input=b"put q a -q\nbench -m 200\nput q b -q\n")
     assert result.code == 0, result
     assert result.jsonl()[1]["result"]["messages"] == 200
@@ -327,8 +327,8 @@ def _ids_in(records):
 @pytest.mark.parametrize("mode", ["json", "jsonl"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_in_a_json_batch_loses_no_line_object_and_is_reported_once(cli, mode, signum):
-    # a line whose put committed is in the output whatever moment the signal comes (the
-    # object of one that had returned was lost), and the interruption is said once in all
+    # a line whose put committed is in the output whatever moment the signal comes, and the
+    # interruption is said once in all
     for delay in (0.0, 0.07, 0.3):
         cli.ok("queue", "delete", "q", "--yes", "-q")
         cli.ok("queue", "create", "q", "-q")

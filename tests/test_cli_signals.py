@@ -187,8 +187,8 @@ def test_tx_begin_whose_output_stalled_names_the_transaction_on_stderr(cli, spaw
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_bench_ends_its_processes_and_removes_its_queue(cli, spawn, signum):
-    # Ctrl-C goes to the whole process group (the forked producers and consumers printed
-    # tracebacks); SIGTERM to mqcli alone (it waited for its children to finish)
+    # Ctrl-C goes to the whole process group, the forked producers and consumers too; SIGTERM
+    # to mqcli alone, which ends its children
     proc = spawn(cli, "bench", "--messages", 5_000_000, "--batch", 1000, start_new_session=True)
 
     def running() -> bool:
