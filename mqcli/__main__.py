@@ -34,7 +34,16 @@ def main(fast: bool = True) -> None:
     except KeyboardInterrupt as exc:
         code = _interrupted(exc)
     _quiet_exit()
+    _forget_escaped_interrupts()
     sys.exit(code)
+
+
+def _forget_escaped_interrupts() -> None:
+    """Exit with `code` even after a Ctrl-C that we caught: under `python -m`, CPython ends a
+    process by SIGINT instead of its exit code when a KeyboardInterrupt left an exec of a
+    string (a dataclass being made while a module imported), caught or not. The flag it keeps
+    for that is cleared at the start of every such exec."""
+    exec("")
 
 
 def _closed_streams() -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -322,3 +323,32 @@ def test_a_ctrl_c_that_python_wrapped_while_a_module_imported_is_an_interruption
     code = run([], command=click.Command("x", callback=import_a_module))
     assert code == 130
     assert capsys.readouterr().err == "mqcli: error: interrupted [INTERRUPTED]\n"
+
+
+def test_an_interrupt_caught_after_it_left_an_exec_still_exits_with_the_code_under_python_m(cli, tmp_path):
+    # CPython ends a `python -m` process by SIGINT (-2 to a Python caller, where bash shows 130
+    # either way) when a KeyboardInterrupt once left an exec of a string, as one landing while
+    # a dataclass is made does, even after mqcli caught it and chose its exit code
+    (tmp_path / "interrupted_once.py").write_text(
+        "import sys\n"
+        "from mqcli import fastpath\n"
+        "from mqcli.__main__ import main\n"
+        "prepared = fastpath.prepared\n"
+        "def interrupted_at_the_end(argv):\n"
+        "    command = prepared(argv)\n"
+        "    def run():\n"
+        "        code = command()\n"
+        "        try:\n"
+        "            exec('raise KeyboardInterrupt', {})\n"
+        "        except KeyboardInterrupt:\n"
+        "            pass\n"
+        "        return code\n"
+        "    return run\n"
+        "fastpath.prepared = interrupted_at_the_end\n"
+        "sys.argv = ['mqcli', 'get', 'q']\n"
+        "main()\n")
+    env = {**os.environ, **cli.env,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    result = subprocess.run([sys.executable, "-m", "interrupted_once"], env=env, capture_output=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert result.returncode == 3, result  # the empty queue's exit code, not death by SIGINT
