@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager, Optional, TypedDict
@@ -25,7 +24,7 @@ from .durations import parse_duration
 from .exits import UsageError
 from .render import Output, counting, progress
 from .session import Session
-from .signals import Deferral, Terminated, WritingGate, deferred
+from .signals import Terminated, WritingGate, deferred
 from .values import AUTO
 
 BATCH = 1000
@@ -85,7 +84,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                     else:
                         done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
                                            extend=extend)
-                    with _ids_of_stored(out, gate, total + len(done)):
+                    with gate.writing(_ids_stalled(out, total + len(done))):
                         stream.extend(done)
                 if confirm_id is not None and not extend and done:
                     if confirm_id == AUTO:
@@ -99,18 +98,11 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
     return total
 
 
-@contextmanager
-def _ids_of_stored(out: Output, gate: Deferral, stored: int) -> Iterator[None]:
-    """Write the ids of committed messages (`stored` so far in all): a Ctrl-C or SIGTERM waits
-    for them, unless the reader has stalled (Deferral.writing); then it says on stderr how
-    many are stored, which the ids written do not show."""
-    try:
-        with gate.writing():
-            yield
-    except KeyboardInterrupt:
-        out.note(f"{stored} message{'s' if stored != 1 else ''} stored; the output stalled, "
-                 "so not all of their ids were written")
-        raise
+def _ids_stalled(out: Output, stored: int) -> Callable[[], None]:
+    """What a put says when the ids of its committed messages (`stored` so far in all) could
+    not all be written (Deferral.writing)."""
+    return lambda: out.note(f"{stored} message{'s' if stored != 1 else ''} stored; the output stalled, "
+                            "so not all of their ids were written")
 
 
 def _store_records(st: Store, queue: str, batch: list[Message | NewMessage], new_ids: bool) -> tuple[list[Message], int]:
@@ -214,7 +206,7 @@ def put(s: Session, queue: str, body: Optional[str] = None, file: Optional[Path]
             message = new(inputs.message_body(body, file, lambda: st.info().max_message_size))
             with deferred() as gate:
                 done = st.put_many(queue, [message], lease=lease_s, tx=tx)
-                with _ids_of_stored(s.out, gate, 1):
+                with gate.writing(_ids_stalled(s.out, 1)):
                     s.out.msg_ids(done)
         else:
             data = inputs.message_body(body, file, lambda: st.info().max_message_size)

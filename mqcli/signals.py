@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -135,14 +135,17 @@ class Deferral:
             signal.raise_signal(signum)  # the restored handler raises here (or the default acts)
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
+    def writing(self, stalled: Callable[[], None]) -> Iterator[None]:
         """Write what was committed: a signal that came (or comes) waits `GRACE` seconds for the
-        write at most, then interrupts it."""
+        write at most, then interrupts it, and `stalled` says what the output could not show."""
         self.is_writing = True
         if self._pending and self._saved:
             self._arm()
         try:
             yield
+        except KeyboardInterrupt:  # held signals raise only here: the write stalled
+            stalled()
+            raise
         finally:
             self.stop_writing()
 

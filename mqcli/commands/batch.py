@@ -241,13 +241,9 @@ def _write_record(results: DocumentStream, number: int, text: str, code: int, st
         record["notes"] = notes
     if late is not None:
         record["error"] = _error_object(late)
-    try:
-        with gate.writing():
-            results.write(record)
-    except KeyboardInterrupt:
-        results.output.note(f"mqcli: batch: line {number} ran (exit {code}); the output stalled, so its "
-                            f"object was not written: {_shown(text)}")
-        raise
+    with gate.writing(lambda: results.output.note(f"mqcli: batch: line {number} ran (exit {code}); the output "
+                                                  f"stalled, so its object was not written: {_shown(text)}")):
+        results.write(record)
 
 
 _NOT_JSON = object()

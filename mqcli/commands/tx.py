@@ -79,15 +79,12 @@ def begin(
     seconds = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, what="timeout")
     with s.open() as st, deferred() as gate:  # a transaction begun is printed: Ctrl-C waits for its id
         tx = st.tx_begin(timeout=seconds)
-        try:
-            with gate.writing():  # unless the reader stalls (Deferral.writing)
-                if s.out.mode in ("json", "jsonl"):
-                    s.out.document({"tx": tx, "timeout_s": seconds})
-                else:
-                    s.out.value(tx, "tx")
-        except KeyboardInterrupt:
-            s.out.note(f"transaction {tx} was begun; the output stalled, so its id may not have been written")
-            raise
+        with gate.writing(lambda: s.out.note(f"transaction {tx} was begun; the output stalled, "
+                                             "so its id may not have been written")):
+            if s.out.mode in ("json", "jsonl"):
+                s.out.document({"tx": tx, "timeout_s": seconds})
+            else:
+                s.out.value(tx, "tx")
 
 
 @app.command("commit")
