@@ -1,4 +1,4 @@
-"""Instructions a message of workloads 1, 3 and 4, counted by valgrind's callgrind: the measure
+"""Instructions a message of workloads 1 to 4, counted by valgrind's callgrind: the measure
 of the store's own CPU that a noisy, shared machine does not change (the timed suites vary
 ~2x between minutes on one). Each path runs twice in a child process under callgrind, with
 `N` and `6 N` operations after the same set-up; the difference over `5 N` is what one
@@ -7,7 +7,7 @@ the fsyncs are the disk's, not the store's. The durable paths are counted with t
 store-pattern rows too (raw py-lmdb writing the same keys, bench/workloads.py): how far the
 store's Python is above the floor of its design.
 
-    python -m bench.instructions [N] [--only put|ack|get]   # default N = 100; needs valgrind
+    python -m bench.instructions [N] [--only put|ack|putmany|get]   # default N = 100; needs valgrind
 """
 
 from __future__ import annotations
@@ -23,25 +23,32 @@ import tempfile
 PATHS = {
     "put": "one durable put a commit (st.put)",
     "ack": "ack and next (consumer.next + confirm), one durable commit a message",
+    "putmany": "batched put (put_many, 1,000 a commit)",
     "get": "batched get (get_batches, 1,000 a commit, as `mqcli get --all`)",
 }
-PATTERNS = ("put", "ack")  # the paths with a store-pattern row (bench/workloads.py), counted with them
-GET_PER = 10  # the batched get takes this many messages for each of `n`: whole batches at N = 100
+PATTERNS = ("put", "ack", "putmany")  # the paths with a store-pattern row (bench/workloads.py), counted with them
+GET_PER = 10  # the batched paths take this many messages for each of `n`: whole batches at N = 100
+BATCHED = ("putmany", "get")
 
 
 def _child(kind: str, n: int, prefill: int) -> None:
     """What the child runs under callgrind: the set-up (for ack and next and the batched get,
     `prefill` messages put whatever `n` is), warm-up operations, then `n` (the batched get:
-    GET_PER * n messages). `KIND-pattern` runs the path's store-pattern row instead: raw
+    GET_PER * n messages, and the batched put). `KIND-pattern` runs the path's store-pattern row instead: raw
     py-lmdb writing what the store writes (bench/workloads.py), the floor of its design."""
     from store import NewMessage, Store
 
     from .runner import BODY
     from .workloads import (
-        MAP_SIZE, QUEUE, WARM_SINGLE, _pattern_open, pattern_ack_and_next, pattern_commit, pattern_prefill, pattern_put,
+        MAP_SIZE, QUEUE, WARM_SINGLE, _pattern_open, lmdb_store_pattern_put_batched, pattern_ack_and_next, pattern_commit,
+        pattern_prefill, pattern_put, store_put_batched,
     )
 
     with tempfile.TemporaryDirectory(prefix="mqbench-instr-") as workdir:
+        if kind.startswith("putmany"):  # the workload's own functions, as the bench times them
+            put_batched = lmdb_store_pattern_put_batched if kind.endswith("-pattern") else store_put_batched
+            put_batched(workdir, GET_PER * n, BODY, 1000)
+            return
         if kind.endswith("-pattern"):
             env, dbs = _pattern_open(workdir)
             if kind == "ack-pattern":
@@ -91,17 +98,19 @@ def main() -> None:
     if args.child:
         _child(args.child, args.n, args.prefill)
         return
+    if args.n % 100 and (not args.only or "putmany" in args.only):
+        parser.error("N must be a multiple of 100: the batched put counts whole batches of 1,000 (10 N messages)")
     if shutil.which("valgrind") is None:
         sys.exit("python -m bench.instructions needs valgrind (apt-get install valgrind)")
     for kind, title in PATHS.items():
         if args.only and kind not in args.only:
             continue
-        per = GET_PER if kind == "get" else 1
+        per = GET_PER if kind in BATCHED else 1
         prefill = (1000 if kind == "get" else 20) + 6 * args.n * per  # the warm-up's and every run's
         store = _per_message(kind, args.n, prefill) / per
         line = f"{title}: {store / 1000:.1f}k instructions a message"
         if kind in PATTERNS:
-            pattern = _per_message(f"{kind}-pattern", args.n, prefill)
+            pattern = _per_message(f"{kind}-pattern", args.n, prefill) / per
             line += f"; its store-pattern row {pattern / 1000:.1f}k (the store runs {store / pattern:.1f}x its floor)"
         print(line)
 

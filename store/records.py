@@ -313,11 +313,18 @@ def encode(m: Message) -> bytes:
     if (m.correl_id is None and not m.label and m.report_queue is None and not m.props
             and m.dead_letter_reason is None and m.original_queue is None):
         # the common case, no optional fields: the header and the body (the batched-put hot path)
+        flags = ((_F_REPORT if m.report else 0) | (_F_EXPRESS if m.express else 0) | (_F_TRACE if m.trace else 0)
+                 | (0 if m.dead_letter else _F_NO_DEAD_LETTER) | (_F_TX_PUT if m.tx_put else 0))
+        if m.confirm_id is None and m.lock_id is None and m.tx is None and m.lease_expires is None and m.since is None:
+            # and at rest (a put's): the in-flight fields and the lengths as decode compares them,
+            # packed whole (11 values fewer to convert: -5% of a batched put's instructions)
+            return _AT_REST.pack(
+                FORMAT_V1, flags, _STATE_CODE[m.state], m.priority, m.qid, m.seq, m.lookup_hi, m.origin, m.msg_n,
+                m.put_time, m.expires or 0, m.app_specific, m.hops, m.backouts, _NOT_IN_FLIGHT, _NO_OPTIONAL,
+                len(m.body),
+            ) + m.body
         return _HEADER_AND_LENGTHS.pack(
-            FORMAT_V1,
-            (_F_REPORT if m.report else 0) | (_F_EXPRESS if m.express else 0) | (_F_TRACE if m.trace else 0)
-            | (0 if m.dead_letter else _F_NO_DEAD_LETTER) | (_F_TX_PUT if m.tx_put else 0),
-            _STATE_CODE[m.state],
+            FORMAT_V1, flags, _STATE_CODE[m.state],
             m.priority, m.qid, m.seq, m.lookup_hi, m.origin, m.msg_n, m.put_time, m.expires or 0,
             m.app_specific, m.hops, m.backouts, m.confirm_id or 0, m.lock_id or 0, m.tx or 0,
             m.lease_expires or 0, m.since or 0, _NONE16, 0, _NONE16, _NONE16, _NONE16, 0, len(m.body),

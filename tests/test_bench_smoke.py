@@ -148,11 +148,12 @@ def test_the_busy_and_memory_filesystem_notes_are_decided_in_one_place():
         assert notes == ([f"stores are on {fs}: fsync there is not a real disk's; so"] if noted else [])
 
 
-@pytest.mark.parametrize("kind", ["put", "put-pattern", "ack", "ack-pattern", "get"])
+@pytest.mark.parametrize("kind", ["put", "put-pattern", "ack", "ack-pattern", "putmany", "putmany-pattern", "get"])
 def test_every_path_bench_instructions_counts_runs(kind):
     """What `python -m bench.instructions` runs under callgrind (valgrind is not needed for
-    this): each path, and each store-pattern row, runs its operations to the end."""
-    n = 3
+    this): each path, and each store-pattern row, runs its operations to the end (the batched
+    put's workload checks its count: whole batches of 1,000)."""
+    n = 100 if kind.startswith("putmany") else 3
     prefill = (1000 if kind == "get" else 20) + 6 * n * (10 if kind == "get" else 1)
     proc = subprocess.run([sys.executable, "-m", "bench.instructions", str(n), "--child", kind, "--prefill", str(prefill)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
