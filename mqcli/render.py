@@ -379,9 +379,17 @@ class DocumentStream:
         self.count = 0
 
     def write(self, obj: dict[str, Any]) -> None:
-        data = json_line(obj)
+        self.output._write(self.start() + json_line(obj) + self.end())
+
+    def start(self) -> bytes:
+        """What begins the next object, for one written in parts (`output._write` each part,
+        then `end()`): its place in the array in json."""
         self.count += 1
-        self.output._write(_array_element(data, self.count) if self.output.mode == "json" else data + b"\n")
+        return _array_element(b"", self.count) if self.output.mode == "json" else b""
+
+    def end(self) -> bytes:
+        """What ends an object: the line's end in jsonl."""
+        return b"" if self.output.mode == "json" else b"\n"
 
     def close(self, failed: bool = False) -> None:
         if self.output.mode == "json" and not (failed and (self.count == 0 or self.output.torn)):

@@ -4,6 +4,7 @@ shell quoting, comments, a failing line, --keep-going, -o jsonl, and exit codes.
 import io
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from channel_helpers import wait_until
 from cli_helpers import mqcli_command
 from mqcli import shell_words
-from mqcli.commands.batch import _continued
+from mqcli.commands.batch import _continued, _taken
 from mqcli.inputs import COMMAND_LINE_CHARS, command_lines
 
 SCRIPT = """\
@@ -197,19 +198,115 @@ def test_a_batch_cannot_run_a_batch_behind_global_options(cli, tmp_path, line):
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["after"]
 
 
-@pytest.mark.parametrize("line", ["get q", "get q --count 5", "-o text get q", "get q --all"])
-def test_a_destructive_get_is_refused_in_a_jsonl_batch(cli, line):
-    # its messages would be removed before the line's object is written: a closed or stalled
-    # output lost them
+@pytest.mark.parametrize("mode", ["json", "jsonl"])
+def test_a_destructive_get_in_a_json_batch_gives_its_messages_in_the_line_object(cli, mode):
+    cli.ok("put", "q", "one\ntwo lines", "-q")
+    for body in ("b", "c", "d", "e"):
+        cli.ok("put", "q", body, "-q")
+    script = b"get q\nget q --count 2\nget q --all -o jsonl\nget q\nqueue show q\n"
+    result = cli.subprocess("batch", "-k", "-o", mode, input=script)
+    assert result.code == 3, result  # the last get found none
+    records = json.loads(result.out) if mode == "json" else result.jsonl()
+    if mode == "jsonl":
+        assert len(result.out.splitlines()) == 5  # a line each, the streamed ones too
+    first, two, rest, none, show = records
+    assert (first["line"], first["exit"], first["result"]["body"]) == (1, 0, "one\ntwo lines")
+    assert [m["body"] for m in two["result"]] == ["b", "c"] and two["exit"] == 0
+    assert [m["body"] for m in rest["result"]] == ["d", "e"] and rest["command"] == "get q --all -o jsonl"
+    assert none["exit"] == 3 and none["error"]["status"] == "MQ_ERROR_IO_TIMEOUT" and "result" not in none
+    assert show["result"]["depth"] == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"{", b"}", b"x", b"\n", b",\n"]), max_size=30).map(b"".join), st.booleans())
+def test_a_cut_write_of_a_streamed_get_counts_only_the_bytes_that_went_out_whole(data, jsonl):
+    # the get removes the messages whose bytes are in the count: none that did not go out
+    if jsonl:
+        shown = (data[:-1] if data.endswith(b"\n") else data).replace(b"\n", b",")
+    else:
+        shown = data.replace(b"\n", b"")
+    for out in range(len(shown) + 1):
+        taken = _taken(data, out, jsonl)
+        went = data[:taken].replace(b"\n", b"," if jsonl else b"")
+        if jsonl and taken == len(data) and data.endswith(b"\n"):
+            went = went[:-1]
+        assert went == shown[:out], (data, out, taken)
+    assert _taken(data, len(shown), jsonl) == len(data)
+
+
+@pytest.mark.parametrize("line", ["get q -o body", "-o text get q", "get q --all -o hex"])
+def test_a_destructive_get_that_would_not_write_json_is_refused_in_a_json_batch(cli, line):
+    # its messages go out in the line's object as they are removed, which only JSON can be part of
     cli.ok("put", "q", "one", "-q")
     result = cli.subprocess("batch", "-o", "jsonl", input=(line + "\n").encode())
     assert result.code == 2, result
     [record] = result.jsonl()
     assert record["exit"] == 2 and record["error"]["status"] == "USAGE"
-    assert "destructive get" in record["error"]["message"]
+    assert "a destructive get in a -o json or jsonl batch writes JSON" in record["error"]["message"]
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
-    two_phase = cli.subprocess("batch", "-o", "jsonl", input=b"get q --confirm-id auto\n")
-    assert two_phase.code == 0 and two_phase.jsonl()[0]["result"]["body"] == "one"
+
+
+def _whole_messages(out: bytes) -> list[str]:
+    """The bodies of the messages whose JSON object is whole in a batch's cut output."""
+    bodies, at = [], 0
+    decoder = json.JSONDecoder()
+    text = out.decode("utf-8", "replace")
+    while True:
+        at = text.find('{"msg_id"', at)
+        if at < 0:
+            return bodies
+        try:
+            m, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return bodies
+        bodies.append(m["body"])
+
+
+def _batch_running(cli, mode, script, stdout=subprocess.PIPE):
+    """A `mqcli batch -o MODE` process that was given all of `script` on its stdin."""
+    batch = subprocess.Popen([*mqcli_command(), "batch", "-o", mode], stdin=subprocess.PIPE, stdout=stdout,
+                             stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    batch.stdin.write(script)
+    batch.stdin.close()
+    batch.stdin = None  # written: communicate() reads the rest
+    return batch
+
+
+@pytest.mark.parametrize("mode", ["json", "jsonl"])
+def test_a_json_batch_get_whose_reader_goes_away_removes_only_what_was_written(cli, mode):
+    # the get's messages are removed only once their part of the line's object went out
+    cli.ok("put", "q", "x" * 200, "--count", "3000", "-q")
+    batch = _batch_running(cli, mode, b"get q --all\n")
+    try:
+        out = batch.stdout.read(100_000)  # then the reader goes away
+        batch.stdout.close()
+        batch.stdout = None
+        _, err = batch.communicate(timeout=60)
+    finally:
+        batch.kill()
+    assert batch.returncode == 141, err
+    written = len(_whole_messages(out))
+    depth = cli.jsonl("queue", "show", "q")[0]["depth"]
+    assert 0 < written < 3000 and depth >= 3000 - written, (written, depth)
+
+
+def test_a_json_batch_get_into_a_stalled_output_stops_on_sigterm_and_loses_nothing(cli):
+    cli.ok("put", "q", "x" * 200, "--count", "3000", "-q")
+    r, w = os.pipe()  # read only after the batch ended
+    batch = _batch_running(cli, "json", b"get q --all\n", stdout=w)
+    os.close(w)
+    try:
+        assert select.select([r], [], [], 60)[0], "the get wrote nothing"
+        time.sleep(0.5)  # the pipe is full: its first 1,000 cannot all be written
+        batch.send_signal(signal.SIGTERM)
+        _, err = batch.communicate(timeout=30)
+        with os.fdopen(r, "rb") as pipe:
+            out = pipe.read()
+    finally:
+        batch.kill()
+    assert batch.returncode == 143, err
+    written = len(_whole_messages(out))
+    assert written + cli.jsonl("queue", "show", "q")[0]["depth"] >= 3000, written
 
 
 def test_a_closed_output_stops_a_batch_even_with_keep_going(cli, tmp_path):
@@ -354,13 +451,9 @@ def test_a_signal_in_a_json_batch_loses_no_line_object_and_is_reported_once(cli,
 
 def test_a_json_batch_whose_output_stalled_stops_on_sigterm_and_names_the_line(cli):
     r, w = os.pipe()  # never read
-    batch = subprocess.Popen([*mqcli_command(), "batch", "-o", "json"], stdin=subprocess.PIPE, stdout=w,
-                             stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    batch = _batch_running(cli, "json", b"put q x --count 3000\nqueue show q\n", stdout=w)
     os.close(w)
     try:
-        batch.stdin.write(b"put q x --count 3000\nqueue show q\n")
-        batch.stdin.close()
-        batch.stdin = None
         wait_until(lambda: cli.jsonl("queue", "show", "q")[0]["depth"] == 3000, 60, "the put to commit")
         time.sleep(0.5)  # its object is being written into the full pipe
         batch.send_signal(signal.SIGTERM)

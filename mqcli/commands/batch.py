@@ -19,8 +19,9 @@ from store.errors import BadData
 
 from .. import inputs, shell_words, signals
 from ..signals import Deferral
-from ..exits import ExitCode, Failed, Reported, Status, UsageError, report
+from ..exits import ExitCode, Failed, Reported, Status, UsageError, report, to_devnull
 from ..options import Session, shared_options, shared_stores
+from ..render import json_line
 
 if TYPE_CHECKING:
     from ..render import DocumentStream
@@ -44,8 +45,8 @@ def batch(
     other output as "output", its error as the object `-o json` prints, what else it said on
     stderr as "notes"; -o json gives the same objects as one array. The batch stops at the first command that fails and exits with its
     code, unless --keep-going; Ctrl-C stops it at once (130), as does a closed output (141). With
-    -o jsonl a destructive get is refused (its messages would be removed before the line's
-    object is written): get two-phase (--confirm-id auto) or in a transaction, or run the batch in text.
+    -o jsonl a destructive get's messages go out in its line's object as they are removed (its
+    -o must be json or jsonl there).
 
     \b
     Examples:
@@ -153,13 +154,19 @@ def _refused(argv: list[str], as_json: bool) -> str | None:
     words = _command(argv)
     if words[:1] == ["batch"]:
         return "a batch cannot run a batch"
-    if as_json and words[:1] == ["get"] and not any(a.split("=")[0] in ("--confirm-id", "--tx") for a in words):
-        # its messages are removed when the get commits, and its output is written after, in
-        # this line's object: a closed or stalled output would lose them (a text batch writes
-        # them as a get does, removing only what was written)
-        return "a destructive get cannot run in a -o json or jsonl batch (its messages could be lost with the output): " \
-               "run the batch in text, or get two-phase (--confirm-id auto, then confirm) or in a transaction (--tx)"
+    mode = _output_mode(argv)
+    if as_json and _destructive_get(argv) and mode not in (None, "json", "jsonl"):
+        # its messages are removed as they are written, so they go out in the line's object
+        # as they come (_ResultStream), which only JSON can be part of
+        return f"a destructive get in a -o json or jsonl batch writes JSON (its messages go out in the line's " \
+               f"object as they are removed): drop -o {mode}, run the batch in text, or get two-phase (--confirm-id auto)"
     return None
+
+
+def _destructive_get(argv: list[str]) -> bool:
+    """Whether a line is a get that removes what it writes (not two-phase, not in a transaction)."""
+    words = _command(argv)
+    return words[:1] == ["get"] and not any(a.split("=")[0] in ("--confirm-id", "--tx") for a in words)
 
 
 _MOST_LINES = 100  # lines of one continued command
@@ -192,8 +199,11 @@ def _continued(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
 
 
 def _captured(results: DocumentStream, number: int, text: str, argv: list[str], run: Any) -> int:
-    """Run one command with its stdout and stderr captured; write its result object."""
-    out, err = io.BytesIO(), io.BytesIO()
+    """Run one command with its stdout and stderr captured; write its result object (a
+    destructive get's as it writes: _ResultStream)."""
+    out = _ResultStream(results, number, text, _output_mode(argv) == "jsonl") if _destructive_get(argv) \
+        else io.BytesIO()
+    err = io.BytesIO()
     saved = sys.stdout, sys.stderr
     wrappers = (io.TextIOWrapper(out, encoding="utf-8", write_through=True),
                 io.TextIOWrapper(err, encoding="utf-8", write_through=True))
@@ -211,11 +221,84 @@ def _captured(results: DocumentStream, number: int, text: str, argv: list[str], 
         for wrapper in wrappers:
             wrapper.flush()
             wrapper.detach()  # a dropped wrapper would close the buffer it wraps
+        if results.output.torn and results.output.out is sys.stdout.buffer:
+            to_devnull(sys.stdout)  # a streamed get's write was cut: the exit's flush must not block
     try:
-        _write_record(results, number, text, int(code), out.getvalue(), err.getvalue(), argv, late, gate)
+        if isinstance(out, _ResultStream) and out.started:
+            if not results.output.torn:
+                with gate.writing(lambda: _stalled_note(results, number, code, text)):
+                    out.finish(_said(err.getvalue(), late, {"exit": int(code)}))
+        else:
+            _write_record(results, number, text, int(code), out.getvalue(), err.getvalue(), argv, late, gate)
     finally:
         gate.release()
     return int(code)
+
+
+class _ResultStream(io.BytesIO):
+    """A destructive get's stdout in a JSON batch. The get removes only what it has written
+    (docs/design.md#dequeue), so its output cannot wait in memory for the line's object:
+    each write goes out at once as the next part of the object, its "result" ({"line",
+    "command", "result", then "exit" and the rest once the command ends: `finish`). The
+    command's -o json loses its line ends (JSON has none inside a document; a jsonl line
+    must be whole), its -o jsonl lines become the elements of a list. A write cut short says
+    how much of the command's own bytes went out (`written`, as render.write_all does), so
+    that the get removes just the messages written whole."""
+
+    def __init__(self, results: DocumentStream, number: int, text: str, jsonl: bool) -> None:
+        super().__init__()
+        self._results, self._jsonl = results, jsonl
+        self._head = json_line({"line": number, "command": text.strip()})[:-1] + b',"result":' + (b"[" if jsonl else b"")
+        self.started = False
+        self._line_ended = False  # jsonl: a line was written whole; the next one follows a comma
+
+    def write(self, data: Any) -> int:
+        data = bytes(data)
+        if not data:
+            return 0
+        head = b"" if self.started else self._results.start() + self._head
+        self.started = True
+        if self._jsonl:
+            lead = b"," if self._line_ended else b""
+            ended = data.endswith(b"\n")
+            shown = (data[:-1] if ended else data).replace(b"\n", b",")  # inner line ends: one byte each
+        else:
+            lead, ended, shown = b"", False, data.replace(b"\n", b"")
+        try:
+            self._results.output._write(head + lead + shown)
+        except BaseException as exc:
+            out = getattr(exc, "written", 0) - len(head) - len(lead)
+            exc.written = _taken(data, out, self._jsonl)  # type: ignore[attr-defined]
+            raise
+        if self._jsonl:
+            self._line_ended = ended
+        return len(data)
+
+    def finish(self, rest: dict[str, Any]) -> None:
+        """The end of the line's object: `rest` ({"exit", "error", "notes"}) after the result."""
+        self._results.output._write((b"]" if self._jsonl else b"") + b"," + json_line(rest)[1:]
+                                    + self._results.end())
+
+
+def _taken(data: bytes, out: int, jsonl: bool) -> int:
+    """How many bytes of the command's `data` went out whole when `out` bytes of what
+    _ResultStream made of them did."""
+    if out < 0:  # not even the object's head went out
+        return 0
+    if jsonl:  # the same bytes less a last line end
+        return len(data) if out >= len(data) - data.endswith(b"\n") else out
+    taken = 0
+    for part in data.split(b"\n"):  # the line ends were left out
+        if out < len(part):
+            return taken + out
+        out -= len(part)
+        taken += len(part) + 1
+    return len(data)
+
+
+def _stalled_note(results: DocumentStream, number: int, code: int, text: str) -> None:
+    results.output.note(f"mqcli: batch: line {number} ran (exit {code}); the output "
+                        f"stalled, so its object was not written: {_shown(text)}")
 
 
 def _write_record(results: DocumentStream, number: int, text: str, code: int, stdout: bytes, stderr: bytes,
@@ -230,6 +313,13 @@ def _write_record(results: DocumentStream, number: int, text: str, code: int, st
             record["output"] = data
         else:
             record["result"] = result
+    with gate.writing(lambda: _stalled_note(results, number, code, text)):
+        results.write(_said(stderr, late, record))
+
+
+def _said(stderr: bytes, late: KeyboardInterrupt | None, record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with what the command said on stderr: its error object as "error", other
+    lines as "notes"; an interruption that came as it returned is its error."""
     notes = []
     for line in stderr.decode("utf-8", "replace").splitlines():
         error = _json_output(line)
@@ -241,9 +331,7 @@ def _write_record(results: DocumentStream, number: int, text: str, code: int, st
         record["notes"] = notes
     if late is not None:
         record["error"] = _error_object(late)
-    with gate.writing(lambda: results.output.note(f"mqcli: batch: line {number} ran (exit {code}); the output "
-                                                  f"stalled, so its object was not written: {_shown(text)}")):
-        results.write(record)
+    return record
 
 
 _NOT_JSON = object()
