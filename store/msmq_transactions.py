@@ -95,7 +95,8 @@ def operations(t: Write, tx_id: int, record: TxRecord) -> list[Message]:
 def finish(t: Write, tx_id: int, *, commit: bool) -> int:
     """Commit or abort T: every operation in this one LMDB transaction."""
     record = load(t, tx_id)
-    ops = operations(t, tx_id, record)
+    done = sum(t.commit_tx_puts(tx_id, qid) for qid in record["qids"]) if commit else 0
+    ops = operations(t, tx_id, record)  # the rest: its gets (and to abort, its puts too)
     for m in ops:
         if m.tx_put:
             t.leave(m, AVAILABLE if commit else GONE)
@@ -106,7 +107,7 @@ def finish(t: Write, tx_id: int, *, commit: bool) -> int:
             t.leave(m, AVAILABLE, backout=True)  # the dequeue is undone, one more backout
     _forget(t, tx_id, record)
     t.durable = True
-    return len(ops)
+    return done + len(ops)
 
 
 def _forget(t: Write, tx_id: int, record: TxRecord) -> None:

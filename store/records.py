@@ -28,6 +28,7 @@ BROWSE_GET_UNCONFIRMED = "browse-get-unconfirmed"
 TX_LOCKED = "tx-locked"
 STATES = (PUT_UNCONFIRMED, AVAILABLE, LOCKED_BROWSE, GET_UNCONFIRMED, BROWSE_GET_UNCONFIRMED, TX_LOCKED)
 _STATE_CODE = {name: i + 1 for i, name in enumerate(STATES)}
+_AVAILABLE_CODE, _TX_LOCKED_CODE = _STATE_CODE[AVAILABLE], _STATE_CODE[TX_LOCKED]
 _STATE_NAME = {i + 1: name for i, name in enumerate(STATES)}
 
 MAX_PRIORITY = 7
@@ -367,6 +368,16 @@ def held_records(raws: list[bytes], state: str, confirm_id: int, since: int) -> 
     cid, at = _Q.pack(confirm_id), _Q.pack(since)
     s, c, c_end, t, t_end = _AT_STATE, _AT_CONFIRM, _AT_CONFIRM + 8, _AT_SINCE, _AT_SINCE + 8
     return [b"".join((raw[:s], code, raw[s + 1:c], cid, raw[c_end:t], at, raw[t_end:])) for raw in raws]
+
+
+def tx_put_committed(raw: bytes) -> bytes | None:
+    """The record of a message put inside a transaction (tx-locked, `tx_put`), as the commit
+    makes it available: at_rest's changes made to the header's bytes (state, the tx-put flag,
+    the five in-flight fields), no decode or encode. None for any other record."""
+    if len(raw) < _FIXED or raw[0] != FORMAT_V1 or not raw[1] & _F_TX_PUT or raw[_AT_STATE] != _TX_LOCKED_CODE:
+        return None
+    return b"".join((raw[:1], bytes((raw[1] & ~_F_TX_PUT, _AVAILABLE_CODE)), raw[_AT_STATE + 1:_AT_CONFIRM],
+                     _NOT_IN_FLIGHT, raw[_AT_CONFIRM + _IN_FLIGHT.size:]))
 
 
 _new_message = Message.__new__  # decode's common case: see there

@@ -39,7 +39,7 @@ from .queues import (
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
-    PUT_UNCONFIRMED, TX_LOCKED, Message, RecordView, at_rest, decode, encode, iso_time,
+    PUT_UNCONFIRMED, TX_LOCKED, Message, RecordView, at_rest, decode, encode, iso_time, tx_put_committed,
 )
 
 if TYPE_CHECKING:
@@ -820,6 +820,32 @@ class Write:
         if to != AVAILABLE:
             raise InvalidArgument(f"a message leaves an in-flight state for available, locked-browse or gone, not {to!r}")
         return self.transition(m, durable=durable, state=AVAILABLE)
+
+    def commit_tx_puts(self, tx_id: int, qid: int) -> int:
+        """Make the messages transaction `tx_id` put in queue `qid` available, as
+        leave(m, AVAILABLE) does for each: its record moves from `msg` to its position, at rest
+        (records.tx_put_committed, in the header's bytes: a commit of 10,000 puts decoded and
+        encoded each), and its one in-flight entry, T, goes (a put in a transaction has no
+        confirm id, lock or lease). Returns how many; the transaction's other operations (its
+        gets) are left for leave."""
+        lt, msg_db, pos_db, idx_db = self.lt, self.msg_db, self.pos_db, self.idx_db
+        prefix = keys.id_in_queue_prefix(keys.TX, qid, tx_id)
+        done = 0
+        for seq, location in self._entries(prefix):
+            seq_key = keys.seq_key(seq)
+            raw = lt.get(seq_key, db=msg_db)
+            committed = None if raw is None else tx_put_committed(raw)
+            if committed is None:
+                continue  # a get in the transaction
+            lt.delete(seq_key, db=msg_db)
+            lt.delete(_pack_id_in_queue(keys.TX, qid, tx_id, location[4], seq), db=idx_db)  # its state_entries
+            lt.put(keys.POS + location + seq_key, committed, db=pos_db)
+            done += 1
+        if done:
+            self.queue_counters(qid, change=True).in_flight[TX_LOCKED] -= done
+            self.woke.add(qid)
+            self.durable = True
+        return done
 
     def undo_one(self, m: Message) -> Message | None:
         """`undo` of one in-flight message (docs/design.md#states); returns it, or None if it is gone."""

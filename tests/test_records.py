@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as s
 
 from store import errors, keys
-from store.records import FORMAT_V1, STATES, Message, decode, encode
+from store.records import AVAILABLE, FORMAT_V1, STATES, TX_LOCKED, Message, at_rest, decode, encode, tx_put_committed
 
 texts = s.text(max_size=40)
 messages = s.builds(
@@ -56,6 +56,21 @@ def test_a_message_at_rest_decodes_as_one_in_flight_does(m):
                    dead_letter=m.dead_letter, hops=m.hops, backouts=m.backouts, tx_put=m.tx_put)
     assert decode(encode(bare), "q") == bare
     assert len(encode(bare)) == len(encode(Message(m.body))), "an optional-free record is header and body"
+
+
+@given(messages)
+@settings(max_examples=300)
+def test_a_committed_tx_put_record_is_the_message_made_available(m):
+    """The commit of a transaction's puts rewrites each record's header (tx_put_committed):
+    byte for byte what leave(m, AVAILABLE) encodes (at_rest clears the in-flight fields and
+    the tx-put flag), and no record but a tx-locked put's is rewritten."""
+    raw = encode(m)
+    committed = tx_put_committed(raw)
+    if m.state != TX_LOCKED or not m.tx_put:
+        assert committed is None
+        return
+    assert committed == encode(at_rest(decode(raw, "q")))
+    assert decode(committed, "q").state == AVAILABLE
 
 
 @given(s.binary(max_size=200))
