@@ -251,6 +251,7 @@ class _ResultStream(io.BytesIO):
         self._head = json_line({"line": number, "command": text.strip()})[:-1] + b',"result":' + (b"[" if jsonl else b"")
         self.started = False
         self._line_ended = False  # jsonl: a line was written whole; the next one follows a comma
+        self._cut = False  # a write was cut short: the get is ending
 
     def write(self, data: Any) -> int:
         data = bytes(data)
@@ -264,9 +265,13 @@ class _ResultStream(io.BytesIO):
             shown = (data[:-1] if ended else data).replace(b"\n", b",")  # inner line ends: one byte each
         else:
             lead, ended, shown = b"", False, data.replace(b"\n", b"")
+        if self._cut:  # the end of the get's array after the failure: not waiting for a stalled reader
+            self._results.output.write_unless_stalled(head + lead + shown)
+            return len(data)
         try:
             self._results.output._write(head + lead + shown)
         except BaseException as exc:
+            self._cut = True
             out = getattr(exc, "written", 0) - len(head) - len(lead)
             exc.written = _taken(data, out, self._jsonl)  # type: ignore[attr-defined]
             raise
