@@ -241,7 +241,7 @@ def test_a_destructive_get_that_would_not_write_json_is_refused_in_a_json_batch(
     assert result.code == 2, result
     [record] = result.jsonl()
     assert record["exit"] == 2 and record["error"]["status"] == "USAGE"
-    assert "a destructive get in a -o json or jsonl batch writes JSON" in record["error"]["message"]
+    assert "a get in a -o json or jsonl batch writes JSON" in record["error"]["message"]
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
 
 
@@ -271,11 +271,13 @@ def _batch_running(cli, mode, script, stdout=subprocess.PIPE):
     return batch
 
 
+@pytest.mark.parametrize("line", ["get q --all", "get q --all --correl-id --tx", "-o json get q --all"])
 @pytest.mark.parametrize("mode", ["json", "jsonl"])
-def test_a_json_batch_get_whose_reader_goes_away_removes_only_what_was_written(cli, mode):
-    # the get's messages are removed only once their part of the line's object went out
-    cli.ok("put", "q", "x" * 200, "--count", "3000", "-q")
-    batch = _batch_running(cli, mode, b"get q --all\n")
+def test_a_json_batch_get_whose_reader_goes_away_removes_only_what_was_written(cli, mode, line):
+    # the get's messages are removed only once their part of the line's object went out,
+    # whatever values its options take (a correl id that reads like an option)
+    cli.ok("put", "q", "x" * 200, "--count", "3000", "--correl-id", "--tx", "-q")
+    batch = _batch_running(cli, mode, line.encode() + b"\n")
     try:
         out = batch.stdout.read(100_000)  # then the reader goes away
         batch.stdout.close()

@@ -45,8 +45,8 @@ def batch(
     other output as "output", its error as the object `-o json` prints, what else it said on
     stderr as "notes"; -o json gives the same objects as one array. The batch stops at the first command that fails and exits with its
     code, unless --keep-going; Ctrl-C stops it at once (130), as does a closed output (141). With
-    -o jsonl a destructive get's messages go out in its line's object as they are removed (its
-    -o must be json or jsonl there).
+    -o jsonl a get's messages go out in its line's object as they are removed (its -o must
+    be json or jsonl there).
 
     \b
     Examples:
@@ -154,19 +154,32 @@ def _refused(argv: list[str], as_json: bool) -> str | None:
     words = _command(argv)
     if words[:1] == ["batch"]:
         return "a batch cannot run a batch"
-    mode = _output_mode(argv)
-    if as_json and _destructive_get(argv) and mode not in (None, "json", "jsonl"):
-        # its messages are removed as they are written, so they go out in the line's object
-        # as they come (_ResultStream), which only JSON can be part of
-        return f"a destructive get in a -o json or jsonl batch writes JSON (its messages go out in the line's " \
-               f"object as they are removed): drop -o {mode}, run the batch in text, or get two-phase (--confirm-id auto)"
+    mode = _line_output(argv)
+    if as_json and _is_get(argv) and mode not in (None, "json", "jsonl"):
+        # a get's messages go out in the line's object as they come (_ResultStream), which
+        # only JSON can be part of
+        return f"a get in a -o json or jsonl batch writes JSON (its messages go out in the line's " \
+               f"object as they are removed): drop -o {mode}, or run the batch in text"
     return None
 
 
-def _destructive_get(argv: list[str]) -> bool:
-    """Whether a line is a get that removes what it writes (not two-phase, not in a transaction)."""
-    words = _command(argv)
-    return words[:1] == ["get"] and not any(a.split("=")[0] in ("--confirm-id", "--tx") for a in words)
+def _is_get(argv: list[str]) -> bool:
+    """Whether a line is a get. In a JSON batch every get's output is streamed (_ResultStream):
+    a destructive get removes only what it has written, and telling one apart by its options
+    would have to read them exactly as the command does (`--label --tx` gives a label)."""
+    return _command(argv)[:1] == ["get"]
+
+
+def _line_output(argv: list[str]) -> str | None:
+    """The -o a put, get or browse line takes (None: none of its own), read as the command
+    reads it (mqcli/fastpath.py); for a line that parser leaves to the Typer app, the last -o
+    written."""
+    from ..fastpath import parse
+
+    parsed = parse(argv)
+    if parsed is None:
+        return _output_mode(argv)
+    return parsed.given.get("output") or parsed.root.get("output")
 
 
 _MOST_LINES = 100  # lines of one continued command
@@ -200,9 +213,8 @@ def _continued(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
 
 def _captured(results: DocumentStream, number: int, text: str, argv: list[str], run: Any) -> int:
     """Run one command with its stdout and stderr captured; write its result object (a
-    destructive get's as it writes: _ResultStream)."""
-    out = _ResultStream(results, number, text, _output_mode(argv) == "jsonl") if _destructive_get(argv) \
-        else io.BytesIO()
+    get's as it writes: _ResultStream)."""
+    out = _ResultStream(results, number, text, _line_output(argv) == "jsonl") if _is_get(argv) else io.BytesIO()
     err = io.BytesIO()
     saved = sys.stdout, sys.stderr
     wrappers = (io.TextIOWrapper(out, encoding="utf-8", write_through=True),
@@ -236,7 +248,7 @@ def _captured(results: DocumentStream, number: int, text: str, argv: list[str], 
 
 
 class _ResultStream(io.BytesIO):
-    """A destructive get's stdout in a JSON batch. The get removes only what it has written
+    """A get's stdout in a JSON batch. A destructive get removes only what it has written
     (docs/design.md#dequeue), so its output cannot wait in memory for the line's object:
     each write goes out at once as the next part of the object, its "result" ({"line",
     "command", "result", then "exit" and the rest once the command ends: `finish`). The
