@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from channel_helpers import wait_until
 from cli_helpers import mqcli_command
 from mqcli import shell_words
-from mqcli.commands.batch import _continued, _taken
+from mqcli.commands.batch import _command, _continued
 from mqcli.inputs import COMMAND_LINE_CHARS, command_lines
 
 SCRIPT = """\
@@ -216,33 +216,33 @@ def test_a_destructive_get_in_a_json_batch_gives_its_messages_in_the_line_object
     assert show["result"]["depth"] == 0
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([b"{", b"}", b"x", b"\n", b",\n"]), max_size=30).map(b"".join), st.booleans())
-def test_a_cut_write_of_a_streamed_get_counts_only_the_bytes_that_went_out_whole(data, jsonl):
-    # the get removes the messages whose bytes are in the count: none that did not go out
-    if jsonl:
-        shown = (data[:-1] if data.endswith(b"\n") else data).replace(b"\n", b",")
-    else:
-        shown = data.replace(b"\n", b"")
-    for out in range(len(shown) + 1):
-        taken = _taken(data, out, jsonl)
-        went = data[:taken].replace(b"\n", b"," if jsonl else b"")
-        if jsonl and taken == len(data) and data.endswith(b"\n"):
-            went = went[:-1]
-        assert went == shown[:out], (data, out, taken)
-    assert _taken(data, len(shown), jsonl) == len(data)
-
-
-@pytest.mark.parametrize("line", ["get q -o body", "-o text get q", "get q --all -o hex"])
-def test_a_destructive_get_that_would_not_write_json_is_refused_in_a_json_batch(cli, line):
+@pytest.mark.parametrize("line, why", [
+    ("get q -o body", "writes JSON"), ("-o text get q", "writes JSON"), ("get q --all -o hex", "writes JSON"),
+    ("get q --correl-id x -o body --all", "writes JSON"),
+    # options its parser does not read as get would: a cluster (before the command or after
+    # it), --, --help
+    ("-qo body get q --all", "write each option apart"), ("-qo jsonl get q --all", "write each option apart"),
+    ("-qojsonl get q", "write each option apart"), ("get q -fo body", "write each option apart"),
+    ("-- get q", "write each option apart"), ("get --help", "write each option apart"),
+])
+def test_a_get_the_batch_cannot_stream_as_json_is_refused_in_a_json_batch(cli, line, why):
     # its messages go out in the line's object as they are removed, which only JSON can be part of
     cli.ok("put", "q", "one", "-q")
     result = cli.subprocess("batch", "-o", "jsonl", input=(line + "\n").encode())
     assert result.code == 2, result
     [record] = result.jsonl()
     assert record["exit"] == 2 and record["error"]["status"] == "USAGE"
-    assert "a get in a -o json or jsonl batch writes JSON" in record["error"]["message"]
+    assert why in record["error"]["message"] and "a get in a -o json or jsonl batch" in record["error"]["message"]
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
+
+
+@pytest.mark.parametrize("line, words", [
+    ("-qo jsonl get q", ["get", "q"]), ("-qojsonl get q", ["get", "q"]), ("-oq get q", ["get", "q"]),
+    ("--store=/s -q -o json get q", ["get", "q"]), ("--store /s get q", ["get", "q"]), ("-- get q", ["get", "q"]),
+    ("put q -o", ["put", "q", "-o"]),
+])
+def test_the_command_of_a_line_is_found_after_its_global_options_as_click_reads_them(line, words):
+    assert _command(shlex.split(line)) == words
 
 
 def _whole_messages(out: bytes) -> list[str]:

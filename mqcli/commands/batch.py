@@ -142,10 +142,17 @@ _GLOBAL_WITH_VALUE = frozenset(("--store", "-o", "--output", "--delimiter"))
 
 
 def _command(argv: list[str]) -> list[str]:
-    """The command's words, after the global options a line may give before it."""
+    """The command's words, after the global options a line may give before it, read as
+    click reads them: a cluster of short options (`-qo jsonl`, `-qojsonl`) ends at the one
+    that takes a value, which takes the rest of the word or the next one."""
     at = 0
-    while at < len(argv) and argv[at].startswith("-"):
-        at += 2 if argv[at] in _GLOBAL_WITH_VALUE else 1
+    while at < len(argv) and argv[at].startswith("-") and argv[at] != "-":
+        arg = argv[at]
+        at += 1
+        if arg in _GLOBAL_WITH_VALUE:
+            at += 1
+        elif not arg.startswith("--") and arg[-1] == "o" and "o" not in arg[1:-1]:
+            at += 1  # a cluster ending in -o: its value is the next word
     return argv[at:]
 
 
@@ -154,13 +161,33 @@ def _refused(argv: list[str], as_json: bool) -> str | None:
     words = _command(argv)
     if words[:1] == ["batch"]:
         return "a batch cannot run a batch"
-    mode = _line_output(argv)
-    if as_json and _is_get(argv) and mode not in (None, "json", "jsonl"):
+    if as_json and _is_get(argv):
         # a get's messages go out in the line's object as they come (_ResultStream), which
-        # only JSON can be part of
-        return f"a get in a -o json or jsonl batch writes JSON (its messages go out in the line's " \
-               f"object as they are removed): drop -o {mode}, or run the batch in text"
+        # only JSON can be part of: its -o as the command reads it
+        mode = _get_output(argv)
+        if mode is _UNREAD:
+            return "a get in a -o json or jsonl batch is read by mqcli's own parser, which does not take this " \
+                   "line: write each option apart (-q -o jsonl, not -qo jsonl), without -- or --help, with " \
+                   "values get takes; or run the batch in text"
+        if mode not in (None, "json", "jsonl"):
+            return f"a get in a -o json or jsonl batch writes JSON (its messages go out in the line's " \
+                   f"object as they are removed): drop -o {mode}, or run the batch in text"
     return None
+
+
+_UNREAD = "unread"  # _get_output: a line mqcli/fastpath.py does not take
+
+
+def _get_output(argv: list[str]) -> str | None:
+    """The -o of a get line as the command reads it (mqcli/fastpath.py; None: none given), or
+    _UNREAD."""
+    from ..fastpath import parse
+
+    parsed = parse(argv)
+    if parsed is None:
+        return _UNREAD
+    output: str | None = parsed.given.get("output") or parsed.root.get("output")
+    return output
 
 
 def _is_get(argv: list[str]) -> bool:
@@ -168,18 +195,6 @@ def _is_get(argv: list[str]) -> bool:
     a destructive get removes only what it has written, and telling one apart by its options
     would have to read them exactly as the command does (`--label --tx` gives a label)."""
     return _command(argv)[:1] == ["get"]
-
-
-def _line_output(argv: list[str]) -> str | None:
-    """The -o a put, get or browse line takes (None: none of its own), read as the command
-    reads it (mqcli/fastpath.py); for a line that parser leaves to the Typer app, the last -o
-    written."""
-    from ..fastpath import parse
-
-    parsed = parse(argv)
-    if parsed is None:
-        return _output_mode(argv)
-    return parsed.given.get("output") or parsed.root.get("output")
 
 
 _MOST_LINES = 100  # lines of one continued command
@@ -214,7 +229,7 @@ def _continued(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
 def _captured(results: DocumentStream, number: int, text: str, argv: list[str], run: Any) -> int:
     """Run one command with its stdout and stderr captured; write its result object (a
     get's as it writes: _ResultStream)."""
-    out = _ResultStream(results, number, text, _line_output(argv) == "jsonl") if _is_get(argv) else io.BytesIO()
+    out = _ResultStream(results, number, text, _get_output(argv) == "jsonl") if _is_get(argv) else io.BytesIO()
     err = io.BytesIO()
     saved = sys.stdout, sys.stderr
     wrappers = (io.TextIOWrapper(out, encoding="utf-8", write_through=True),
@@ -253,9 +268,9 @@ class _ResultStream(io.BytesIO):
     each write goes out at once as the next part of the object, its "result" ({"line",
     "command", "result", then "exit" and the rest once the command ends: `finish`). The
     command's -o json loses its line ends (JSON has none inside a document; a jsonl line
-    must be whole), its -o jsonl lines become the elements of a list. A write cut short says
-    how much of the command's own bytes went out (`written`, as render.write_all does), so
-    that the get removes just the messages written whole."""
+    must be whole), its -o jsonl lines become the elements of a list. A write cut short
+    counts as not written at all (`written` 0, as render.write_all reads it), so the get
+    keeps every message of that delivery."""
 
     def __init__(self, results: DocumentStream, number: int, text: str, jsonl: bool) -> None:
         super().__init__()
@@ -283,9 +298,10 @@ class _ResultStream(io.BytesIO):
         try:
             self._results.output._write(head + lead + shown)
         except BaseException as exc:
+            # none of this write counts as delivered: the line's object is torn, and a JSON
+            # reader takes nothing from a torn document, so the get keeps these messages
             self._cut = True
-            out = getattr(exc, "written", 0) - len(head) - len(lead)
-            exc.written = _taken(data, out, self._jsonl)  # type: ignore[attr-defined]
+            exc.written = 0  # type: ignore[attr-defined]
             raise
         if self._jsonl:
             self._line_ended = ended
@@ -295,22 +311,6 @@ class _ResultStream(io.BytesIO):
         """The end of the line's object: `rest` ({"exit", "error", "notes"}) after the result."""
         self._results.output._write((b"]" if self._jsonl else b"") + b"," + json_line(rest)[1:]
                                     + self._results.end())
-
-
-def _taken(data: bytes, out: int, jsonl: bool) -> int:
-    """How many bytes of the command's `data` went out whole when `out` bytes of what
-    _ResultStream made of them did."""
-    if out < 0:  # not even the object's head went out
-        return 0
-    if jsonl:  # the same bytes less a last line end
-        return len(data) if out >= len(data) - data.endswith(b"\n") else out
-    taken = 0
-    for part in data.split(b"\n"):  # the line ends were left out
-        if out < len(part):
-            return taken + out
-        out -= len(part)
-        taken += len(part) + 1
-    return len(data)
 
 
 def _stalled_note(results: DocumentStream, number: int, code: int, text: str) -> None:
