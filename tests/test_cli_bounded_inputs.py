@@ -356,7 +356,12 @@ def _valid(command: list[str], param: click.Parameter, safe_dir: Path) -> str:
     if name in {"quota", "max_message_size", "max_frame"}:
         return "64KiB"
     if command == ["consume"] and name == "queue":
-        return "idle"  # empty: no --exec value is ever run
+        return "idle"  # empty: no fuzzed --exec value is ever run
+    if command == ["consume"] and name == "command":
+        # a fuzzed queue name may address a queue with messages ("q", "DIRECT=OS:.\\q"): each is
+        # confirmed, so --idle 0 ends the run; a failing command would undo it and take it again
+        # after a backoff, forever
+        return "true"
     return {"delimiter": "\\n", "output": "json", "address": "127.0.0.1:7000", "bind": "127.0.0.1:0", "name": "qm2",
             "where": "priority >= 0",
             "text": "-"}.get(name, "q" if isinstance(param.type, click.types.StringParamType) else "1")
