@@ -2,7 +2,12 @@
 `dispatch --follow` processes on loopback, one clock), every traced message's reports, in route
 order, never go back in time: `sent` is stamped when the message leaves (the take), `received`
 at the receiving commit. `mqcli trace route` shows no negative step, and `analyze routes` gives
-every link a latency ≥ 0 that agrees with the routes `trace route` prints."""
+every link a latency ≥ 0 that agrees with the routes `trace route` prints.
+
+All three tests are in the Spark tests' xdist group (tests/conftest.py), so they run next to
+each other in one worker and the module's `hops` (the messages moved through real listeners) is
+built once; with the Spark test alone in the group, it would run apart from the other two (in
+another worker or at another time) and `hops` would be built twice."""
 
 import json
 import math
@@ -16,7 +21,7 @@ from cli_helpers import mqcli_command
 from store import NewMessage, Store
 from store.reports import describe, route
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark")]
 
 N = 200
 
