@@ -23,7 +23,9 @@ from store.reports import describe
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("three-qm")]
 
-N = 400
+# traced messages in the route test: 20 of each priority, more than two batches of --batch 64,
+# so order within a priority is checked across batches and both hops
+N = 160
 
 
 @pytest.fixture(scope="module")
