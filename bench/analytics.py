@@ -695,7 +695,9 @@ def _java_version() -> str | None:
         out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    return (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else None
+    # a JVM says "Picked up JAVA_TOOL_OPTIONS: ..." first when that is set (the tests set it)
+    lines = [line for line in (out.stderr or out.stdout).splitlines() if not line.startswith("Picked up ")]
+    return lines[0] if lines else None
 
 
 def render_table(doc: dict) -> str:

@@ -29,6 +29,7 @@ def test_bench_analytics_quick_runs_and_writes_json(tmp_path):
     assert doc["suite"] == "analytics"
     for key in ("platform", "python", "cpu_count", "spark", "pyarrow", "java", "master"):
         assert doc["machine"].get(key), key
+    assert "version" in doc["machine"]["java"], doc["machine"]["java"]  # not a note the JVM printed first
     p = doc["parameters"]
     assert p["reports"] == 3000 and p["stores"] == 3 and sum(p["per_store"].values()) == 3000
     assert p["routes"] > 500
