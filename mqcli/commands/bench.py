@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -15,18 +15,33 @@ from ..session import unshare
 def _as_child() -> None:
     """A forked producer or consumer ends at Ctrl-C (sent to the whole process group) or
     SIGTERM as the signal's default does: no traceback, nothing half-done in the store (each
-    commit is whole); the parent reports the interruption."""
+    commit is whole); the parent reports the interruption. The parent blocks both signals
+    across the fork (_started): one that came before this ran acts now, by default, rather
+    than through the handler the child inherited (a Terminated traceback from an import)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
+
+
+def _started(process: Any) -> None:
+    """Start a producer or consumer with Ctrl-C and SIGTERM blocked until it set them up
+    (_as_child); in this process, one that came meanwhile is handled once it is started."""
+    import signal
+
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _producer(path: str, queue: str, count: int, size: int, batch: int, express: bool, child: bool = False) -> None:
-    from store import NewMessage, Store
-
     if child:
         _as_child()
+    from store import NewMessage, Store
+
     body = b"x" * size
     with Store.open(path) as st:
         left = count
@@ -42,12 +57,12 @@ if TYPE_CHECKING:
 
 
 def _consumer(path: str, queue: str, count: int, batch: int, two_phase: bool, results: "multiprocessing.Queue") -> None:
+    _as_child()
     import os
     import secrets
 
     from store import Store, errors
 
-    _as_child()
     latencies: list[float] = []
     got = 0
     error = None
@@ -147,7 +162,7 @@ def bench(
         procs += [ctx_mp.Process(target=_consumer, args=(path, queue, n, batch, two_phase, results)) for n in take]
         try:
             for p in procs:
-                p.start()
+                _started(p)
             outcomes = _collect(results, procs, len(take))
         except BaseException:  # Ctrl-C, SIGTERM or a child that died: none is left running
             for p in procs:
