@@ -89,11 +89,13 @@ def batch(
                     continue
                 if argv[0] == "mqcli":
                     argv = argv[1:]
-                refused = _refused(argv, as_json)
+                # a get's -o as it reads it (its line's object is streamed: _ResultStream), read once
+                get_output = _get_output(prefix + argv) if as_json and _is_get(argv) else None
+                refused = _refused(argv, get_output)
                 if refused:
                     code = _report(s, results, number, text, refused)
                 elif results is not None:
-                    code = _captured(results, number, text, prefix + argv, run_line)
+                    code = _captured(results, number, text, prefix + argv, run_line, get_output)
                 else:
                     code = run_line(prefix + argv)
                     if code and keep_going:  # the command's error does not say which line it was
@@ -156,22 +158,22 @@ def _command(argv: list[str]) -> list[str]:
     return argv[at:]
 
 
-def _refused(argv: list[str], as_json: bool) -> str | None:
-    """Why a line may not run in this batch, or None."""
+def _refused(argv: list[str], get_output: str | None) -> str | None:
+    """Why a line may not run in this batch, or None. `get_output`: a get's -o in a JSON
+    batch (_get_output), None for any other line."""
     words = _command(argv)
     if words[:1] == ["batch"]:
         return "a batch cannot run a batch"
-    if as_json and _is_get(argv):
+    if get_output is not None:
         # a get's messages go out in the line's object as they come (_ResultStream), which
         # only JSON can be part of: its -o as the command reads it
-        mode = _get_output(argv)
-        if mode is _UNREAD:
+        if get_output is _UNREAD:
             return "a get in a -o json or jsonl batch is read by mqcli's own parser, which does not take this " \
                    "line: write each option apart (-q -o jsonl, not -qo jsonl), without -- or --help, with " \
                    "values get takes; or run the batch in text"
-        if mode not in (None, "json", "jsonl"):
+        if get_output not in ("json", "jsonl"):
             return f"a get in a -o json or jsonl batch writes JSON (its messages go out in the line's " \
-                   f"object as they are removed): drop -o {mode}, or run the batch in text"
+                   f"object as they are removed): drop -o {get_output}, or run the batch in text"
     return None
 
 
@@ -179,8 +181,8 @@ _UNREAD = "unread"  # _get_output: a line mqcli/fastpath.py does not take
 
 
 def _get_output(argv: list[str]) -> str | None:
-    """The -o of a get line as the command reads it (mqcli/fastpath.py; None: none given), or
-    _UNREAD."""
+    """The -o of a get line (with the batch's own options first) as the command reads it
+    (mqcli/fastpath.py), or _UNREAD."""
     from ..fastpath import parse
 
     parsed = parse(argv)
@@ -226,10 +228,11 @@ def _continued(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         yield first, "".join(parts)
 
 
-def _captured(results: DocumentStream, number: int, text: str, argv: list[str], run: Any) -> int:
+def _captured(results: DocumentStream, number: int, text: str, argv: list[str], run: Any,
+              get_output: str | None) -> int:
     """Run one command with its stdout and stderr captured; write its result object (a
-    get's as it writes: _ResultStream)."""
-    out = _ResultStream(results, number, text, _get_output(argv) == "jsonl") if _is_get(argv) else io.BytesIO()
+    get's, whose -o is `get_output`, as it writes: _ResultStream)."""
+    out = _ResultStream(results, number, text, get_output == "jsonl") if get_output is not None else io.BytesIO()
     err = io.BytesIO()
     saved = sys.stdout, sys.stderr
     wrappers = (io.TextIOWrapper(out, encoding="utf-8", write_through=True),
