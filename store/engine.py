@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Unpack, overload
 
@@ -46,7 +47,7 @@ from .queues import (
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PRIORITY, GET_UNCONFIRMED,
     LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, at_rest, decode,
-    guid_text, validate_fields,
+    decode_many, guid_text, validate_fields,
 )
 from . import addressing, deadletters, holders, ids, msmq_transactions
 from .msmq_transactions import TxInfo
@@ -62,6 +63,8 @@ _DEAD_LETTER_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
 
 
 _new_message = Message.__new__  # put_many's hot path: see there
+_KEY, _RECORD = itemgetter(0), itemgetter(1)  # of a (position key, record) pair
+_PLACE = itemgetter(slice(len(keys.queue_prefix(0)), None))  # a position key's tail: holders.PLACE
 
 
 @dataclass(slots=True)
@@ -995,11 +998,12 @@ class Store(Forwarding):
         inline = False  # deliver inside the removal's write: only when a hold has no room
         token: int | None = None
         held_at: list[tuple[bytes, bytes]] | None = None  # a plain held get's positions and records
+        positions: list[bytes] = []  # their position keys
         places = b""  # and its row's list of them
         queue_name = queue
 
         def take(t: Write) -> tuple[int, list[Message]]:
-            nonlocal token, held_at, places, queue_name
+            nonlocal token, held_at, positions, places, queue_name
             if chain is not None and chain.end is not None:
                 chain.end(t)  # the last batch's removal, in this commit
             q = addressing.lookup(t, queue)
@@ -1014,7 +1018,8 @@ class Store(Forwarding):
                 token = holders.new_token()
                 held_at = t.hold_next(q, priority, size)
                 if held_at:  # held in place: the row lists their position keys' tails
-                    places = b"".join([pos[5:] for pos, _ in held_at])
+                    positions = list(map(_KEY, held_at))
+                    places = b"".join(map(_PLACE, positions))
                     self._holder.register(t, token, q, holders.GET, places)
                 return q.qid, held_at  # type: ignore[return-value]  # decoded after the commit
             elif held:
@@ -1092,8 +1097,8 @@ class Store(Forwarding):
             return found
         placed = None
         if held_at is not None:
-            found = [decode(raw, queue_name) for _, raw in held_at]
-            placed = holders.Placed(token, places, [pos for pos, _ in held_at], found)  # type: ignore[arg-type]  # set with held_at
+            found = decode_many(map(_RECORD, held_at), queue_name)
+            placed = holders.Placed(token, places, positions, found)  # type: ignore[arg-type]  # set with held_at
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
             end = self._deliver(queue, found, deliver, hold=token, placed=placed, two_phase=two_phase,
@@ -1141,8 +1146,7 @@ class Store(Forwarding):
                 return
             q = t.queue(t.queue_name(found.qid))
             if placed is not None:  # held in place by hold_next
-                removed, _ = t.end_hold(q, placed, delivered)
-                t.got(q, removed)
+                t.end_hold(q, placed, delivered)
                 return
             assert delivered is not None, "only a hold in place is ended with None"
             if two_phase is not None:  # held while written, now pending under the confirm id

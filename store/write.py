@@ -1256,29 +1256,26 @@ class Write:
                 break
         return taken
 
-    def end_hold(self, q: QueueInfo, placed: holders.Placed,
-                 delivered: set[int] | None) -> tuple[list[Message], list[Message]]:
+    def end_hold(self, q: QueueInfo, placed: holders.Placed, delivered: set[int] | None) -> None:
         """End a hold in place: remove the messages whose seq is in `delivered` (None: all of
-        them; returned first); the others are in their places already, and are available again
+        them), as got (`got`); the others are in their places already, and are available again
         once the hold is forgotten. A message no longer in the hold (purged meanwhile) is left
         alone."""
         hold = holders.lookup(self, placed.token)
         if hold is None:
-            return [], []
+            return
         holders.forget(self, placed.token)
         if hold.places == placed.places and delivered is None:  # as it was made, all delivered: the usual case
             positions, messages = placed.positions, placed.messages
-            kept: list[Message] = []
         else:
             still = {seq for _, seq in hold.placed}
             held = [(pos, m) for pos, m in zip(placed.positions, placed.messages) if m.seq in still]
             removed = [(pos, m) for pos, m in held if delivered is None or m.seq in delivered]
             positions, messages = [pos for pos, _ in removed], [m for _, m in removed]
-            kept = [m for _, m in held if delivered is not None and m.seq not in delivered]
-        if kept:
-            self.woke.add(q.qid)
+            if len(removed) < len(held):  # the others are available again
+                self.woke.add(q.qid)
         if not messages:
-            return [], kept
+            return
         lt, idx = self.lt, self.idx_db
         cur = lt.cursor(db=self.pos_db)
         size = 0
@@ -1293,7 +1290,7 @@ class Write:
             by_priority[m.priority] -= 1
         identity.release(self, messages)
         self._count(q.qid, -len(messages), -size, not all(m.express for m in messages))
-        return messages, kept
+        self.got(q, messages, size)
 
     def take(self, q: QueueInfo, f: Filter, count: int, lock_id: int | None = None) -> list[Message]:
         taken = []

@@ -6,7 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as s
 
 from store import errors, keys
-from store.records import AVAILABLE, FORMAT_V1, STATES, TX_LOCKED, Message, at_rest, decode, encode, tx_put_committed
+from store.records import (
+    AVAILABLE, FORMAT_V1, STATES, TX_LOCKED, Message, at_rest, decode, decode_many, encode, tx_put_committed,
+)
 
 texts = s.text(max_size=40)
 messages = s.builds(
@@ -71,6 +73,24 @@ def test_a_committed_tx_put_record_is_the_message_made_available(m):
         return
     assert committed == encode(at_rest(decode(raw, "q")))
     assert decode(committed, "q").state == AVAILABLE
+
+
+@given(s.lists(messages, max_size=8), s.none() | s.binary(max_size=60))
+@settings(max_examples=200)
+def test_many_records_decode_as_each_one_does(ms, garbage):
+    """decode_many (a batched get's loop) reads each record as decode does, in order, the
+    common records and the others mixed; one that is not a record makes it BadData."""
+    raws = [encode(m) for m in ms]
+    assert decode_many(raws, "q") == ms
+    if garbage is None:
+        return
+    try:
+        bad = decode(garbage, "q")
+    except errors.BadData:
+        with pytest.raises(errors.BadData):
+            decode_many([*raws, garbage, *raws], "q")
+    else:
+        assert decode_many([*raws, garbage], "q") == [*ms, bad]
 
 
 @given(s.binary(max_size=200))
