@@ -11,8 +11,9 @@ the exit codes are the ones the Typer app gives.
 `mqcli put --help` (get, browse) prints the help the Typer app prints, generated from it into
 mqcli/help_text.py, when click would lay it out at that width.
 
-Anything else (another --help, an option it does not list, a value click would refuse, a
-short-option cluster, `--`) returns None before anything has run, and mqcli/__main__.py hands
+Short options may be clustered as click takes them (`-qo jsonl`, `-qojsonl`, `-qp5`). Anything
+else (another --help, an option it does not list, a value click would refuse, `--`) returns
+None before anything has run, and mqcli/__main__.py hands
 the command line to the Typer app, which says what is wrong. tests/test_fastpath.py walks the click tree of
 each command against the tables below and runs a table of command lines through both paths.
 """
@@ -206,9 +207,12 @@ def _options(argv: list[str], at: int, table: dict[str, Opt]) -> tuple[int, dict
         arg = argv[at]
         if arg == "-" or not arg.startswith("-"):
             break
+        if arg[1] != "-" and len(arg) > 2:  # a cluster of short options: -qo jsonl, -qojsonl, -p5
+            at = _cluster(argv, at, table, found)
+            continue
         name, eq, attached = arg.partition("=") if arg.startswith("--") else (arg, "", "")
         opt = table.get(name)
-        if opt is None:  # --help, --version, --traceback, --, an unknown or clustered option...
+        if opt is None:  # --help, --version, --traceback, --, an unknown option...
             raise _Refused(arg)
         if opt.convert is None:
             if eq:  # click: "Option '--express' does not take a value."
@@ -221,12 +225,39 @@ def _options(argv: list[str], at: int, table: dict[str, Opt]) -> tuple[int, dict
                     raise _Refused(arg)
                 attached = argv[at]
             value = opt.convert(attached)
-        if opt.multiple:
-            found.setdefault(opt.param, []).append(value)
-        else:
-            found[opt.param] = value  # given twice: the last one, as click takes it
+        _take(found, opt, value)
         at += 1
     return at, found
+
+
+def _cluster(argv: list[str], at: int, table: dict[str, Opt], found: dict[str, Any]) -> int:
+    """The short options of the cluster argv[at], as click reads one: each letter an option;
+    the first that takes a value takes the rest of the word, or the next word if none is
+    left, and ends the cluster. Returns where the next word is."""
+    arg = argv[at]
+    for i in range(1, len(arg)):
+        opt = table.get("-" + arg[i])
+        if opt is None:  # -h, a letter no option has, or one left to the Typer app (-f)
+            raise _Refused(arg)
+        if opt.convert is None:
+            _take(found, opt, True)
+            continue
+        value = arg[i + 1:]
+        if not value:
+            at += 1
+            if at == len(argv):  # click: "Option '-o' requires an argument."
+                raise _Refused(arg)
+            value = argv[at]
+        _take(found, opt, opt.convert(value))
+        break
+    return at + 1
+
+
+def _take(found: dict[str, Any], opt: Opt, value: Any) -> None:
+    if opt.multiple:
+        found.setdefault(opt.param, []).append(value)
+    else:
+        found[opt.param] = value  # given twice: the last one, as click takes it
 
 
 def _help(command: str) -> Callable[[], int] | None:

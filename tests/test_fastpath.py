@@ -64,6 +64,20 @@ def test_every_option_is_parsed_as_click_parses_it_or_left_to_typer(name):
     assert set(table.options) | table.fallback == names  # nothing the command does not have
 
 
+@pytest.mark.parametrize("clustered, apart", [
+    (["-qo", "jsonl", "get", "q"], ["-q", "-o", "jsonl", "get", "q"]),
+    (["-qojsonl", "get", "q"], ["-q", "-o", "jsonl", "get", "q"]),
+    (["put", "q", "x", "-qp5"], ["put", "q", "x", "-q", "-p", "5"]),
+    (["get", "q", "-qfn", "2"], ["get", "q", "-q", "-f", "-n", "2"]),
+    (["put", "q", "x", "--label", "-qp", "-p2"], ["put", "q", "x", "--label", "-qp", "-p", "2"]),  # a value is no cluster
+])
+def test_a_cluster_of_short_options_is_read_as_the_options_apart(clustered, apart):
+    """The fast path takes a cluster (and tests/test_fastpath_fuzz.py checks it reads one as
+    click does): the start-up and a JSON batch's get (mqcli/commands/batch.py) depend on it."""
+    assert fastpath.parse(apart) is not None
+    assert fastpath.parse(clustered) == fastpath.parse(apart)
+
+
 def test_the_root_options_it_parses_are_the_root_groups():
     root = full_command()
     for p in root.params:
@@ -120,6 +134,10 @@ CASES: list[tuple[str, ...]] = [
     ("put", "q", "-h"),
     ("put", "q", "hello", "--express=yes"),
     ("put", "q", "hello", "-qp", "5"),
+    # short options clustered, as click reads them
+    ("-qo", "json", "put", "q", "hello"), ("-qojsonl", "get", "q"), ("put", "q", "hello", "-qp5"),
+    ("get", "q", "-qn2", "-ojsonl"), ("put", "q", "hello", "-qpx"), ("get", "q", "-qo"), ("get", "q", "-qz"),
+    ("get", "q", "-o=json"), ("get", "q", "-qh"), ("-oq", "get", "q"), ("get", "q", "-nq"),
     ("put", "q", "hello", "--prop", "novalue"),
     ("put", "q", "hello", "--new-ids"),
     ("put", "nope", "hello"),

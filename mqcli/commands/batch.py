@@ -169,8 +169,7 @@ def _refused(argv: list[str], get_output: str | None) -> str | None:
         # only JSON can be part of: its -o as the command reads it
         if get_output is _UNREAD:
             return "a get in a -o json or jsonl batch is read by mqcli's own parser, which does not take this " \
-                   "line: write each option apart (-q -o jsonl, not -qo jsonl), without -- or --help, with " \
-                   "values get takes; or run the batch in text"
+                   "line: write it without -- or --help, with values get takes; or run the batch in text"
         if get_output not in ("json", "jsonl"):
             return f"a get in a -o json or jsonl batch writes JSON (its messages go out in the line's " \
                    f"object as they are removed): drop -o {get_output}, or run the batch in text"
