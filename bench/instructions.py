@@ -5,7 +5,9 @@ of the store's own CPU that a noisy, shared machine does not change (the timed s
 operation costs (start-up, imports and set-up cancel out). System calls are not counted:
 the fsyncs are the disk's, not the store's. The durable paths are counted with their
 store-pattern rows too (raw py-lmdb writing the same keys, bench/workloads.py): how far the
-store's Python is above the floor of its design.
+store's Python is above the floor of its design. The batched paths are counted with their
+py-lmdb rows too (the peer of their targets, workloads 2 and 3): the ratio of the counts is
+the ratio a machine that runs every instruction at one speed would time.
 
     python -m bench.instructions [N] [--only put|ack|putmany|get]   # default N = 100; needs valgrind
 """
@@ -27,6 +29,7 @@ PATHS = {
     "get": "batched get (get_batches, 1,000 a commit, as `mqcli get --all`)",
 }
 PATTERNS = ("put", "ack", "putmany")  # the paths with a store-pattern row (bench/workloads.py), counted with them
+RAW = ("putmany", "get")  # the paths whose target's peer is raw py-lmdb, counted with it
 GET_PER = 10  # the batched paths take this many messages for each of `n`: whole batches at N = 100
 BATCHED = ("putmany", "get")
 
@@ -35,16 +38,27 @@ def _child(kind: str, n: int, prefill: int) -> None:
     """What the child runs under callgrind: the set-up (for ack and next and the batched get,
     `prefill` messages put whatever `n` is), warm-up operations, then `n` (the batched get:
     GET_PER * n messages, and the batched put). `KIND-pattern` runs the path's store-pattern row instead: raw
-    py-lmdb writing what the store writes (bench/workloads.py), the floor of its design."""
+    py-lmdb writing what the store writes (bench/workloads.py), the floor of its design;
+    `KIND-raw` its workload's py-lmdb row."""
     from store import NewMessage, Store
 
     from .runner import BODY
     from .workloads import (
-        MAP_SIZE, QUEUE, WARM_SINGLE, _pattern_open, lmdb_store_pattern_put_batched, pattern_ack_and_next, pattern_commit,
-        pattern_prefill, pattern_put, store_put_batched,
+        MAP_SIZE, QUEUE, WARM_SINGLE, _lmdb_open, _lmdb_prefill, _pattern_open, lmdb_get_batches, lmdb_put_batched,
+        lmdb_store_pattern_put_batched, pattern_ack_and_next, pattern_commit, pattern_prefill, pattern_put,
+        store_put_batched,
     )
 
     with tempfile.TemporaryDirectory(prefix="mqbench-instr-") as workdir:
+        if kind == "putmany-raw":
+            lmdb_put_batched(workdir, GET_PER * n, BODY, 1000)
+            return
+        if kind == "get-raw":  # the same prefill whatever `n` is, as the store's get below
+            env = _lmdb_open(workdir)
+            _lmdb_prefill(env, prefill, BODY, 1000)
+            lmdb_get_batches(env, GET_PER * n, 1000)
+            env.close()
+            return
         if kind.startswith("putmany"):  # the workload's own functions, as the bench times them
             put_batched = lmdb_store_pattern_put_batched if kind.endswith("-pattern") else store_put_batched
             put_batched(workdir, GET_PER * n, BODY, 1000)
@@ -112,7 +126,10 @@ def main() -> None:
         if kind in PATTERNS:
             pattern = _per_message(f"{kind}-pattern", args.n, prefill) / per
             line += f"; its store-pattern row {pattern / 1000:.1f}k (the store runs {store / pattern:.1f}x its floor)"
-        print(line)
+        if kind in RAW:
+            raw = _per_message(f"{kind}-raw", args.n, prefill) / per
+            line += f"; raw py-lmdb {raw / 1000:.1f}k (by instructions the store runs at {raw / store:.2f}x of it)"
+        print(line, flush=True)
 
 
 def _per_message(kind: str, n: int, prefill: int) -> float:

@@ -148,13 +148,15 @@ def test_the_busy_and_memory_filesystem_notes_are_decided_in_one_place():
         assert notes == ([f"stores are on {fs}: fsync there is not a real disk's; so"] if noted else [])
 
 
-@pytest.mark.parametrize("kind", ["put", "put-pattern", "ack", "ack-pattern", "putmany", "putmany-pattern", "get"])
+@pytest.mark.parametrize("kind", ["put", "put-pattern", "ack", "ack-pattern", "putmany", "putmany-pattern",
+                                  "putmany-raw", "get", "get-raw"])
 def test_every_path_bench_instructions_counts_runs(kind):
     """What `python -m bench.instructions` runs under callgrind (valgrind is not needed for
-    this): each path, and each store-pattern row, runs its operations to the end (the batched
-    put's workload checks its count: whole batches of 1,000)."""
+    this): each path, each store-pattern row and each py-lmdb row runs its operations to the
+    end (the batched workloads check their counts: whole batches of 1,000, every message got)."""
     n = 100 if kind.startswith("putmany") else 3
-    prefill = (1000 if kind == "get" else 20) + 6 * n * (10 if kind == "get" else 1)
+    got = kind.startswith("get")
+    prefill = (1000 if got else 20) + 6 * n * (10 if got else 1)
     proc = subprocess.run([sys.executable, "-m", "bench.instructions", str(n), "--child", kind, "--prefill", str(prefill)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
