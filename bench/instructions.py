@@ -29,9 +29,8 @@ PATHS = {
     "get": "batched get (get_batches, 1,000 a commit, as `mqcli get --all`)",
 }
 PATTERNS = ("put", "ack", "putmany")  # the paths with a store-pattern row (bench/workloads.py), counted with them
-RAW = ("putmany", "get")  # the paths whose target's peer is raw py-lmdb, counted with it
 GET_PER = 10  # the batched paths take this many messages for each of `n`: whole batches at N = 100
-BATCHED = ("putmany", "get")
+BATCHED = ("putmany", "get")  # whose targets' peer is raw py-lmdb: counted with it too
 
 
 def _child(kind: str, n: int, prefill: int) -> None:
@@ -126,7 +125,7 @@ def main() -> None:
         if kind in PATTERNS:
             pattern = _per_message(f"{kind}-pattern", args.n, prefill) / per
             line += f"; its store-pattern row {pattern / 1000:.1f}k (the store runs {store / pattern:.1f}x its floor)"
-        if kind in RAW:
+        if kind in BATCHED:
             raw = _per_message(f"{kind}-raw", args.n, prefill) / per
             line += f"; raw py-lmdb {raw / 1000:.1f}k (by instructions the store runs at {raw / store:.2f}x of it)"
         print(line, flush=True)
