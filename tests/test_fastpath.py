@@ -85,6 +85,9 @@ def test_the_root_options_it_parses_are_the_root_groups():
             if opt in fastpath.ROOT:
                 assert fastpath.ROOT[opt].param == p.name and (fastpath.ROOT[opt].convert is None) == p.is_flag
     assert set(fastpath.ROOT) <= {opt for p in root.params for opt in p.opts}
+    # mqcli batch reads a line's root options by this table (commands/batch.py _command): every
+    # root option that takes a value is in it
+    assert {opt for p in root.params if not p.is_flag for opt in p.opts} <= set(fastpath.ROOT)
 
 
 @pytest.mark.parametrize("name", list(fastpath.COMMANDS))

@@ -140,21 +140,28 @@ class _CtrlC:
             signal.signal(signal.SIGINT, self._saved)
 
 
-_GLOBAL_WITH_VALUE = frozenset(("--store", "-o", "--output", "--delimiter"))
-
-
 def _command(argv: list[str]) -> list[str]:
-    """The command's words, after the global options a line may give before it, read as
-    click reads them: a cluster of short options (`-qo jsonl`, `-qojsonl`) ends at the one
-    that takes a value, which takes the rest of the word or the next one."""
+    """The command's words, after the root options a line may give before it, read as click
+    reads them: an option of mqcli/fastpath.py's ROOT that takes a value takes the next word;
+    a cluster of short options (`-qo jsonl`, `-qojsonl`) ends at the first letter that takes a
+    value, which takes the rest of the word or the next one. Lenient: any other word that
+    starts with a dash is passed over (`--traceback`, `--`), its errors left to the command."""
+    from ..fastpath import ROOT
+
     at = 0
     while at < len(argv) and argv[at].startswith("-") and argv[at] != "-":
         arg = argv[at]
         at += 1
-        if arg in _GLOBAL_WITH_VALUE:
-            at += 1
-        elif not arg.startswith("--") and arg[-1] == "o" and "o" not in arg[1:-1]:
-            at += 1  # a cluster ending in -o: its value is the next word
+        if arg.startswith("--"):
+            opt = ROOT.get(arg)
+            if opt is not None and opt.convert is not None:
+                at += 1
+            continue
+        for i in range(1, len(arg)):
+            opt = ROOT.get("-" + arg[i])
+            if opt is not None and opt.convert is not None:
+                at += i == len(arg) - 1  # its value is the next word, else the rest of this one
+                break
     return argv[at:]
 
 
