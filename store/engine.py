@@ -1034,8 +1034,8 @@ class Store(Forwarding):
                 # so that nothing unwritten is ever pending under it
                 pending_id = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
                 found = t.take(q, f, size, lock_id)
-                if found:
-                    token = self._holder.hold(t, q, found, holders.GET)
+                if found:  # the row names the id: it has this holder from now on (ids.claim)
+                    token = self._holder.hold(t, q, found, holders.TWO_PHASE_GET, pending_id)
                     for m in found:  # as they will be once delivered
                         m.state = BROWSE_GET_UNCONFIRMED if m.state == LOCKED_BROWSE else GET_UNCONFIRMED
                         m.confirm_id, m.since = pending_id, t.now

@@ -20,7 +20,9 @@ A held message is `get-unconfirmed` under the token (`browse-get-unconfirmed` wh
 under a browse lock, so that it goes back to `locked-browse`), with no lease: it is held for as
 long as the holder lives. Going back costs no backout: a failed delivery is not the message's
 fault. Table `holders`: token u64 → holder id (16) ‖ pid u32 ‖ kind u8 ‖ qid u32 ‖ since u64
-‖ places.
+‖ places, or for a two-phase get (kind 3) ‖ the confirm id u64 its messages will be pending
+under once written: that id has its holder from the take on (ids.claim asks `claimed`), though
+nothing is pending under it until the hold ends.
 
 Two ways to hold. A hold of chosen messages (an exact id, a lock id, a dispatcher's batch)
 moves each record into `msg` in its held state, with a confirm index entry, as a two-phase get
@@ -51,8 +53,8 @@ if TYPE_CHECKING:
     from .write import Write
 
 HOLDERS_DIR = "holders"
-GET, DISPATCH = 1, 2
-KINDS = {GET: "get", DISPATCH: "dispatch"}
+GET, DISPATCH, TWO_PHASE_GET = 1, 2, 3
+KINDS = {GET: "get", DISPATCH: "dispatch", TWO_PHASE_GET: "two-phase get"}
 _ROW = struct.Struct(">16sIBIQ")
 _TOKEN = struct.Struct(">Q")
 PLACE = struct.Struct(">BQ")  # one message held in place: 7-priority, seq (its position key's tail)
@@ -73,6 +75,7 @@ class Hold:
     qid: int
     since: int
     places: bytes = b""  # the messages held in place, PLACE each (empty: held in `msg`)
+    confirm_id: int | None = None  # a two-phase get's: the id its messages go under once written
 
     @property
     def placed(self) -> list[tuple[int, int]]:
@@ -100,15 +103,29 @@ def new_token() -> int:
 
 def decode(key: bytes, value: bytes) -> Hold:
     holder, pid, kind, qid, since = _ROW.unpack_from(value)
-    places = value[_ROW.size:]
-    if len(places) % PLACE.size:
-        raise StoreCorrupt(f"holder row {key.hex()}: {len(places)} bytes of places, not whole entries")
-    return Hold(_TOKEN.unpack(key)[0], holder, pid, kind, qid, since, places)
+    tail = value[_ROW.size:]
+    if kind == TWO_PHASE_GET:
+        if len(tail) != _TOKEN.size:
+            raise StoreCorrupt(f"holder row {key.hex()}: a two-phase get's row ends in {len(tail)} bytes, "
+                               f"not its confirm id")
+        return Hold(_TOKEN.unpack(key)[0], holder, pid, kind, qid, since, b"", _TOKEN.unpack(tail)[0])
+    if len(tail) % PLACE.size:
+        raise StoreCorrupt(f"holder row {key.hex()}: {len(tail)} bytes of places, not whole entries")
+    return Hold(_TOKEN.unpack(key)[0], holder, pid, kind, qid, since, tail)
 
 
 def lookup(t: Write, token: int) -> Hold | None:
     raw = t.lt.get(_TOKEN.pack(token), db=t.dbs["holders"])
     return None if raw is None else decode(_TOKEN.pack(token), bytes(raw))
+
+
+def claimed(t: Write, qid: int, confirm_id: int) -> Hold | None:
+    """The two-phase get, if any, that is writing out messages it will put under `confirm_id`
+    in queue `qid` (its hold row names the id): the id's holder, though nothing is pending
+    under it yet. The rows are few (one a live holder), and usually none."""
+    if not t.any_held():
+        return None
+    return next((h for h in holds(t) if h.confirm_id == confirm_id and h.qid == qid), None)
 
 
 def leaving(t: Write, m: Message) -> bool:
@@ -157,21 +174,27 @@ class Holder:
             raise
         self._fd = fd
 
-    def register(self, t: Write, token: int, q: QueueInfo, kind: int, places: bytes = b"") -> None:
+    def register(self, t: Write, token: int, q: QueueInfo, kind: int, places: bytes = b"",
+                 confirm_id: int | None = None) -> None:
         """Record that this process holds `token`, in the commit that puts messages under it;
-        `places` lists the messages it holds in place (PLACE each)."""
+        `places` lists the messages it holds in place (PLACE each); a two-phase get names the
+        `confirm_id` its messages go under once written (kind TWO_PHASE_GET)."""
+        assert (kind == TWO_PHASE_GET) == (confirm_id is not None) and not (places and confirm_id is not None)
         self.ensure()
-        t.lt.put(_TOKEN.pack(token), _ROW.pack(self.id, self.pid, kind, q.qid, t.now) + places,
+        tail = places if confirm_id is None else _TOKEN.pack(confirm_id)
+        t.lt.put(_TOKEN.pack(token), _ROW.pack(self.id, self.pid, kind, q.qid, t.now) + tail,
                  db=t.dbs["holders"])
         t.holds_changed()
 
-    def hold(self, t: Write, q: QueueInfo, messages: list[Message], kind: int) -> int:
+    def hold(self, t: Write, q: QueueInfo, messages: list[Message], kind: int,
+             confirm_id: int | None = None) -> int:
         """Put `messages` (available, or locked-browse) in flight under a new token held by
         this process; returns the token. The `Message` objects are left as they were found.
         Light: a lost hold only means the messages were not taken. (A plain get holds the
-        next messages faster with Write.hold_next.)"""
+        next messages faster with Write.hold_next.) A two-phase get (TWO_PHASE_GET) names its
+        `confirm_id`."""
         token = new_token()
-        self.register(t, token, q, kind)
+        self.register(t, token, q, kind, confirm_id=confirm_id)
         for m in messages:
             # the caller keeps the message as it was found (what a get shows); the record changes
             was = m.state, m.confirm_id, m.since

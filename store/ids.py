@@ -18,7 +18,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
-from . import keys
+from . import holders, keys
 from .errors import (
     BadData, ConfirmIdLapsed, IdInUse, LockIdLapsed, MessageNotFound, UnknownConfirmId, UnknownLockId,
 )
@@ -128,6 +128,10 @@ def claim(t: Write, tag: bytes, q: QueueInfo, ident: int, *, extend: bool = Fals
         release = "confirm or undo" if tag == keys.CONFIRM else "get, unlock or undo"
         raise IdInUse(f"{what} {ident} is pending in queue {q.name!r}: messages are {held} under "
                       f"it, and an id has one holder; {release} them first, or use another id or auto")
+    hold = holders.claimed(t, q.qid, ident) if tag == keys.CONFIRM and not extend else None
+    if hold is not None:
+        raise IdInUse(f"{what} {ident} is taken in queue {q.name!r}: a {hold.what} is writing out "
+                      f"messages it will hold under it, and an id has one holder; use another id or auto")
     lapse = lapse_of(t, tag, q.qid, ident)
     if lapse is not None:
         raise IdInUse(f"the lease of {what} {ident} lapsed at {when(lapse.at)} in queue {q.name!r}, "

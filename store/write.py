@@ -1105,6 +1105,10 @@ class Write:
         found = [m for seq, location in self._entries(keys.id_in_queue_prefix(keys.CONFIRM, q.qid, confirm_id))
                  if (m := load(seq, location, True)) is not None]
         if not found:
+            hold = holders.claimed(self, q.qid, confirm_id)
+            if hold is not None:  # nothing unwritten is ever pending under the id
+                raise AlreadyReceived(f"nothing is pending under confirm id {confirm_id} in queue {q.name!r} yet: "
+                                      f"a {hold.what} is writing out the messages it will hold under it")
             raise ids.unknown(self, keys.CONFIRM, q, confirm_id)  # unknown, or its lease lapsed
         return found
 

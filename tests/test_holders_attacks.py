@@ -333,3 +333,23 @@ def test_a_full_store_with_a_dead_holders_messages_can_still_be_read(tmp_path):
         depth = {s.name: s for s in st.stats()}["q"].depth
         assert depth > 20 and len(st.browse("q", states="all")) == depth
         assert st.check() == []
+
+
+def test_a_confirm_id_a_two_phase_get_is_writing_out_has_that_get_as_its_one_holder(cli, spawn):
+    # the get holds its messages under its token while it writes them, and puts them under
+    # the confirm id only once written: the id is taken from the take on, not from then
+    fill(cli.store, 2)
+    cli.ok("put", "q", "small", "-q")
+    reader = stalled_get(cli, spawn, "--confirm-id", "42")
+    for args in (["get", "q", "--confirm-id", "42"], ["put", "q", "y", "--confirm-id", "42"]):
+        r = cli.fails(5, *args)
+        assert "confirm id 42 is taken in queue 'q': a two-phase get in process" in cli.error_line(r)
+    for args in (["confirm", "q", "--confirm-id", "42"], ["undo", "q", "--confirm-id", "42"]):
+        r = cli.fails(5, *args)  # nothing unwritten is ever pending under it
+        assert "nothing is pending under confirm id 42 in queue 'q' yet" in cli.error_line(r)
+    assert len(in_flight(cli.store)) == 1  # the stalled get's first message, and nothing else taken
+    assert len(drained(reader)) == 1
+    held = in_flight(cli.store)
+    assert [(m.state, m.confirm_id) for m in held] == [("get-unconfirmed", 42)]
+    assert cli.json("confirm", "q", "--confirm-id", "42")["confirmed"] == 1
+    assert [m.body[:6] for m in everything(cli.store, "q")] == [b"000001", b"small"]
