@@ -860,6 +860,10 @@ class Store(Forwarding):
         A msg_id is unique within a store: a message whose msg_id the store holds already (in
         any queue and state), or that repeats one earlier in `messages`, is skipped, decided
         in the commit that stores the rest, so two imports of one dump at once store it once.
+        Skipped means the same message: the same msg_id with the same put time (unique id); a
+        store restored from a backup gives a msg_id again, to another message, with a later
+        put time, and that one is stored. Messages of this queue manager's own move its id
+        counters past theirs (Write.keep_ids_ahead_of).
         With `new_ids` nothing is skipped: each message is stored as a copy with a new msg_id
         and put time from this queue manager, as a put would give it (the put time is part of
         the unique id, which must not repeat the original's either).
@@ -890,12 +894,13 @@ class Store(Forwarding):
             skipped: list[Message] = []
             seen = t.stored_msg_ids(batch)  # then each one stored by this batch
             for m in batch:
-                msg_id = (m.origin, m.msg_n)
-                if msg_id in seen:
+                identity = (m.origin, m.msg_n, m.put_time)
+                if identity in seen:
                     skipped.append(m)
                 else:
-                    seen.add(msg_id)
+                    seen.add(identity)
                     fresh.append(m)
+            t.keep_ids_ahead_of(fresh)
             return Imported(t.enqueue(q, fresh), skipped)
         return self._write(enqueue)
 

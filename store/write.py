@@ -1064,9 +1064,12 @@ class Write:
         """Every message with the msg_id `origin\\n` (a copy keeps its msg_id), in seq order."""
         return self._by_identity(keys.MSGID, "msg_n", origin, n)
 
-    def stored_msg_ids(self, messages: list[Message]) -> set[tuple[bytes, int]]:
-        """The (origin, msg_n) of `messages` that some message of the store has (not counting
-        one a get is delivering: it is leaving), one probe of the msg_id index per origin rules
+    def stored_msg_ids(self, messages: list[Message]) -> set[tuple[bytes, int, int]]:
+        """The (origin, msg_n, put_time) of `messages` that some message of the store has: one
+        with the same msg_id and the same put time, so the same unique id (not counting one a get
+        is delivering: it is leaving). A msg_id alone does not name a message: a store restored
+        from a backup gives again the msg_ids it gave after the backup, to other messages, but
+        never a put time it gave (allocate_ids). One probe of the msg_id index per origin rules
         out most batches, the rest are looked up one by one."""
         spans: dict[bytes, tuple[int, int]] = {}
         for m in messages:
@@ -1074,8 +1077,21 @@ class Write:
             spans[m.origin] = (min(first, m.msg_n), max(last, m.msg_n))
         cur = self.lt.cursor(db=self.idx_db)
         doubtful = {o for o, (first, last) in spans.items() if not identity.none_between(cur, o, first, last)}
-        return {(m.origin, m.msg_n) for m in messages
-                if m.origin in doubtful and any(not holders.leaving(self, s) for s in self.by_msg_id(m.origin, m.msg_n))}
+        return {(m.origin, m.msg_n, m.put_time) for m in messages
+                if m.origin in doubtful and any(s.put_time == m.put_time and not holders.leaving(self, s)
+                                                for s in self.by_msg_id(m.origin, m.msg_n))}
+
+    def keep_ids_ahead_of(self, messages: list[Message]) -> None:
+        """Messages of this queue manager's own (an import of its own dump, perhaps into a
+        store restored from an older backup) being stored with their ids: the msg_id and put
+        time counters move past theirs, so that no message put later gets one of their ids.
+        A msg_n counts as ahead if it is less than half the 32-bit space ahead (it wraps)."""
+        c, origin = self.counters, self.origin
+        for m in messages:
+            if m.origin == origin:
+                if 0 < (m.msg_n - c.msg_n) & 0xFFFFFFFF < 1 << 31:
+                    c.msg_n = m.msg_n
+                c.put_time = max(c.put_time, m.put_time)
 
     def by_unique_id(self, origin: bytes, put_time: int) -> Iterator[Message]:
         """Every message with the MQe unique id `origin:put_time` (copies keep it), in seq order."""

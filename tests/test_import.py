@@ -174,10 +174,51 @@ def test_the_skip_finds_every_id_a_run_covers_and_none_past_its_end(st, other):
     assert [m.msg_n for m in records] == list(range(1, 301))
     st.import_messages("q", records)
     st.get("q", wait=0, msg_id=records[99].msg_id)  # n 100 leaves, its run stays for the others
+    put_time = {m.msg_n: m.put_time for m in records}  # the same message: its msg_id and its put time
     for n, stored_already in [(1, True), (100, False), (255, True), (256, True), (257, True),
                               (300, True), (301, False), (557, False)]:
-        probe = [Message(b"probe", origin=origin, msg_n=n, put_time=1)]
+        probe = [Message(b"probe", origin=origin, msg_n=n, put_time=put_time.get(n, 1))]
         done = st.import_messages("q", probe)
         assert (len(done.skipped), len(done)) == ((1, 0) if stored_already else (0, 1)), n
-    probe = [Message(b"probe", origin=origin, msg_n=n, put_time=1) for n in (299, 302, 300, 303)]
+    probe = [Message(b"probe", origin=origin, msg_n=n, put_time=put_time.get(n, 1)) for n in (299, 302, 300, 303)]
     assert [m.msg_n for m in st.import_messages("q", probe)] == [302, 303]
+    # a msg_id given again to another message (a store restored from a backup): stored
+    assert [m.msg_n for m in st.import_messages("q", [Message(b"other", origin=origin, msg_n=2, put_time=1)])] == [2]
+
+
+def test_a_store_restored_from_a_backup_imports_the_messages_put_after_the_backup(tmp_path):
+    # the restored store gives the msg_ids it gave after the backup again, to other messages;
+    # importing a dump taken after the backup must store those, not take them for the new ones
+    path = tmp_path / "store"
+    with Store.open(path, create=True, name="qm") as st:
+        st.create_queue("q")
+        st.put_many("q", [NewMessage(b"a1"), NewMessage(b"a2")])
+        st.backup(tmp_path / "backup")
+        st.put_many("q", [NewMessage(b"a3"), NewMessage(b"a4")])
+        later = dump(st)
+    with Store.open(tmp_path / "backup") as restored:
+        again = restored.put_many("q", [NewMessage(b"new3"), NewMessage(b"new4")])
+        assert {m.msg_id for m in again} == {m.msg_id for m in later[2:]}  # the ids repeat
+        done = restored.import_messages("q", later)
+        assert [m.body for m in done] == [b"a3", b"a4"] and [m.body for m in done.skipped] == [b"a1", b"a2"]
+        assert sorted(m.body for m in restored.browse("q")) == [b"a1", b"a2", b"a3", b"a4", b"new3", b"new4"]
+        assert len({m.unique_id for m in restored.browse("q")}) == 6
+        assert restored.import_messages("q", dump(restored)).skipped != []  # again: nothing new
+        assert len(restored.browse("q")) == 6
+        assert restored.check() == []
+
+
+def test_importing_this_queue_managers_own_later_ids_moves_its_counters_past_them(tmp_path):
+    path = tmp_path / "store"
+    with Store.open(path, create=True, name="qm") as st:
+        st.create_queue("q")
+        st.put_many("q", [NewMessage(b"a1")])
+        st.backup(tmp_path / "backup")
+        st.put_many("q", [NewMessage(b"a2"), NewMessage(b"a3")])
+        later = dump(st)
+    with Store.open(tmp_path / "backup") as restored:
+        assert [m.body for m in restored.import_messages("q", later)] == [b"a2", b"a3"]
+        new = restored.put("q", b"new")
+        assert new.msg_id not in {m.msg_id for m in later}
+        assert new.unique_id not in {m.unique_id for m in later}
+        assert len({m.msg_id for m in restored.browse("q")}) == 4
