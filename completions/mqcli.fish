@@ -466,7 +466,7 @@ complete -c mqcli -n '__mqcli_at \'consume\'' -s e -l exec -x -d 'Shell command 
 complete -c mqcli -n '__mqcli_at \'consume\'' -l lease -x -d 'How long a command may run: past it, it is killed and its message undone.'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s P -l parallel -x -d 'Run up to N commands at once.'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s n -l count -x -d 'Stop after N messages.'
-complete -c mqcli -n '__mqcli_at \'consume\'' -l idle -x -d 'Stop after this long with no message (default: wait for more, until Ctrl-C).'
+complete -c mqcli -n '__mqcli_at \'consume\'' -l idle -x -d 'Stop after this long with no command running and no message to take (default: wait for more, until Ctrl-C).'
 complete -c mqcli -n '__mqcli_at \'consume\'' -l where -x -d 'Only messages the selector selects: SQL92 conditions on header fields and props.NAME, e.g. "priority > 4 AND props.region = \'eu\'" or "age > 10m AND label LIKE \'inv%\'" (README: Selectors).'
 complete -c mqcli -n '__mqcli_at \'consume\'' -l store -x -a '(__fish_complete_directories (commandline -ct))' -d 'Store directory (default: $MQCLI_STORE, else $XDG_DATA_HOME/mqcli/store).'
 complete -c mqcli -n '__mqcli_at \'consume\'' -s o -l output -x -a 'text json jsonl body hex' -d 'Output format.'

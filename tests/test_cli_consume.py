@@ -385,3 +385,66 @@ def test_a_worker_started_with_sigchld_ignored_still_sees_each_exit_status(cli, 
     assert (summary["confirmed"], summary["undone"]) == (1, 1), summary
     with Store.open(cli.store) as st:
         assert [(m.body, m.backouts) for m in st.browse("q")] == [(b"b001", 1)]
+
+
+def held(cli, queue="q"):
+    """(body, state, backouts) of every message of `queue`, in flight or not, sorted."""
+    with Store.open(cli.store) as st:
+        return sorted((m.body.decode(), m.state, m.backouts) for m in st.browse(queue, states="all"))
+
+
+@pytest.mark.parametrize("stop, status", [("count", 0), ("count", 1), ("sigterm", 0)])
+def test_a_stopping_worker_confirms_or_undoes_a_message_at_once_not_after_its_slowest_command(cli, tmp_path, stop,
+                                                                                             status):
+    # stopping (at --count, or at the first Ctrl-C or SIGTERM) the worker takes no next message,
+    # whose get would carry the confirm: it was committed only when the last command ended,
+    # up to twice --lease after the get, and the store lease (--lease plus up to 30s) could
+    # lapse first; the message went back with a backout and was handled again
+    fill(cli, 2)
+    started, first_ends, second_ends = tmp_path / "started", tmp_path / "first-ends", tmp_path / "second-ends"
+    started.mkdir()
+    command = (f'b=$(cat); touch {started}/$b; if [ "$b" = b000 ]; then {_until(first_ends)}; exit {status}; fi; '
+               f'{_until(second_ends)}')
+    worker = _worker(cli, "--exec", command, "--parallel", "2", "--lease", "2m", "-o", "json",
+                     *(["--count", "2"] if stop == "count" else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: len(list(started.iterdir())) == 2, 30, "two commands to start")
+        if stop == "sigterm":
+            worker.send_signal(signal.SIGTERM)
+        first_ends.touch()
+        # b000's command ended, b001's runs on: b000 is confirmed (gone), or undone, meanwhile
+        meanwhile = [("b001", "get-unconfirmed", 0)] + ([("b000", "available", 1)] if status else [])
+        wait_until(lambda: held(cli) == sorted(meanwhile), 30, "b000 settled while b001's command runs")
+        second_ends.touch()
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, err
+    summary = json.loads(stdout)
+    assert (summary["messages"], summary["confirmed"], summary["undone"], summary["lapsed"]) == \
+        (2, 2 - status, status, 0), summary
+    assert b"not confirmed" not in err, err
+    assert held(cli) == ([("b000", "available", 1)] if status else [])
+
+
+def test_idle_time_counts_from_when_the_last_command_ended_not_from_when_its_message_was_taken(cli, tmp_path):
+    # --idle 3s and a command of 3.5s: the worker exited as soon as the command ended,
+    # leaving a message put a moment later in the queue
+    fill(cli, 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    worker = _worker(cli, "--exec", 'b=$(cat); [ "$b" != b000 ] || sleep 3.5; touch "$OUT/$b"', "--idle", "3s",
+                     "--parallel", "2", "-o", "json", env={"OUT": str(out)}, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE)
+    try:
+        # b000's confirm is committed by the worker's first look for a message after its
+        # command ended: from then on it is idle, and waits 3s for the next one
+        wait_until(lambda: held(cli) == [], 60, "b000 to be handled and confirmed")
+        with Store.open(cli.store) as st:
+            st.put("q", b"b001")
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, err
+    assert (json.loads(stdout)["messages"], json.loads(stdout)["confirmed"]) == (2, 2), stdout
+    assert sorted(p.name for p in out.iterdir()) == ["b000", "b001"] and held(cli) == []

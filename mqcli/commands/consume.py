@@ -2,7 +2,8 @@
 `nats sub` with a handler. Each message is got two-phase and handed to CMD (body on stdin,
 fields in MQ_* variables); exit 0 confirms it, anything else undoes it (a backout: at the
 queue's max-backouts it goes to the dead-letter queue). The confirm of one message and the get
-of the next share one durable commit (store/consumer.py)."""
+of the next share one durable commit (store/consumer.py); when no get is coming (the worker
+stops, or pauses after a failure) the confirm is committed on its own, at once."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def consume(
     lease: Annotated[str, typer.Option("--lease", help="How long a command may run: past it, it is killed and its message undone.")] = DEFAULT_LEASE,
     parallel: Annotated[int, typer.Option("--parallel", "-P", min=1, max=256, help="Run up to N commands at once.")] = 1,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="Stop after N messages.")] = None,
-    idle: Annotated[Optional[str], typer.Option("--idle", help="Stop after this long with no message (default: wait for more, until Ctrl-C).")] = None,
+    idle: Annotated[Optional[str], typer.Option("--idle", help="Stop after this long with no command running and no message to take (default: wait for more, until Ctrl-C).")] = None,
     where: WhereOpt = None,
 ) -> None:
     """Run a command for each message of a queue; exit 0 confirms it, anything else undoes it.
@@ -117,15 +118,18 @@ def consume(
             Lifeline() as lifeline, _Stopping() as stopping:
         results: queues.Queue[Outcome] = queues.Queue()
         running: dict[int, _Run] = {}
-        last = time.monotonic()
+        idle_since = time.monotonic()  # when the last command ended, or the worker started (--idle)
         streak = 0  # commands that failed in a row: the next message waits (backoff)
         resume = 0.0  # no message is taken before this (time.monotonic)
         output_closed = False
 
         def settle(outcome: Outcome) -> None:
-            nonlocal streak, resume
+            nonlocal streak, resume, idle_since
             m = outcome.message
             running.pop(m.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
+            # idle is time with nothing to do: it starts when the last command ends, not when
+            # its message was taken (then a command longer than --idle ended the worker at once)
+            idle_since = time.monotonic()
             if outcome.code == 0:
                 consumer.confirm(m)
                 tally.confirmed += 1
@@ -168,6 +172,11 @@ def consume(
             if done or len(running) >= parallel or backoff > 0:
                 if done and not running:
                     break
+                # no get comes to carry the confirms until a command ends (stopping: never) or
+                # the pause does; they are committed now, as a command waited for may run up
+                # to --lease longer, past the store lease of the messages handled meanwhile
+                consumer.flush()
+                late_confirms()
                 try:  # a slice at a time: a second Ctrl-C is acted on while commands run
                     settle(results.get(timeout=SLICE if done or backoff <= 0 else min(SLICE, backoff)))
                 except queues.Empty:
@@ -175,7 +184,7 @@ def consume(
                 continue
             wait = 0.0 if running else SLICE
             if idle_s is not None and not running:
-                wait = max(0.0, min(wait, last + idle_s - time.monotonic()))
+                wait = max(0.0, min(wait, idle_since + idle_s - time.monotonic()))
             m = consumer.next(wait=wait)
             late_confirms()
             if m is None:
@@ -184,10 +193,9 @@ def consume(
                         settle(results.get(timeout=SLICE))
                     except queues.Empty:
                         pass
-                elif idle_s is not None and time.monotonic() - last >= idle_s:
+                elif idle_s is not None and time.monotonic() - idle_since >= idle_s:
                     break
                 continue
-            last = time.monotonic()
             tally.messages += 1
             running[m.confirm_id] = _start(command, environment, queue, m, lease_s, results, lifeline)  # type: ignore[index]  # got under a confirm id
         consumer.flush()
