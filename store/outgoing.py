@@ -28,8 +28,9 @@ destination is a direct format name over HTTP or HTTPS. Here:
 - Arrival (`receive`): one durable commit per batch that records each transfer in `seen`, so
   a batch resent after a lost ack is stored once; adds a hop; puts each message in its target
   queue, or in the next outgoing queue when this queue manager forwards it, or in the
-  dead-letter queue when it expired in transit or its queue does not exist, and says how many
-  went there and why (the ACK carries it back to the sender).
+  dead-letter queue when it expired in transit, its queue does not exist or forwarding it
+  would take it past HOP_LIMIT hops, and says how many went there and why (the ACK carries it
+  back to the sender).
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ if TYPE_CHECKING:
 ACTIVE, ON_HOLD, LOCKED, CONNECTING, WAITING = "active", "on-hold", "locked", "connecting", "waiting"
 EVENTS = ("connecting", "connected", "sent", "error", "locked")
 HISTORY = 20
-MAX_HOPS = 0xFF
+MAX_HOPS = 0xFF  # what a record's hop count holds
+#: The most hops a message makes (Windows' Message Queuing documentation, "Acknowledgment
+#: Message Classes": MQMSG_CLASS_NACK_HOP_COUNT_EXCEEDED, "the maximum hop count is set by
+#: Message Queuing (hop count = 15) and cannot be changed"). A queue manager that would forward
+#: an arrival past it dead-letters it instead, so links that route in a circle do not pass a
+#: message around for ever.
+HOP_LIMIT = 15
+HOP_LIMIT_REASON = f"hop count exceeded (a message makes at most {HOP_LIMIT} hops)"
 
 
 @dataclass
@@ -65,6 +73,9 @@ class OutState:
     next_retry: int | None = None  # µs
     attempts: int = 0
     history: list[dict[str, object]] = field(default_factory=list)
+    # seq → when a traced message was first taken (µs, a put time reserved then): the time of
+    # its `sent` report however often it is given back and taken again (take)
+    first_taken: dict[str, int] = field(default_factory=dict)
 
 
 def decode_state(raw: bytes) -> OutState:
@@ -167,13 +178,26 @@ def take(t: Write, q: QueueInfo, max_count: int, max_bytes: int,
     holder.register(t, token, q, holders.DISPATCH)
     incarnation = sending_incarnation(t, data_file)
     left = t.now
+    state = _first_takes(t, q) if any(m.trace and m.report_queue for m in taken) else None
     for m in taken:
         # `since` is when the message leaves: the time of its `sent` report (reports.emit at
         # done), so that report comes before the next hop's `received`. A traced message gets
-        # a put time reserved now, which keeps the report's unique id unique.
-        since = t.allocate_ids(1)[1] if m.trace and m.report_queue else t.now
+        # a put time reserved at its first take, which keeps the report's unique id unique,
+        # and keeps it when it is given back and taken again: after a lost ACK the receiver
+        # may have committed (and written `received`) before this take, and the message left
+        # at the first one (docs/protocol.md §4). It is kept in the queue's state, not in the
+        # record (a message given back is at rest, with no `since`), so a dispatcher killed
+        # with the batch in flight leaves it for the next one.
+        if state is not None and m.trace and m.report_queue:
+            since = state.first_taken.get(str(m.seq))
+            if since is None:
+                since = state.first_taken[str(m.seq)] = t.allocate_ids(1)[1]
+        else:
+            since = t.now
         left = max(left, since)
         t.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=token, since=since)
+    if state is not None:
+        save_state(t, q, state)
     if any(m.express for m in taken):
         # an express enqueue commits without a sync, so an OS crash could give its seq to
         # another message later; the seq goes on the wire only once it is on disk
@@ -225,7 +249,22 @@ def done(t: Write, q: QueueInfo, token: int) -> int:
     t.durable = False  # light: a lost removal resends the batch, which the receiver drops
     if any(m.trace and m.report_queue for m in sent):
         reports.emit(t, sent, reports.SENT, delivered=False, at=lambda m: m.since, next_hop=_next_hop(t, q))
+        state = load_state(t, q)
+        if state.first_taken:
+            for m in sent:
+                state.first_taken.pop(str(m.seq), None)
+            save_state(t, q, state)
     return len(sent)
+
+
+def _first_takes(t: Write, q: QueueInfo) -> OutState:
+    """The queue's state for a take of traced messages, without the first takes of messages
+    that left the queue another way (a get, a purge, a move) long ago: a retake comes within
+    the receiver's memory of transfers (SEEN_RETENTION_US), or is taken for a new one anyway."""
+    state = load_state(t, q)
+    stale = t.now - SEEN_RETENTION_US
+    state.first_taken = {seq: at for seq, at in state.first_taken.items() if at > stale}
+    return state
 
 
 def _next_hop(t: Write, q: QueueInfo) -> str:
@@ -398,6 +437,9 @@ def receive(t: Write, origin_guid: str, batch: list[tuple[str, formatnames.Forma
             continue
         if m.expires is not None and m.expires <= t.now:
             _dead_letter(t, m, q.name, "expired in transit", q.transactional, undelivered)
+            continue
+        if q.outgoing is not None and m.hops >= HOP_LIMIT:  # it would leave for hop HOP_LIMIT + 1
+            _dead_letter(t, m, q.name, HOP_LIMIT_REASON, q.transactional, undelivered)
             continue
         by_queue.setdefault(q.qid, (q, []))[1].append(m)
     if seen_entries:

@@ -381,3 +381,68 @@ def test_a_sender_a_little_ahead_is_followed_a_clock_far_ahead_is_not(qms):
     b.receive(a.info().guid, taken.items, taken.incarnation, far)
     newest = max(r.put_time for q in b.outgoing_list() for r in b.browse(q.name))
     assert newest < far - 3500 * 1_000_000
+
+
+def test_a_batch_given_back_after_a_lost_ack_keeps_the_time_of_its_first_take(qms, clock):
+    a, b = qms
+    m = a.put(TO_B, b"traced", trace=True, report_queue="reports")
+    first = a.outgoing_take(TO_B)
+    clock.advance(1)
+    assert b.receive(a.info().guid, first.items, first.incarnation, first.sent_at)[:2] == (1, 0)
+    assert a.outgoing_return(TO_B, first.token) == 1  # the ack was lost after B's commit
+    clock.advance(5)
+    again = a.outgoing_take(TO_B)  # taken again after B's `received`
+    assert again.sent_at > first.sent_at + 5_000_000
+    assert b.receive(a.info().guid, again.items, again.incarnation, again.sent_at)[:2] == (0, 1)
+    assert a.outgoing_done(TO_B, again.token) == 1
+    (back,) = b.outgoing_list()
+    send(b, a, back.name)
+    rows = {r.props["mqcli.event"]: r for r in a.browse("reports", correl_id=m.msg_id)}
+    assert rows["sent"].put_time == first.sent_at < rows["received"].put_time < again.sent_at
+    assert a._read(lambda t: outgoing.load_state(t, t.queue(TO_B))).first_taken == {}  # forgotten when sent
+
+
+def test_the_first_take_time_outlives_a_dispatcher_killed_with_the_batch_in_flight(tmp_path, key):
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "a"
+    with Store.open(path, create=True, name="qmA") as a:
+        a.create_queue("reports")
+        a.add_link("qmB", "127.0.0.1:7001", key)
+        a.put(TO_B, b"traced", trace=True, report_queue="reports")
+    taker = ("import os, signal, sys\nfrom store import Store\nst = Store.open(sys.argv[1])\n"
+             f"assert st.outgoing_take({TO_B!r}) is not None\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", taker, str(path)], capture_output=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with Store.open(path) as a:
+        (first,) = a._read(lambda t: outgoing.load_state(t, t.queue(TO_B))).first_taken.values()
+        again = a.outgoing_take(TO_B)  # the dead dispatcher's batch came back: taken again
+        assert again is not None and again.sent_at > first
+        assert a.outgoing_done(TO_B, again.token) == 1
+        (sent,) = [r for r in a.browse("reports") if r.props["mqcli.event"] == "sent"]
+        assert sent.put_time == first
+        assert a.check() == []
+
+
+def test_links_in_a_circle_dead_letter_a_message_at_the_hop_limit(qms):
+    a, b = qms
+    to_c = "DIRECT=OS:qmC\\q"
+    a.add_link("qmC", "127.0.0.1:7001", a.link("qmB").key_file)  # A sends C's messages to B...
+    b.add_link("qmC", "127.0.0.1:7002", b.link("qmA").key_file)  # ...and B sends them back to A
+    m = a.put(to_c, b"looping")
+    results = []
+    sender, receiver = a, b
+    while sender.browse(to_c):
+        assert len(results) < outgoing.HOP_LIMIT, "still looping"
+        results.append(send(sender, receiver, to_c))
+        sender, receiver = receiver, sender
+    assert len(results) == outgoing.HOP_LIMIT  # 14 forwarded, the arrival of hop 15 goes no further
+    assert [r.stored for r in results] == [1] * (outgoing.HOP_LIMIT - 1) + [0]
+    assert results[-1].dead_lettered == {outgoing.HOP_LIMIT_REASON: 1}
+    (dead,) = b.browse("dead-letter")  # hop 15 is odd: at B
+    assert (dead.msg_id, dead.hops, dead.original_queue) == (m.msg_id, outgoing.HOP_LIMIT, to_c)
+    assert dead.dead_letter_reason == outgoing.HOP_LIMIT_REASON
+    assert a.browse(to_c) == b.browse(to_c) == [] and a.browse("dead-letter") == []

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..exits import _one_line as one_line
 from ..options import Session, shared_options
 from ..render import age, iso
 
@@ -36,6 +37,15 @@ def outgoing_doc(o: OutgoingInfo, now: int) -> dict[str, Any]:
     return d
 
 
+def shown(value: Any) -> Any:
+    """A value as text output shows it. The last error, a lock's reason and the history's
+    details hold what a peer said (an ERROR frame's text, sent before it authenticated:
+    docs/protocol.md §6), and an outgoing queue's name may have come with an arrival, so a
+    control character, an escape sequence or a bidirectional override in them is shown escaped,
+    as the error line shows it (mqcli.exits). JSON keeps the exact string (it escapes them)."""
+    return one_line(value) if isinstance(value, str) else value
+
+
 def _now() -> int:
     return int(time.time() * 1_000_000)
 
@@ -59,6 +69,7 @@ def list_(s: Session) -> None:
     if s.out.mode == "text":
         for row in rows:
             row.pop("history")
+        rows = [{k: shown(v) for k, v in row.items()} for row in rows]
     s.out.table(rows, COLUMNS)
 
 
@@ -75,8 +86,8 @@ def show(s: Session, queue: QueueArg) -> None:
         doc = outgoing_doc(st.outgoing_show(queue), _now())
     if s.out.mode == "text":
         history = doc.pop("history")
-        lines = list(doc.items()) + [("history", "" if history else "-")]
-        lines += [(f"  {h['time']}", f"{h['event']}  {h['detail']}") for h in history]
+        lines = [(k, shown(v)) for k, v in doc.items()] + [("history", "" if history else "-")]
+        lines += [(f"  {h['time']}", shown(f"{h['event']}  {h['detail']}")) for h in history]
         s.out.document(doc, lines)
     else:
         s.out.document(doc)
@@ -86,7 +97,7 @@ def _hold(s: Session, queue: str, held: bool) -> None:
     with s.open() as st:
         doc = outgoing_doc(st.outgoing_hold(queue, held), _now())
     doc.pop("history")
-    s.out.document(doc)
+    s.out.document(doc, [(k, shown(v)) for k, v in doc.items()] if s.out.mode == "text" else None)
 
 
 @app.command("hold")
