@@ -4,7 +4,8 @@ The codes, their meanings and the statuses error lines show are the table of
 store/exit_codes.py (re-exported here: `ExitCode`, `Status`).
 
 Every expected error prints one line on stderr, `mqcli: error: <what, and what to do> [STATUS]`,
-or with `-o json|jsonl` instead only a JSON object with the same status, message and exit code.
+or with `-o json|jsonl` instead only a JSON object with the same status, message and exit code:
+the -o the command runs with, as its parser reads it (wants_json decides, for every error).
 No command calls sys.exit.
 """
 
@@ -13,13 +14,15 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from store.errors import StoreError
 from store.exit_codes import ExitCode, Status
 
-__all__ = ["ExitCode", "Status", "UsageError", "Declined", "Failed", "outcome", "report", "wants_json"]
+__all__ = ["ExitCode", "Status", "UsageError", "Declined", "Failed", "outcome", "report", "wants_json",
+           "output_mode", "errors_as_json"]
 
 
 class UsageError(Exception):
@@ -59,7 +62,7 @@ def _store_error(exc: Exception, lmdb: Any) -> StoreError:
     return cls(f"LMDB failed: {exc} (`mqcli check` tells whether the store is damaged)")
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """Errors are one line: a newline or other control character that came in with the
     user's text (a queue name, a file's line) is shown escaped."""
     if text.isprintable():
@@ -67,14 +70,62 @@ def _one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def output_mode(argv: list[str]) -> str | None:
+    """The -o a command line runs with, read by the parser that runs it: mqcli/fastpath.py's for
+    a line it takes (put, get, browse without Typer), else click's over the app's command tree.
+    None: it gives none (text)."""
+    from .fastpath import parse
+
+    parsed = parse(argv)
+    return parsed.output if parsed is not None else _click_output(argv)
+
+
+def _click_output(argv: list[str]) -> str | None:
+    """The -o click reads in `argv`, with its own parser (so a cluster `-qo json`, the last -o
+    given, a word after `--` or an option's value are what click takes them for), the command's
+    own over its groups' and the root's. Only the words are parsed: no value is converted and no
+    callback runs (`--version` prints nothing here). A command line click refuses still gives
+    what it read: an unknown option is passed over, and parsing stops at the word it cannot
+    read (`-o` without a value)."""
+    import click
+
+    from .app import click_command
+
+    command: click.Command | None = click_command()
+    parent: click.Context | None = None
+    name, args, output = "mqcli", list(argv), None
+    while command is not None:
+        ctx = command.context_class(command, info_name=name, parent=parent, **{
+            **command.context_settings, "resilient_parsing": True, "ignore_unknown_options": True})
+        opts, args, _ = command.make_parser(ctx).parse_args(args)
+        output = opts.get("output", output)
+        if not isinstance(command, click.Group) or not args:
+            break
+        name, parent = args[0], ctx
+        command, args = command.get_command(ctx, name), args[1:]
+    return output
+
+
+_batch_line = False  # errors_as_json: a line of a JSON batch is running
+
+
+@contextmanager
+def errors_as_json() -> Iterator[None]:
+    """Within the block every error is a JSON object, whatever -o its command gives: a line of a
+    `-o json|jsonl` batch, whose error goes into the line's object as "error" (`-o text` there
+    makes the line's output text, not the batch's)."""
+    global _batch_line
+    saved, _batch_line = _batch_line, True
+    try:
+        yield
+    finally:
+        _batch_line = saved
+
+
 def wants_json(argv: list[str]) -> bool:
-    """Whether the command line asks for `-o json|jsonl` (its errors are JSON objects too)."""
-    for i, arg in enumerate(argv):
-        if arg in ("-o", "--output") and i + 1 < len(argv):
-            return argv[i + 1] in ("json", "jsonl")
-        if arg.startswith("--output=") or (arg.startswith("-o") and len(arg) > 2):
-            return arg.split("=", 1)[-1].lstrip("-o") in ("json", "jsonl")
-    return False
+    """Whether the command line's errors are JSON objects: the -o it runs with is json or jsonl
+    (output_mode), or it is a line of a JSON batch (errors_as_json)."""
+    return _batch_line or output_mode(argv) in ("json", "jsonl")
 
 
 def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = None) -> int:
@@ -112,7 +163,7 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
         code = entry.exit
         assert code is not None, entry  # only BATCH has none, and a Failed carries its own
     status, mq_code = entry.name, entry.code
-    message = _one_line(message)
+    message = one_line(message)
     if json_errors:  # only the object: a script reads stderr with `jq` as it reads stdout
         import json
 
@@ -126,17 +177,17 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
 
 def outcome(command: Callable[[], int], argv: list[str]) -> int:
     """Run `command` (a command line parsed by click, or by mqcli/fastpath.py) and return its
-    exit code: what it raises becomes one here."""
+    exit code: what it raises becomes one here, in the form wants_json gives (read only when
+    there is an error: a command that succeeds does not pay for it)."""
     from . import signals
     from .render import OutputClosed
 
-    json_errors = wants_json(argv)
     try:
         return command()
     except Reported as exc:
         return exc.code
     except KeyboardInterrupt:
-        return report(signals.interruption(), json_errors=json_errors)
+        return report(signals.interruption(), json_errors=wants_json(argv))
     except OutputClosed:
         # the reader went away (`mqcli get q --all | head`): nothing more to say, and a
         # destructive get whose output could not be written did not commit
@@ -146,12 +197,12 @@ def outcome(command: Callable[[], int], argv: list[str]) -> int:
         if "--traceback" in argv:
             raise
         if _caused_by_interrupt(exc):
-            return report(signals.interruption(), json_errors=json_errors)
+            return report(signals.interruption(), json_errors=wants_json(argv))
         from store.errors import DiskFull
 
         if isinstance(exc, DiskFull):
             _drop_unwritten_stdout()
-        return report(exc, json_errors=json_errors)
+        return report(exc, json_errors=wants_json(argv))
 
 
 def _caused_by_interrupt(exc: BaseException) -> bool:

@@ -163,6 +163,12 @@ class Parsed(NamedTuple):
     root: dict[str, Any]
     given: dict[str, Any]  # the command's parameters given on the command line
 
+    @property
+    def output(self) -> str | None:
+        """The -o the command runs with: its own, else the root's (as the Session takes them)."""
+        output: str | None = self.given.get("output") or self.root.get("output")
+        return output
+
 
 class _Refused(Exception):
     """A command line this parser leaves to the Typer app."""

@@ -471,3 +471,53 @@ def test_a_json_batch_whose_output_stalled_stops_on_sigterm_and_names_the_line(c
     assert batch.returncode == 143
     assert err.decode().startswith("mqcli: batch: line 1 ran (exit 0); the output stalled, so its object "
                                    "was not written: put q x --count 3000\n"), err
+
+
+@pytest.mark.parametrize("mode", ["json", "jsonl"])
+def test_a_line_whose_own_output_is_jsonl_gives_a_list_however_it_writes_its_o(cli, mode):
+    # its -o read as the command reads it: in a cluster, before the command, the last one given
+    cli.ok("put", "q", "one", "-q")
+    lines = ["browse q -o jsonl", "browse q -qo jsonl", "browse q -qojsonl", "-qo jsonl browse q",
+             "queue list -qo jsonl", "-qojsonl queue show q", "queue show q -o json -o jsonl", "queue show q -o jsonl -o json"]
+    result = cli.subprocess("batch", "-o", mode, input="\n".join(lines).encode() + b"\n")
+    assert result.code == 0, result
+    records = json.loads(result.out) if mode == "json" else result.jsonl()
+    assert [r["command"] for r in records] == lines
+    assert all("output" not in r for r in records), records
+    *listed, last = [r["result"] for r in records]
+    assert all(isinstance(result, list) for result in listed), listed
+    assert [[m["body"] for m in result] for result in listed[:4]] == [["one"]] * 4
+    assert isinstance(last, dict) and last["depth"] == 1
+
+
+@pytest.mark.parametrize("mode", ["json", "jsonl"])
+def test_consume_is_refused_in_a_json_batch(cli, mode):
+    # the commands it runs write to the batch's own stdout and stderr, between the line objects
+    cli.ok("put", "q", "one", "-q")
+    script = b"consume q --exec 'cat; echo; echo said >&2' --idle 100ms\n-q consume q --exec cat\nqueue show q\n"
+    result = cli.subprocess("batch", "-k", "-o", mode, input=script)
+    assert result.code == 2, result
+    records = json.loads(result.out) if mode == "json" else result.jsonl()  # the whole output parses
+    assert [(r["line"], r["exit"]) for r in records] == [(1, 2), (2, 2), (3, 0)]
+    assert all(r["error"]["status"] == "USAGE" and r["error"]["message"].startswith("consume runs commands")
+               for r in records[:2])
+    assert records[2]["result"]["depth"] == 1 and "said" not in result.err_lines
+
+
+def test_consume_runs_in_a_text_batch(cli):
+    cli.ok("put", "q", "one", "-q")
+    result = cli.subprocess("batch", input=b"consume q --exec 'cat; echo' --idle 100ms\n")
+    assert result.code == 0, result
+    assert result.out == "one\n" and cli.jsonl("browse", "q") == []
+
+
+@pytest.mark.parametrize("mode", ["json", "jsonl"])
+def test_a_line_error_in_a_json_batch_is_its_error_object_whatever_its_own_output(cli, mode):
+    # a line's -o text or body makes its output text, and its error still the line's "error"
+    script = b"queue show nope -o text\nput nope x -qo body\n-o text get nope --all\n"
+    result = cli.subprocess("batch", "-k", "-o", mode, input=script)
+    assert result.code == 6, result
+    records = json.loads(result.out) if mode == "json" else result.jsonl()
+    assert [(r["exit"], r["error"]["status"]) for r in records[:2]] == [(6, "MQ_ERROR_QUEUE_NOT_AVAILABLE")] * 2
+    assert all("notes" not in r for r in records), records
+    assert records[2]["exit"] == 2  # a get that would not write JSON, refused by the batch

@@ -229,3 +229,56 @@ def test_a_failed_get_writes_no_data_but_an_empty_json_array(cli, args):
         # a multi-message get prints an array with -o json, as browse does: [] when empty
         empty = b"[]\n" if mode == "json" and len(args) > 2 else b""
         assert r.stdout == empty, (mode, r)
+
+
+# (command line, whether its error is a JSON object): the -o the command runs with, as its parser
+# reads it (a cluster, the last -o given, the command's own over the root's), not a word that only
+# looks like one (a body after --, an option's value)
+ERROR_FORMS = [
+    (("get", "nope", "-qo", "json"), True),
+    (("-qojson", "get", "nope"), True),
+    (("-o", "json", "get", "nope", "-o", "text"), False),
+    (("-o", "text", "get", "nope", "-o", "json"), True),
+    (("put", "nope", "--", "-ojson"), False),
+    (("put", "nope", "-o", "json", "--", "x"), True),
+    (("put", "nope", "x", "--label", "-ojson"), False),
+    (("queue", "show", "nope", "-qo", "jsonl"), True),
+    (("-qojson", "queue", "show", "nope"), True),
+    (("-o", "json", "queue", "show", "nope", "-o", "text"), False),
+    (("-o", "text", "queue", "show", "nope", "-qojsonl"), True),
+]
+
+
+def _error_form(r):
+    """Whether `r`'s one error line is the JSON object (else the text line), checked whole."""
+    [line] = r.err_lines
+    if line.startswith("{"):
+        assert json.loads(line)["error"]["exit"] == r.code, r
+        return True
+    assert line.startswith("mqcli: error: ") and line.endswith("]"), r
+    return False
+
+
+@pytest.mark.parametrize("args, as_json", ERROR_FORMS, ids=[" ".join(args) for args, _ in ERROR_FORMS])
+def test_an_error_takes_the_form_of_the_output_the_command_runs_with(cli, args, as_json):
+    # in this process through the Typer app, and as a process (put, get and browse on mqcli/fastpath.py)
+    for r in (cli(*args), cli.subprocess(*args)):
+        assert r.code == 6 and r.stdout == b"", r
+        assert _error_form(r) == as_json, r
+
+
+USAGE_ERROR_FORMS = [
+    (("get", "nope", "--bogus", "-qo", "json"), True),  # click stops at --bogus; what it read after counts
+    (("-qo", "json", "--bogus", "get", "nope"), True),
+    (("-o", "json", "get", "nope", "-o"), True),  # the -o without a value is not read
+    (("put", "q", "x", "-p", "9", "-o", "text"), False),
+    (("-o", "json", "--version", "--bogus"), True),  # reading -o runs no option's callback: no version printed
+    (("--version", "--bogus"), False),
+]
+
+
+@pytest.mark.parametrize("args, as_json", USAGE_ERROR_FORMS, ids=[" ".join(args) for args, _ in USAGE_ERROR_FORMS])
+def test_a_usage_error_takes_the_form_of_the_output_click_read(cli, args, as_json):
+    for r in (cli(*args), cli.subprocess(*args)):
+        assert r.code == 2 and r.stdout == b"", r
+        assert _error_form(r) == as_json, r

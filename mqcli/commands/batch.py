@@ -19,7 +19,7 @@ from store.errors import BadData
 
 from .. import inputs, shell_words, signals
 from ..signals import Deferral
-from ..exits import ExitCode, Failed, Reported, Status, UsageError, report, to_devnull
+from ..exits import ExitCode, Failed, Reported, Status, UsageError, errors_as_json, output_mode, report, to_devnull
 from ..options import Session, shared_options, shared_stores
 from ..render import json_line
 
@@ -46,7 +46,8 @@ def batch(
     stderr as "notes"; -o json gives the same objects as one array. The batch stops at the first command that fails and exits with its
     code, unless --keep-going; Ctrl-C stops it at once (130), as does a closed output (141). With
     -o jsonl a get's messages go out in its line's object as they are removed (its -o must
-    be json or jsonl there).
+    be json or jsonl there), and a consume line is refused (its commands would write between
+    the objects).
 
     \b
     Examples:
@@ -91,7 +92,7 @@ def batch(
                     argv = argv[1:]
                 # a get's -o as it reads it (its line's object is streamed: _ResultStream), read once
                 get_output = _get_output(prefix + argv) if as_json and _is_get(argv) else None
-                refused = _refused(argv, get_output)
+                refused = _refused(argv, get_output, as_json)
                 if refused:
                     code = _report(s, results, number, text, refused)
                 elif results is not None:
@@ -165,12 +166,17 @@ def _command(argv: list[str]) -> list[str]:
     return argv[at:]
 
 
-def _refused(argv: list[str], get_output: str | None) -> str | None:
-    """Why a line may not run in this batch, or None. `get_output`: a get's -o in a JSON
-    batch (_get_output), None for any other line."""
+def _refused(argv: list[str], get_output: str | None, as_json: bool) -> str | None:
+    """Why a line may not run in this batch (a JSON one if `as_json`), or None. `get_output`:
+    a get's -o in a JSON batch (_get_output), None for any other line."""
     words = _command(argv)
     if words[:1] == ["batch"]:
         return "a batch cannot run a batch"
+    if as_json and words[:1] == ["consume"]:
+        # its commands write to the batch's own stdout and stderr (they are processes), between
+        # the line objects, where a JSON reader takes them for broken JSON
+        return "consume runs commands whose output would go between the line objects of a -o json or " \
+               "jsonl batch: run it in a text batch, or on its own"
     if get_output is not None:
         # a get's messages go out in the line's object as they come (_ResultStream), which
         # only JSON can be part of: its -o as the command reads it
@@ -192,10 +198,7 @@ def _get_output(argv: list[str]) -> str | None:
     from ..fastpath import parse
 
     parsed = parse(argv)
-    if parsed is None:
-        return _UNREAD
-    output: str | None = parsed.given.get("output") or parsed.root.get("output")
-    return output
+    return _UNREAD if parsed is None else parsed.output
 
 
 def _is_get(argv: list[str]) -> bool:
@@ -247,7 +250,8 @@ def _captured(results: DocumentStream, number: int, text: str, argv: list[str], 
     gate = Deferral()
     late: KeyboardInterrupt | None = None
     try:
-        code = run(argv)
+        with errors_as_json():  # its error is the line's "error", whatever its -o
+            code = run(argv)
     except KeyboardInterrupt as exc:  # it came as the command returned: what it printed is whole
         late = exc
         code = ExitCode.TERMINATED if isinstance(exc, signals.Terminated) else ExitCode.INTERRUPTED
@@ -334,7 +338,7 @@ def _write_record(results: DocumentStream, number: int, text: str, code: int, st
     record: dict[str, Any] = {"line": number, "command": text.strip(), "exit": code}
     data = stdout.decode("utf-8", "replace")
     if data.strip():
-        result = _json_output(data, jsonl=_output_mode(argv) == "jsonl")
+        result = _json_output(data, jsonl=output_mode(argv) == "jsonl")
         if result is _NOT_JSON:
             record["output"] = data
         else:
@@ -369,19 +373,6 @@ def _json_output(data: str, jsonl: bool = False) -> Any:
         return [json.loads(line) for line in data.splitlines() if line.strip()] if jsonl else json.loads(data)
     except ValueError:
         return _NOT_JSON
-
-
-def _output_mode(argv: list[str]) -> str | None:
-    """The last -o/--output a command line gives (the batch's own comes first)."""
-    mode = None
-    for at, arg in enumerate(argv):
-        if arg in ("-o", "--output") and at + 1 < len(argv):
-            mode = argv[at + 1]
-        elif arg.startswith("--output="):
-            mode = arg.partition("=")[2]
-        elif arg.startswith("-o") and len(arg) > 2 and not arg.startswith("--"):
-            mode = arg[2:]
-    return mode
 
 
 def _error_object(exc: BaseException) -> Any:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..exits import _one_line as one_line
+from ..exits import one_line
 from ..options import Session, shared_options
 from ..render import age, iso
 
