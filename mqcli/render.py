@@ -469,8 +469,9 @@ def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, st
     for row in rows:
         table.add_row(*(_plain(row.get(key)) for key, _ in columns))
     buffer = StringIO()
+    # markup off: a cell is text, never rich markup (a peer's error text `[/x]` was a crash)
     console = Console(file=buffer, width=_width(), force_terminal=sys.stdout.isatty(),
-                      color_system="auto" if sys.stdout.isatty() else None)
+                      color_system="auto" if sys.stdout.isatty() else None, markup=False)
     console.print(table)
     return buffer.getvalue()
 

@@ -40,7 +40,8 @@ class LinkInfo:
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        """HOST:PORT, an IPv6 host in brackets ([::1]:5000, as `listen` prints its own)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "address": self.address}

@@ -163,6 +163,8 @@ def _parse_iso(text: str, what: str) -> int:
 # MQMSG_CLASS_NACK_RECEIVE_REJECTED): MSMQ's own answer to a poison message, which has no
 # MQ_ERROR_* status of its own.
 POISON_STATUS = "MQMSG_CLASS_NACK_RECEIVE_REJECTED"
+# and for one that would have made more hops than MSMQ allows (store/outgoing.py HOP_LIMIT)
+HOP_COUNT_STATUS = "MQMSG_CLASS_NACK_HOP_COUNT_EXCEEDED"
 
 
 def dead_letter_status(reason: str | None) -> str | None:
@@ -177,6 +179,8 @@ def dead_letter_status(reason: str | None) -> str | None:
         return MessageExpired.status
     if reason == "max-backouts":
         return POISON_STATUS
+    if reason.startswith("hop count exceeded"):
+        return HOP_COUNT_STATUS
     if reason.startswith("queue quota exceeded"):
         return QueueQuotaExceeded.status
     if reason.startswith("destination not available"):

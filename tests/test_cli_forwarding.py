@@ -69,3 +69,11 @@ def test_http_and_multicast_destinations_say_why_they_are_not_sent(cli):
 
 def test_outgoing_show_of_a_queue_that_is_not_outgoing_exits_6(cli):
     assert "not an outgoing queue" in cli.fails(6, "outgoing", "show", "q").stderr
+
+
+def test_an_ipv6_link_address_is_shown_in_brackets_as_listen_prints_its_own(cli, tmp_path):
+    key = linked(cli, tmp_path)
+    cli.ok("link", "add", "qm6", "[::1]:5000", "--key-file", str(key), "-q")
+    (link,) = [x for x in cli.json("link", "list") if x["name"] == "qm6"]
+    assert (link["host"], link["port"], link["address"]) == ("::1", 5000, "[::1]:5000")
+    assert b"[::1]:5000" in cli.ok("link", "list").stdout

@@ -197,3 +197,15 @@ def test_a_canonical_record_with_a_bool_for_an_int_is_refused():
     d["priority"] = True
     with pytest.raises(errors.BadData, match="priority"):
         Message.from_dict(d)
+
+
+@pytest.mark.parametrize("reason, status", [
+    ("expired in transit", "MQ_ERROR_MESSAGE_TIMED_OUT"), ("max-backouts", "MQMSG_CLASS_NACK_RECEIVE_REJECTED"),
+    ("hop count exceeded (a message makes at most 15 hops)", "MQMSG_CLASS_NACK_HOP_COUNT_EXCEEDED"),
+    ("something else", "MQ_ERROR"), (None, None)])
+def test_a_dead_letter_reason_stands_for_its_msmq_status(reason, status):
+    from store.outgoing import HOP_LIMIT_REASON
+    from store.records import dead_letter_status
+
+    assert HOP_LIMIT_REASON.startswith("hop count exceeded")  # the reason outgoing.receive writes
+    assert dead_letter_status(reason) == status

@@ -17,7 +17,7 @@ import typer
 from store.errors import ChannelError, Interrupted
 
 from ..durations import parse_duration, parse_size
-from ..exits import UsageError
+from ..exits import UsageError, one_line
 from ..options import Session, shared_options
 
 RESULT_COLUMNS = [("link", "link"), ("address", "address"), ("peer", "next hop"), ("messages", "messages"),
@@ -26,9 +26,9 @@ RESULT_COLUMNS = [("link", "link"), ("address", "address"), ("peer", "next hop")
 
 
 def _logger(prefix: str, quiet: bool):
-    def log(line: str) -> None:
+    def log(line: str) -> None:  # a line may quote a peer (its ERROR frame's text): escaped
         if not quiet:
-            sys.stderr.write(f"mqcli: {prefix}: {line}\n")
+            sys.stderr.write(f"mqcli: {prefix}: {one_line(line)}\n")
             sys.stderr.flush()
     return log
 
@@ -155,6 +155,8 @@ def dispatch(
                 st.link(name)  # exit 6 for a link that does not exist
         results, stopped_by = run(st, config, follow=follow, log=_logger("dispatch", s.out.quiet))
     rows = [r.to_dict() for r in results]
+    if s.out.mode == "text":  # the error may quote a peer: escaped, as outgoing show does
+        rows = [{**row, "error": None if row.get("error") is None else one_line(row["error"])} for row in rows]
     if rows or s.out.mode != "text":
         s.out.table(rows, RESULT_COLUMNS)
     else:

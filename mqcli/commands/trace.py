@@ -200,5 +200,5 @@ def _print_route(s: Session, rows: list[dict], msg_id: str, where: str) -> None:
                    "own report queue) are not steps of the route")
     for r in steps:
         us = r["since_previous_us"]
-        r["since_previous"] = "" if us is None else f"+{int(us) / 1000:.3f} ms"
+        r["since_previous"] = "" if us is None else f"{int(us) / 1000:+.3f} ms"  # one sign (two clocks may differ)
     s.out.table(steps, ROUTE_COLUMNS, title=f"route of {msg_id}")
