@@ -113,11 +113,15 @@ _NEW_MESSAGE_TYPES = (
 
 class Imported(list[Message]):
     """What `Store.import_messages` stored, in input order; `skipped` holds, in input order,
-    the messages it did not store because their msg_id was stored already."""
+    the messages it did not store because they were stored already, and `expired` those whose
+    time to be received had passed: dead-lettered (reason `expired`) or, sent without
+    dead-lettering, dropped, as expiry would have done where they came from."""
 
-    def __init__(self, stored: Iterable[Message] = (), skipped: Iterable[Message] = ()) -> None:
+    def __init__(self, stored: Iterable[Message] = (), skipped: Iterable[Message] = (),
+                 expired: Iterable[Message] = ()) -> None:
         super().__init__(stored)
         self.skipped: list[Message] = list(skipped)
+        self.expired: list[Message] = list(expired)
 
 
 @dataclass(slots=True)
@@ -868,8 +872,10 @@ class Store(Forwarding):
         and put time from this queue manager, as a put would give it (the put time is part of
         the unique id, which must not repeat the original's either).
 
-        Each goes through the enqueue checks ([MS-MQDMPR] 3.1.7.1.9), so one that expired on the way is refused with
-        status 3; the batch is one commit, all or none. Each gets a new SequentialID and so a
+        Each goes through the enqueue checks ([MS-MQDMPR] 3.1.7.1.9); one whose time to be
+        received passed (a dump's message with a ttl) is not refused with status 3 but
+        dead-lettered with the reason `expired`, as expiry would have in its old place
+        (`Imported.expired`); the batch is one commit, all or none. Each gets a new SequentialID and so a
         new lookup id, as [MS-MQDMPR]'s enqueue does. The messages are updated in place (state
         available; those stored get their new queue and lookup id, and with `new_ids` their
         new ids); pass copies to keep the originals. With `create`, a missing queue is made (a
@@ -889,7 +895,8 @@ class Store(Forwarding):
                 first_n, first_time = t.allocate_ids(len(batch))
                 for i, m in enumerate(batch):
                     m.origin, m.msg_n, m.put_time = t.origin, (first_n + i) & 0xFFFFFFFF, first_time + i
-                return Imported(t.enqueue(q, batch))
+                kept, late = t.expired_on_arrival(q, batch)
+                return Imported(t.enqueue(q, kept), expired=late)
             fresh: list[Message] = []
             skipped: list[Message] = []
             seen = t.stored_msg_ids(batch)  # then each one stored by this batch
@@ -901,7 +908,8 @@ class Store(Forwarding):
                     seen.add(identity)
                     fresh.append(m)
             t.keep_ids_ahead_of(fresh)
-            return Imported(t.enqueue(q, fresh), skipped)
+            kept, late = t.expired_on_arrival(q, fresh)
+            return Imported(t.enqueue(q, kept), skipped, late)
         return self._write(enqueue)
 
     # ---- get ---------------------------------------------------------------------------

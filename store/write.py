@@ -787,6 +787,24 @@ class Write:
         moved = at_rest(dead_lettered(m, reason, m.queue, self.now, expires=None))
         return self.enqueue(dlq, [moved], check=False)[0]
 
+    def expired_on_arrival(self, q: QueueInfo, messages: list[Message]) -> tuple[list[Message], list[Message]]:
+        """Existing messages about to be enqueued in `q` with their ids (an import, a replayed
+        `put --jsonl`) split into those to store and those whose time to be received passed
+        meanwhile: these go where expiry would have sent them in their old place, the
+        dead-letter queue with the reason `expired` (dropped if sent without dead-lettering),
+        counted as expired and dead-lettered in `q`, instead of failing the whole batch."""
+        now = self.now
+        late = [m for m in messages if m.expires is not None and m.expires <= now]
+        if not late:
+            return messages, late
+        dlq = self.queue(dead_letter_queue(q.transactional))
+        for m in late:
+            self.queue_counters(q.qid, change=True).expired += 1
+            if m.dead_letter:
+                self.count_dead_letter(q.qid, "expired")
+                self.enqueue(dlq, [at_rest(dead_lettered(m, "expired", q.name, now, expires=None))], check=False)
+        return [m for m in messages if not (m.expires is not None and m.expires <= now)], late
+
     # ---- leaving an in-flight state ----------------------------------------------------
 
     def leave(self, m: Message, to: str | None, *, backout: bool = False, durable: bool = True) -> Message | None:

@@ -89,14 +89,23 @@ def test_queue_quota_is_checked_before_expiry(st):
 
 
 def test_an_already_expired_message_is_refused_with_status_3(st):
+    with pytest.raises(errors.MessageExpired) as info:
+        st.put_many("q", [NewMessage(b"a", expires=1)])
+    assert info.value.exit_code == 9
+
+
+def test_an_imported_message_that_expired_meanwhile_is_dead_lettered_as_expiry_would(st):
     from store.records import Message, iso_time
     record = st.put("q", b"a").to_dict()
     st.get("q", wait=0)
     record["expires"] = iso_time(0)
     m = Message.from_dict(record)
-    with pytest.raises(errors.MessageExpired) as info:
-        st.import_messages("q", [m])
-    assert info.value.exit_code == 9
+    done = st.import_messages("q", [m])
+    assert list(done) == [] and done.expired == [m]
+    (dead,) = st.browse("dead-letter")
+    assert (dead.msg_id, dead.dead_letter_reason, dead.original_queue) == (m.msg_id, "expired", "q")
+    assert st.queue_info("q").depth == 0
+    assert st.check() == []
 
 
 def test_a_failing_batch_stores_nothing(st):

@@ -13,7 +13,7 @@ from store import Message, errors
 
 from .. import inputs
 from ..exits import UsageError
-from ..messaging import BATCH
+from ..messaging import BATCH, expired_note
 from ..options import Session, shared_options
 from ..outfile import written_whole
 from ..render import OutputClosed, json_line, progress, write_all, writing_to
@@ -123,7 +123,7 @@ def import_(
       mqcli export orders | mqcli --store /tmp/qm2 import -
       mqcli import orders.jsonl --queue replay --new-ids
     """
-    imported = skipped = 0
+    imported = skipped = expired = 0
     with inputs.opened(source) as stream, s.open() as st:
         limit = inputs.record_line_limit(st.info().max_message_size)
         records: Iterable[tuple[int, Message | dict]] = _records(stream, limit)
@@ -138,13 +138,14 @@ def import_(
         target: str | None = None
 
         def flush() -> None:
-            nonlocal imported, skipped
+            nonlocal imported, skipped, expired
             if pending:
                 assert target is not None  # set with the first pending record
                 with deferred():  # a batch that commits is counted
                     done = st.import_messages(target, pending, create=True, new_ids=new_ids)
                     imported += len(done)
                     skipped += len(done.skipped)
+                    expired += len(done.expired)
                 if target.casefold() not in known:
                     known.add(target.casefold())
                     s.out.note(f"created queue {target!r}")
@@ -167,9 +168,18 @@ def import_(
                 flush()
         except KeyboardInterrupt:
             # the batches that committed stay imported: say how many, then exit 130
-            s.out.document({"imported": imported, "skipped": skipped, "interrupted": True})
+            s.out.document({**_counts(s, imported, skipped, expired), "interrupted": True})
             raise
-    s.out.document({"imported": imported, "skipped": skipped})
+    s.out.document(_counts(s, imported, skipped, expired))
+
+
+def _counts(s: Session, imported: int, skipped: int, expired: int) -> dict[str, int]:
+    """An import's summary; `expired` only when some were (their time to be received had
+    passed: dead-lettered, as expiry would have)."""
+    if not expired:
+        return {"imported": imported, "skipped": skipped}
+    s.out.note(expired_note(expired))
+    return {"imported": imported, "skipped": skipped, "expired": expired}
 
 
 def _records(stream: BinaryIO, limit: int, first: int = 1,
