@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "Store": "engine", "NewMessage": "engine", "Imported": "engine", "QueueStats": "engine", "StoreInfo": "engine",
-    "SweepResult": "engine", "QueueInfo": "queues", "DEAD_LETTER": "queues",
+    "SweepResult": "engine", "Undone": "engine", "QueueInfo": "queues", "DEAD_LETTER": "queues",
     "DEAD_LETTER_TX": "queues", "Message": "records", "STATES": "records",
     "AVAILABLE": "records", "PUT_UNCONFIRMED": "records", "LOCKED_BROWSE": "records",
     "GET_UNCONFIRMED": "records", "BROWSE_GET_UNCONFIRMED": "records", "TX_LOCKED": "records",
@@ -24,7 +24,7 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:  # `X as X`: re-exported names, for type checkers and linters
     from . import errors as errors
     from .engine import Imported as Imported, NewMessage as NewMessage, QueueStats as QueueStats
-    from .engine import Store as Store, StoreInfo as StoreInfo, SweepResult as SweepResult
+    from .engine import Store as Store, StoreInfo as StoreInfo, SweepResult as SweepResult, Undone as Undone
     from .errors import StoreError as StoreError
     from .forwarding import OutgoingInfo as OutgoingInfo, Route as Route, Taken as Taken
     from .links import LinkInfo as LinkInfo

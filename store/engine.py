@@ -13,6 +13,7 @@ import os
 import shutil
 import struct
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -122,6 +123,21 @@ class Imported(list[Message]):
         super().__init__(stored)
         self.skipped: list[Message] = list(skipped)
         self.expired: list[Message] = list(expired)
+
+
+class Undone(int):
+    """How many messages an operators' undo released (`Store.undo_inflight`), with what it
+    left in flight: `delivering` counts by holder ("get in process 4711": a live process is
+    writing them out or sending them) and `tx_locked` those in a transaction."""
+
+    delivering: dict[str, int]
+    tx_locked: int
+
+    def __new__(cls, done: int, delivering: dict[str, int] | None = None, tx_locked: int = 0) -> Undone:
+        self = super().__new__(cls, done)
+        self.delivering = delivering or {}
+        self.tx_locked = tx_locked
+        return self
 
 
 @dataclass(slots=True)
@@ -1554,25 +1570,33 @@ class Store(Forwarding):
                 return result
             after = last
 
-    def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> int:
+    def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> Undone:
         """Operators' undo (`undo --older-than/--all`): every in-flight message of the
-        queue (or store) that entered its state more than `older_than` seconds ago."""
+        queue (or store) that entered its state more than `older_than` seconds ago. Left in
+        flight, and counted in the `Undone` returned: messages a live process is delivering
+        (a get writing them out, a dispatcher sending them: undone, they would go twice) and
+        tx-locked ones (their transaction's commit or abort decides)."""
         if older_than is not None and (not is_seconds(older_than) or older_than < 0):
             raise InvalidArgument(f"older_than must be a number of seconds ≥ 0, got {older_than!r:.40}")
         limit_us = None if older_than is None else int(older_than * 1_000_000)
 
-        def undo(t: Write) -> int:
+        def undo(t: Write) -> Undone:
             names = [queue] if queue is not None else t.queue_names()
-            done = 0
+            done, delivering, tx_locked = 0, Counter[str](), 0
             for name in names:
                 for m in t.in_flight(addressing.lookup(t, name)):  # held records only, not the whole queue
-                    if m.state == TX_LOCKED or _held_by_a_process(t, m):
-                        continue
                     if limit_us is not None and t.now - (m.since or t.now) < limit_us:
+                        continue
+                    if m.state == TX_LOCKED:
+                        tx_locked += 1
+                        continue
+                    hold = holders.lookup(t, m.confirm_id) if m.confirm_id is not None else None
+                    if hold is not None:
+                        delivering[hold.what] += 1
                         continue
                     t.release(m)
                     done += 1
-            return done
+            return Undone(done, dict(delivering), tx_locked)
         return self._write(undo)
 
     def stats(self) -> list[QueueStats]:
@@ -1764,10 +1788,6 @@ def _confirm(t: Write, q: QueueInfo, confirm_id: int) -> int:
             got.append(m)
     t.got(q, got)  # a confirmed get is a get
     return len(pending)
-
-
-def _held_by_a_process(t: Write, m: Message) -> bool:
-    return m.confirm_id is not None and holders.lookup(t, m.confirm_id) is not None
 
 
 def _not_held_by_a_process(t: Write, confirm_id: int) -> None:

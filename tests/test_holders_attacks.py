@@ -353,3 +353,17 @@ def test_a_confirm_id_a_two_phase_get_is_writing_out_has_that_get_as_its_one_hol
     assert [(m.state, m.confirm_id) for m in held] == [("get-unconfirmed", 42)]
     assert cli.json("confirm", "q", "--confirm-id", "42")["confirmed"] == 1
     assert [m.body[:6] for m in everything(cli.store, "q")] == [b"000001", b"small"]
+
+
+def test_an_operators_undo_leaves_a_live_gets_delivery_and_says_why(cli, spawn):
+    fill(cli.store, 3)
+    reader = stalled_get(cli, spawn, "--all")
+    r = cli.ok("undo", "--all")
+    assert b"undone" in r.stdout
+    assert "left in flight: a get in process" in r.stderr and "is delivering them" in r.stderr
+    held = len(in_flight(cli.store))
+    with Store.open(cli.store, **OPEN) as st:
+        undone = st.undo_inflight()
+    assert undone == 0 and sum(undone.delivering.values()) == held > 0
+    assert len(drained(reader)) == 3  # nothing went twice
+    assert everything(cli.store, "q") == []
