@@ -35,7 +35,7 @@ from .deadletters import dead_lettered
 from .keys import U32, U64, queue_key
 from .queue_counters import QueueCounters
 from .queues import (
-    QueueAttrs, QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name, new_queue,
+    QueueAttrs, QueueInfo, dead_letter_queue, decode_queue, encode_queue, journal_name, new_queue, validate_name,
 )
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, GET_UNCONFIRMED, LOCKED_BROWSE,
@@ -243,7 +243,11 @@ class Write:
         a file's, a peer's, maybe a format name) is resolved by store/addressing.py instead."""
         q = self.find_queue(name)
         if q is None:
-            raise QueueNotAvailable(f"queue {name!r} does not exist (create it with `mqcli queue create {name}`)")
+            try:  # the way to make it, only for a name a queue may have (no shell quoting needed)
+                how = f" (create it with `mqcli queue create {'-- ' if name[:1] == '-' else ''}{validate_name(name)}`)"
+            except InvalidArgument:
+                how = ""
+            raise QueueNotAvailable(f"queue {name!r} does not exist{how}")
         return q
 
     def find_queue(self, name: str) -> QueueInfo | None:

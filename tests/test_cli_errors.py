@@ -282,3 +282,13 @@ def test_a_usage_error_takes_the_form_of_the_output_click_read(cli, args, as_jso
     for r in (cli(*args), cli.subprocess(*args)):
         assert r.code == 2 and r.stdout == b"", r
         assert _error_form(r) == as_json, r
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("nope", " (create it with `mqcli queue create nope`)"),
+    ("-dash", " (create it with `mqcli queue create -- -dash`)"),  # else the name is read as an option
+    ("a b", ""),  # no queue can have this name: no way to make it is offered
+])
+def test_a_missing_queue_is_named_with_the_command_that_makes_it_if_any(cli, name, hint):
+    r = cli.fails(6, "get", "--", name)
+    assert cli.error_line(r) == f"mqcli: error: queue {name!r} does not exist{hint} [MQ_ERROR_QUEUE_NOT_AVAILABLE]"
