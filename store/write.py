@@ -421,9 +421,11 @@ class Write:
         return c
 
     def oldest_times(self, qid: int) -> tuple[int | None, int | None]:
-        """The put time of the queue's oldest message and the earliest time one of its
-        messages went in flight (µs; None if none): the first position of each priority (a
-        priority's oldest message is its first) and the in-flight messages."""
+        """The earliest put time among the messages at the head of each priority and those in
+        flight, and the earliest time one of its messages went in flight (µs; None if none).
+        A priority's first message is its oldest while the queue is filled by put; a message
+        moved, imported or arrived keeps its put time and joins the end, so an older one can
+        wait behind the head, unseen here (README.md#monitoring: no walk over the messages)."""
         oldest: int | None = None
         cur = self.lt.cursor(db=self.pos_db)
         for p7 in range(8):
