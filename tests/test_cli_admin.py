@@ -500,3 +500,11 @@ def test_qmgr_set_report_queue_names_a_queue_of_this_store_and_info_shows_it(cli
     cli.fails(6, "qmgr", "set", "--report-queue", "nosuch")
     assert cli.json("info")["report_queue"] == "rq"
     assert cli.json("qmgr", "set", "--report-queue", "")["report_queue"] is None
+
+
+@pytest.mark.parametrize("command", [["queue", "create", "q2"], ["queue", "set", "q"], ["qmgr", "set"]])
+def test_an_empty_quota_is_a_usage_error_not_no_limit(cli, command):
+    # a script's unset $QUOTA must not make an unlimited queue without a word
+    r = cli.fails(2, *command, "--quota", "")
+    assert "invalid quota ''" in cli.error_line(r)
+    assert "q2" not in [q["name"] for q in cli.json("queue", "list")]

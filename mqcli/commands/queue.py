@@ -57,7 +57,7 @@ def create(
       mqcli queue create orders --quota 64MiB --max-backouts 5
     """
     with s.open() as st:
-        q = st.create_queue(name, label=label or "", quota=parse_size(quota, "quota") if quota else 0,
+        q = st.create_queue(name, label=label or "", quota=0 if quota is None else parse_size(quota, "quota"),
                             transactional=transactional, journal=bool(journal),
                             max_backouts=max_backouts or 0)
     s.out.document(queue_doc(q))
