@@ -7,7 +7,8 @@ store and the time, `<name>-<guid8>-<YYYYmmddTHHMMSSZ>`, holding
 - `store/`: the consistent, compacted copy `Store.backup` makes while the store is in use
   (LMDB's mdb_env_copy with compaction);
 - `manifest.json`: the store's GUID, name and path, the host, the time, the SequentialID, and
-  every file of `store/` with its size and SHA-256.
+  every file of `store/` with its size and SHA-256. GUID, name and SequentialID are read from
+  the copy itself (locate.own_identity), so a reader can check a copy against them.
 
 It is built under a hidden name (`.<name>….partial`) and renamed into place once whole, so a
 reader (a sync to HDFS or object storage, a Spark job) never sees half a snapshot; readers skip
@@ -15,8 +16,10 @@ names starting with a dot. Nothing of the store is changed: taking a snapshot ru
 maintenance (`Store.as_is`).
 
 `find(DIR)` lists the snapshots of DIR (or DIR itself when it is one), the newest of each
-store; the `mqstore` source plans its partitions over them on this host's local copies
-(`local_copies`, locate.local_copy) and names them by the stores' original paths (`renamed`:
+store, each manifest checked whole as it is read (locate.read_manifest: a damaged one is
+StoreCorrupt, exit 11, naming the snapshot and the field); the `mqstore` source plans its partitions over them on this host's local copies
+(`local_copies`, locate.local_copy: sizes, checksums, and the copy's own GUID, name and
+SequentialID checked against the manifest before Spark reads a page) and names them by the stores' original paths (`renamed`:
 rows equal a direct scan's), each carrying the snapshot directory every executor copies and
 opens in turn.
 """
@@ -34,16 +37,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engine import Store
 from ..environment import layout_error, sync_directory
 from ..errors import StoreUnavailable
 from .columns import StoreIdentity
-from .locate import MANIFEST, STORE_DIR, local_copy, read_manifest
+from .locate import MANIFEST, MANIFEST_FORMAT, STORE_DIR, local_copy, own_identity, read_manifest
 from .scan import ScanRange
 
-FORMAT = 1
+if TYPE_CHECKING:
+    from ..engine import Store
+
+FORMAT = MANIFEST_FORMAT
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -86,13 +91,12 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
     try:
         building.mkdir(mode=0o700)
         st.backup(building / STORE_DIR)
-        with Store.open(building / STORE_DIR) as copy, copy.as_is():
-            sequential_id = copy.info().sequential_id
+        copied = own_identity(building / STORE_DIR)  # read-only: the copy as readers will check it
         manifest = {
-            "format": FORMAT, "guid": info.guid, "name": info.name, "store": str(Path(st.path).absolute()),
-            "host": socket.gethostname(), "taken": time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp),
-            "taken_us": int(time.time() * 1_000_000), "sequential_id": sequential_id,
-            "files": _checksums(building / STORE_DIR),
+            "format": FORMAT, "guid": copied["guid"], "name": copied["name"],
+            "store": str(Path(st.path).absolute()), "host": socket.gethostname(),
+            "taken": time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp), "taken_us": int(time.time() * 1_000_000),
+            "sequential_id": copied["sequential_id"], "files": _checksums(building / STORE_DIR),
         }
         _write_file(building / MANIFEST, json.dumps(manifest, indent=2).encode() + b"\n")
         target = root / name
@@ -132,7 +136,7 @@ def find(root: str | Path, *, allow_foreign: bool = False) -> list[tuple[Path, d
             continue
         manifest, owner = read_manifest(entry, allow_foreign=allow_foreign)
         known = newest.get(manifest["guid"])
-        if known is None or int(manifest.get("taken_us", 0)) > int(known[1].get("taken_us", 0)):
+        if known is None or manifest["taken_us"] > known[1]["taken_us"]:  # read_manifest: whole numbers
             newest[manifest["guid"]] = (entry, manifest, owner)
     if not newest:
         raise StoreUnavailable(f"no snapshots in {root} (take them with `mqcli snapshot {root}` on each host)")
