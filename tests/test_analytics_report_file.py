@@ -52,11 +52,13 @@ def test_routes_from_a_report_file_find_the_routing_server_route_the_lost_messag
         "SRC01\\2": (["SRC01", "RS01"], 1, False, False),
         "SRC01\\3": (["SRC01", "RS01", "RS02", "RS01", "TGT01"], 4, True, True)}
     assert routes["SRC01\\3"]["repeated"] == ["RS01"]
-    assert routes["SRC01\\1"]["latency_ms"] == 1400.0  # 15:15:42.100 sent, 15:15:43.500 received
-    # per link: the next hop's first report minus this hop's `sent from` (arrival times)
+    # the labels' times (whole seconds), not the arrivals: sent 15:15:42, received 15:15 (no
+    # seconds: read as the 15:15:43 of the step before it, which that minute holds)
+    assert routes["SRC01\\1"]["latency_ms"] == 1000.0
+    # per link: the next hop's first report minus this hop's `sent from`
     assert {k: (r["count"], r["max_ms"]) for k, r in links.items()} == {
-        ("SRC01", "RS01"): (3, 400.0), ("RS01", "TGT01"): (2, 500.0),
-        ("RS01", "RS02"): (1, 300.0), ("RS02", "RS01"): (1, 300.0)}
+        ("SRC01", "RS01"): (3, 0.0), ("RS01", "TGT01"): (2, 0.0),
+        ("RS01", "RS02"): (1, 0.0), ("RS02", "RS01"): (1, 1000.0)}
     assert all(r["p50_ms"] >= 0 for r in links.values())
 
 
@@ -102,7 +104,27 @@ def test_trace_route_reports_follows_one_message_and_counts_its_conflicts(tmp_pa
     assert [(s["hops"], s["event"], s["computer"], s["next_hop"]) for s in steps] == [
         (0, "sent", "SRC01", "10.0.0.2"), (1, "received", "RS01", None),
         (1, "sent", "RS01", "10.0.0.3:1801"), (2, "received", "TGT01", None)]
-    assert [s["since_previous_us"] for s in steps] == [None, 200_000, 700_000, 500_000]
+    assert [s["since_previous_us"] for s in steps] == [None, 0, 1_000_000, 0]
     assert "1 conflict report(s)" in result.stderr
     missing = invoke(["trace", "route", "1A2B:00000009", "--reports", VECTORS])
     assert missing.code == 4, missing
+
+
+def test_routes_and_trace_route_take_the_events_times_not_the_arrivals(spark, tmp_path):
+    """A hop's `sent` report that reached the report queue late, the next hop's `received`
+    early: the labels say 1 s a link, and analyze routes and trace route agree on it."""
+    from store.analytics.pipeline import Source, run_routes
+    from test_trace_report_file import LATE_REPORT, jsonl
+
+    path = jsonl(tmp_path, LATE_REPORT)
+    source = Source(reports=str(path))
+    source.check()
+    report = run_routes(spark, source)
+    try:
+        links = {(r["from_qm"], r["to_qm"]): (r["count"], r["p50_ms"], r["max_ms"]) for r in report.links}
+    finally:
+        report.close()
+    assert links == {("SRC01", "RS01"): (1, 1000.0, 1000.0), ("RS01", "TGT01"): (1, 1000.0, 1000.0)}
+    steps = invoke(["trace", "route", "1A2B:00000001", "--reports", path, "-o", "json"]).json()
+    assert [s["since_previous_us"] / 1000 for s in steps if s["event"] == "received"] == [
+        links[("SRC01", "RS01")][2], links[("RS01", "TGT01")][2]]

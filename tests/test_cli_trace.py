@@ -49,6 +49,17 @@ def test_trace_decode_takes_only_one_line_end_from_stdin(cli):
                                  "(NUL) or end of label after the year, found '\\n' [MQ_ERROR_BAD_DATA]")
 
 
+def test_trace_decode_takes_a_windows_line_end_from_stdin(cli):
+    # a label copied from a Windows text file: one CR LF is the line end, as one LF is
+    for stdin in (LABEL + "\r\n", LABEL + "\0\r\n"):
+        assert cli.json("trace", "decode", "-", input=stdin.encode()) == FIELDS, stdin
+    r = cli.fails(12, "trace", "decode", "-", input=(LABEL + "\r\r\n").encode())
+    assert cli.error_line(r) == ("mqcli: error: bad trace label: column 95, rule label: expected %x0000 "
+                                 "(NUL) or end of label after the year, found '\\r' [MQ_ERROR_BAD_DATA]")
+    # a body is read exactly as given: its CR LF is its own
+    assert cli.json("trace", "decode", "--body", "-", input=BODY.encode()) == BODY_FIELDS
+
+
 def test_trace_decode_body_from_argument_and_stdin(cli):
     doc = BODY_FIELDS
     assert cli.json("trace", "decode", "--body", BODY) == doc

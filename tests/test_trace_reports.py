@@ -147,6 +147,27 @@ def test_trace_route_of_a_message_without_reports_exits_4(cli):
     assert "no trace report" in r.stderr
 
 
+def test_trace_route_notes_a_report_of_the_message_that_does_not_decode(cli):
+    put = traced_cli(cli)
+    msg_id = put[1]["msg_id"]
+    with Store.open(cli.store) as st:
+        st.import_messages("reports", [Message(b"x", report=True, label="not a label", correl_id=msg_id)])
+        bad = next(m.msg_id for m in st.browse("reports") if m.label == "not a label")
+    r = cli.ok("-o", "json", "trace", "route", msg_id, "--report-queue", "reports")
+    assert len(r.json()) == 1
+    assert (f"1 report(s) of message {msg_id!r} in 'reports' do not decode (report {bad}: bad trace label: "
+            "column 1, rule qm-id:") in r.stderr
+    # with no other report of the message: exit 12 naming the report, not "no trace report" (exit 4)
+    with Store.open(cli.store) as st:
+        st.import_messages("reports", [Message(b"x", report=True, label="not a label", correl_id=put[0]["msg_id"])],
+                           new_ids=True)
+        for m in st.browse("reports", correl_id=put[0]["msg_id"]):
+            if m.label != "not a label":
+                st.delete("reports", m.msg_id)
+    r = cli.fails(12, "trace", "route", put[0]["msg_id"], "--report-queue", "reports")
+    assert "do not decode" in r.stderr and "and no other report of it does" in r.stderr
+
+
 def test_an_unexpected_error_is_one_line_with_exit_1():
     stream = io.StringIO()
     assert report(ValueError("boom"), json_errors=False, stream=stream) == 1

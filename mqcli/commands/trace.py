@@ -53,7 +53,7 @@ def decode(
     sent, conflict), qm_id, message_id, hops, computer (a GUID lowercase, a machine name as
     written), time (ISO-8601 UTC), has_seconds and next_hop (a sent label's address); a
     conflict label gives its event only. Its trailing NUL is optional, and from stdin one line
-    end is ignored. A body (--body, read exactly as given, CR LF included) gives message_id,
+    end (LF or CR LF) is ignored. A body (--body, read exactly as given, CR LF included) gives message_id,
     queue, next_hop and hop_count (null when absent). --strict accepts only [MS-MQQB]'s ABNF.
     Invalid input exits 12 naming the 1-based column and the ABNF rule that failed.
 
@@ -69,6 +69,8 @@ def decode(
         raise UsageError("give the " + ("body" if body else "label") + ", or - to read it from stdin")
     if text is None or text == "-":
         text = inputs.trace_text(body)
+        if not body and text.endswith("\r"):
+            text = text[:-1]  # a label holds no CR: with the LF trace_text took, a Windows line end
     decoded = trace.decode_body(text, strict=strict) if body else trace.decode_label(text, strict=strict)
     s.out.document(decoded.to_dict())
 
@@ -130,8 +132,11 @@ def route(
     With --reports FILE (an export of a report queue, e.g. Windows'; README: "Reports from a
     Windows report queue") the reports are the file's rows whose label names the message:
     MSG_ID is then GUID\\N (the label's qm-id is the GUID's first four digits, its message id
-    N's low 32 bits) or QMID:MESSAGEID as in the label; times are the rows' arrival times.
-    Malformed rows exit 12 naming the row and the column.
+    N's low 32 bits) or QMID:MESSAGEID as in the label.
+    Step times are the events', from the labels (whole seconds; MSMQ writes them when the
+    event happens): not the rows' arrival times, whose order is not the events'. Malformed
+    rows exit 12 naming the row and the column; reports of the message that do not decode are
+    noted (exit 12 when no other report of it does).
 
     \b
     Examples:
@@ -166,20 +171,30 @@ def _file_route_rows(path: Path, msg_id: str) -> list[dict]:
     """The rows of a reports file that belong to `msg_id`, described as `trace show` does: the
     decodable labels with its identity, and the conflict reports whose body names its message
     id (a conflict label names no queue manager, so these are a guess when two origins share
-    message ids)."""
+    message ids). A row whose label begins with the message's identity (`QMID:MESSAGEID:`) but
+    whose label or body does not decode is kept with its `error`, as `trace show` lists such a
+    report: it is no step, and _print_route says so. Times are the events' (store/reportfile.py
+    event_times), not the arrivals at the report queue."""
     qm_id, message_id = _route_identity(msg_id)
+    head = f"{qm_id}:{message_id:08X}:"
     rows: list[dict] = []
     for r in reportfile.read(path):
+        row: dict = {"report_id": None, "msg_id": msg_id, "delivered": None, "time": r.time, "row": r.row}
         try:
             label = trace.decode_label(r.label)
             body = trace.decode_body(r.body)
-        except TraceFormatError:
+        except TraceFormatError as exc:
+            if r.label[:len(head)].upper() == head:
+                rows.append({**row, "error": str(exc)})
             continue
         fields = reports.describe_fields(label, body)
         mine = (fields["message_id"] == message_id and
                 (label.event == trace.CONFLICT or str(fields["qm_id"]).upper() == qm_id))
         if mine:
-            rows.append({"report_id": None, "msg_id": msg_id, "delivered": None, "time": r.arrived, **fields})
+            rows.append({**row, **fields})
+    # in route order before reports.route's (hops, time), which keeps the order of equal times:
+    # an arrival before the departure of its hop when their labels give one second
+    rows.sort(key=lambda r: (r.get("hops") or 0, r.get("event") == trace.SENT, r["time"], r["row"]))
     return rows
 
 
@@ -188,7 +203,16 @@ def _print_route(s: Session, rows: list[dict], msg_id: str, where: str) -> None:
     step of it: they are counted in a note, and a queue of conflict reports alone says where
     the reports went."""
     conflicts = sum(1 for r in rows if r.get("event") == trace.CONFLICT)
+    undecodable = [r for r in rows if "error" in r]
     steps = _shown(reports.route(rows), text=False)
+    if undecodable:
+        first = undecodable[0]
+        which = f"row {first['row']}" if "row" in first else f"report {first['report_id']}"
+        why = (f"{len(undecodable)} report(s) of message {msg_id!r} in {where!r} do not decode "
+               f"({which}: {first['error']})")
+        if not steps:
+            raise BadData(f"{why}, and no other report of it does")
+        s.out.note(f"{why}; they are not steps of the route")
     if not steps:
         if conflicts:
             raise MessageNotFound(

@@ -171,16 +171,18 @@ def decode_rows(reports: DataFrame) -> DataFrame:
 
 def report_rows(spark: SparkSession, rows: list[ReportRow]) -> DataFrame:
     """Rows read from a reports file (store/reportfile.py) as decode_rows takes them: no
-    correl_id (every route is keyed by its label's identity alone), the arrival time as the
-    report's time, and no `mqcli.delivered` (delivery is read from the labels)."""
+    correl_id (every route is keyed by its label's identity alone), the event's time as the
+    report's time (reportfile.event_times, as `trace route --reports` takes it: the label's,
+    not the arrival at the report queue), and no `mqcli.delivered` (delivery is read from the
+    labels)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     schema = StructType([StructField("label", StringType()), StructField("body", StringType()),
-                         StructField("arrived", LongType())])
-    df = spark.createDataFrame([(r.label, r.body, r.arrived) for r in rows], schema)
+                         StructField("time", LongType())])
+    df = spark.createDataFrame([(r.label, r.body, r.time) for r in rows], schema)
     return df.select(F.lit(None).cast("string").alias("correl_id"), "label", "body",
-                     F.timestamp_micros("arrived").alias("put_time"),
+                     F.timestamp_micros("time").alias("put_time"),
                      F.lit(None).cast("string").alias("delivered_text"))
 
 
