@@ -18,7 +18,7 @@ import select
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from store.records import iso_time
 from typing import TYPE_CHECKING, Any, BinaryIO, ContextManager, TextIO, TypeVar, overload
 
 from . import jsonl
@@ -73,9 +73,7 @@ def iso(us: int | None) -> str | None: ...
 
 
 def iso(us: int | None) -> str | None:
-    if us is None:
-        return None
-    return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None if us is None else iso_time(us)  # exact µs (no float), four-digit years
 
 
 def age(us: int | None, now_us: int) -> str:

@@ -88,6 +88,9 @@ _AT_SINCE = struct.calcsize(">BBBBIQB16sIqqiHHqqqq")
 _Q = struct.Struct(">q")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# the times this store writes and reads (µs since the epoch): ISO-8601's four-digit years
+MIN_US = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+MAX_US = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 _GUID_TEXT: dict[bytes, str] = {}
 
 
@@ -129,7 +132,8 @@ def iso_time(us: int) -> str:
     if prefix is None:
         if len(_ISO_SECONDS) > 4096:
             _ISO_SECONDS.clear()
-        prefix = _ISO_SECONDS[seconds] = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+        # isoformat, not strftime("%Y"): glibc writes year 1 as "1", not "0001"
+        prefix = _ISO_SECONDS[seconds] = (_EPOCH + timedelta(seconds=seconds)).isoformat()[:19]
     return f"{prefix}.{micros:06d}Z"
 
 
@@ -156,7 +160,10 @@ def _parse_iso(text: str, what: str) -> int:
         raise BadData(f"{what}: not an ISO-8601 time: {text!r}") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return (dt - _EPOCH) // timedelta(microseconds=1)
+    us = (dt - _EPOCH) // timedelta(microseconds=1)
+    if not MIN_US <= us <= MAX_US:  # an offset can take a time out of range: iso_time could not write it
+        raise BadData(f"{what}: {text!r} is outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999Z (UTC)")
+    return us
 
 
 # MSMQ's class for a message that the receiving application rejected (mq.h

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from . import trace
 from .errors import BadData, InvalidArgument, TraceFormatError
+from .records import MAX_US, MIN_US
 
 MAX_FILE_BYTES = 256 << 20
 MAX_ROWS = 1_000_000
@@ -49,11 +50,9 @@ COLUMNS = ("label", "body", "arrived")
 # ISO-8601 with up to 9 fractional digits (.NET's round-trip format gives 7) and an offset
 _TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)", re.ASCII)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# The times a store holds: what store/records.py's iso_time writes and parse_iso_time reads
-# (datetime's years 1 to 9999, UTC; Spark's TIMESTAMP has the same range). An offset can take
-# a time written in range out of it (9999-12-31T23:59:59-01:00 is in the year 10000, UTC).
-MIN_US = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
-MAX_US = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+# The times a store holds are records.MIN_US..MAX_US: what iso_time writes and parse_iso_time
+# reads (datetime's years 1 to 9999, UTC; Spark's TIMESTAMP has the same range). An offset can
+# take a time written in range out of it (9999-12-31T23:59:59-01:00 is in the year 10000, UTC).
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,3 +209,14 @@ def test_a_dead_letter_reason_stands_for_its_msmq_status(reason, status):
 
     assert HOP_LIMIT_REASON.startswith("hop count exceeded")  # the reason outgoing.receive writes
     assert dead_letter_status(reason) == status
+
+
+def test_times_are_written_with_four_digit_years_and_read_only_within_them():
+    from store.errors import BadData
+    from store.records import MAX_US, MIN_US, iso_time, parse_iso_time
+
+    assert iso_time(MIN_US) == "0001-01-01T00:00:00.000000Z"  # strftime("%Y") wrote "1-01-01"
+    assert parse_iso_time(iso_time(MIN_US)) == MIN_US and parse_iso_time(iso_time(MAX_US)) == MAX_US
+    for text in ("9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"):  # an offset takes it out
+        with pytest.raises(BadData, match="is outside 0001-01-01"):
+            parse_iso_time(text)
