@@ -11,7 +11,7 @@ import typer
 import typer.main
 
 from . import __version__
-from .exits import ExitCode, UsageError, outcome, report, wants_json
+from .exits import ExitCode, UsageError, command_path, one_line, outcome, report, wants_json
 from .options import SETTINGS_KEY, ForeignOpt, OutputOpt, QuietOpt, Settings, StoreOpt, UnsafeOpt
 from .registry import COMMANDS, LazyGroup, add_to
 
@@ -113,7 +113,12 @@ def _main(command: click.Command, argv: list[str]) -> int:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
-        return report(UsageError(exc.format_message() + hint), json_errors=wants_json(argv))
+        message = exc.format_message() + hint
+        if command_path(argv) == ("health",):  # a Nagios check: a usage error is UNKNOWN (3), not CRITICAL (2)
+            from .commands.health import usage_error
+
+            return usage_error(one_line(message), as_json=wants_json(argv))
+        return report(UsageError(message), json_errors=wants_json(argv))
     if result == ExitCode.INTERRUPTED:
         # typer turns Ctrl-C (and SIGTERM, a KeyboardInterrupt too) into a return value of
         # 130 when not in standalone mode

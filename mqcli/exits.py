@@ -77,16 +77,22 @@ def output_mode(argv: list[str]) -> str | None:
     from .fastpath import parse
 
     parsed = parse(argv)
-    return parsed.output if parsed is not None else _click_output(argv)
+    return parsed.output if parsed is not None else _click_parse(argv)[1]
 
 
-def _click_output(argv: list[str]) -> str | None:
-    """The -o click reads in `argv`, with its own parser (so a cluster `-qo json`, the last -o
-    given, a word after `--` or an option's value are what click takes them for), the command's
-    own over its groups' and the root's. Only the words are parsed: no value is converted and no
-    callback runs (`--version` prints nothing here). A command line click refuses still gives
-    what it read: an unknown option is passed over, and parsing stops at the word it cannot
-    read (`-o` without a value)."""
+def command_path(argv: list[str]) -> tuple[str, ...]:
+    """The names of the command a command line runs and of its groups (`("queue", "create")`),
+    as click's parser reads them (_click_parse), also from a line click refuses."""
+    return _click_parse(argv)[0]
+
+
+def _click_parse(argv: list[str]) -> tuple[tuple[str, ...], str | None]:
+    """The command path and the -o click reads in `argv`, with its own parser (so a cluster
+    `-qo json`, the last -o given, a word after `--` or an option's value are what click takes
+    them for), the command's own -o over its groups' and the root's. Only the words are parsed:
+    no value is converted and no callback runs (`--version` prints nothing here). A command line
+    click refuses still gives what it read: an unknown option is passed over, and parsing stops
+    at the word it cannot read (`-o` without a value)."""
     import click
 
     from .app import click_command
@@ -94,16 +100,21 @@ def _click_output(argv: list[str]) -> str | None:
     command: click.Command | None = click_command()
     parent: click.Context | None = None
     name, args, output = "mqcli", list(argv), None
+    path: tuple[str, ...] = ()
     while command is not None:
         ctx = command.context_class(command, info_name=name, parent=parent, **{
             **command.context_settings, "resilient_parsing": True, "ignore_unknown_options": True})
         opts, args, _ = command.make_parser(ctx).parse_args(args)
         output = opts.get("output", output)
+        while args and args[0].startswith("-") and args[0] != "-":  # an unknown option, passed over
+            args = args[1:]
         if not isinstance(command, click.Group) or not args:
             break
         name, parent = args[0], ctx
         command, args = command.get_command(ctx, name), args[1:]
-    return output
+        if command is not None:
+            path += (name,)
+    return path, output
 
 
 _batch_line = False  # errors_as_json: a line of a JSON batch is running

@@ -25,6 +25,13 @@ quietly select nothing. As in SQL, a comparison with NULL (a missing property, a
 correl_id) is UNKNOWN; NOT, AND and OR follow three-valued logic, and a selector selects a
 message only when it is TRUE. LIKE is case-sensitive (`%` any run, `_` one character).
 
+Numeric literals have JMS's ranges: an exact number (digits only) is a 64-bit signed integer
+(Java's long), any other (a decimal point, an exponent, a duration) a finite double; a literal
+outside its range is an error at parse time. A chain of ANDs or ORs may be as long as you like
+(it is tested term by term), but parentheses nest at most 100 levels (MAX_DEPTH): a deeper one is
+an error at parse time, never a failure when the first message is tested. NOTs in a row fold to
+one (three-valued logic: NOT NOT x is x, UNKNOWN included).
+
 A selector is parsed once (`compile_selector`), errors naming the column and what was expected
 (InvalidArgument, exit 2), and compiled to a predicate. `Selector.index` gives the equalities on
 indexed fields (`correl_id = 'x'`, `priority = 5`) that every selected message must satisfy, so
@@ -69,6 +76,12 @@ INDEXED = ("correl_id", "priority")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _KEYWORDS = {"AND", "OR", "NOT", "LIKE", "ESCAPE", "IN", "BETWEEN", "IS", "NULL", "TRUE", "FALSE"}
 _COMPARE = ("<>", "<=", ">=", "=", "<", ">")
+# JMS: an exact numeric literal is a Java long, an approximate one a double
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+# parentheses nest this deep at most: the parser recurses five calls a level and the compiled
+# predicate at most two, so 100 levels stay well inside Python's recursion limit (1000) from
+# wherever a command or a library caller compiles and tests a selector
+MAX_DEPTH = 100
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -106,15 +119,7 @@ def _tokens(text: str) -> list[_Token]:
         elif kind == "quoted":
             out.append(_Token("word", token, token[1:-1].replace('""', '"'), column))
         elif kind == "number" or kind == "unit":
-            unit = match.group("unit")
-            digits = token[:-len(unit)] if unit else token
-            if unit:
-                value: Any = float(digits) * _DURATION_UNITS[unit]
-            elif re.fullmatch(r"\d+", digits):
-                value = int(digits)
-            else:
-                value = float(digits)
-            out.append(_Token("number", token, value, column))
+            out.append(_Token("number", token, _number(text, column, token, match.group("unit")), column))
         elif kind == "word":
             upper = token.upper()
             if upper in _KEYWORDS:
@@ -125,6 +130,25 @@ def _tokens(text: str) -> list[_Token]:
             out.append(_Token("op", token, "<>" if token == "!=" else token, column))
     out.append(_Token("end", "", None, len(text) + 1))
     return out
+
+
+def _number(text: str, column: int, token: str, unit: str | None) -> int | float:
+    """A numeric literal's value: an int within a long's range (up to 2**63, which only a minus
+    sign in front makes a long: _Parser.operand checks), else a finite float."""
+    digits = token[:-len(unit)] if unit else token
+    shown = token if len(token) <= 24 else token[:20] + "…"
+    if not unit and digits.isdigit():
+        significant = digits.lstrip("0") or "0"
+        # the length first: int() of a long digit string is slow, and past 4300 digits an error
+        if len(significant) > len(str(LONG_MAX)) or int(significant) > -LONG_MIN:
+            raise _error(text, column, f"the number {shown} is out of range: an integer is 64-bit "
+                                       f"({LONG_MIN} to {LONG_MAX}); write a decimal point for a float")
+        return int(significant)
+    value = float(digits) * (_DURATION_UNITS[unit] if unit else 1.0)
+    if value == float("inf"):
+        raise _error(text, column, f"the number {shown} is out of range: a number with a decimal point, "
+                                   "an exponent or a unit is a double (up to about 1.8e308)")
+    return value
 
 
 def _error(text: str, column: int, what: str) -> SelectorError:
@@ -177,6 +201,7 @@ class _Parser:
         self.text = text
         self.tokens = _tokens(text)
         self.at = 0
+        self.depth = 0  # parentheses open around the token being read
         self.fields: set[str] = set()
 
     # ---- token helpers -------------------------------------------------------------
@@ -219,25 +244,32 @@ class _Parser:
         return condition, index
 
     def or_(self) -> tuple[Fn, dict[str, Any]]:
-        left, index = self.and_()
+        term, index = self.and_()
+        terms = [term]
         while self.keyword("OR"):
-            right, _ = self.and_()
-            left, index = _or(left, right), {}  # either side may select: no index applies
-        return left, index
+            term, _ = self.and_()
+            terms.append(term)
+        if len(terms) == 1:
+            return term, index
+        return _any(terms), {}  # either side may select: no index applies
 
     def and_(self) -> tuple[Fn, dict[str, Any]]:
-        left, index = self.not_()
+        term, index = self.not_()
+        terms = [term]
         while self.keyword("AND"):
-            right, more = self.not_()
-            left = _and(left, right)
+            term, more = self.not_()
+            terms.append(term)
             index = {**more, **index}
-        return left, index
+        return (terms[0] if len(terms) == 1 else _all(terms)), index
 
     def not_(self) -> tuple[Fn, dict[str, Any]]:
-        if self.keyword("NOT"):
-            inner, _ = self.not_()
-            return _not(inner), {}
-        return self.test()
+        negations = 0
+        while self.keyword("NOT"):  # a loop, not a recursion: NOT NOT … NOT x is x or NOT x
+            negations += 1
+        if not negations:
+            return self.test()
+        inner, _ = self.test()
+        return (_not(inner) if negations % 2 else inner), {}
 
     def test(self) -> tuple[Fn, dict[str, Any]]:
         start = self.token
@@ -252,7 +284,7 @@ class _Parser:
             if not self.keyword("AND"):
                 raise self.expected("AND of BETWEEN … AND …")
             high = self.operand()
-            both = _and(self.compare(left, ">=", low), self.compare(left, "<=", high))
+            both = _all([self.compare(left, ">=", low), self.compare(left, "<=", high)])
             return (_not(both) if negated else both), {}
         if negated:
             raise self.expected("LIKE, IN or BETWEEN after NOT")
@@ -281,22 +313,27 @@ class _Parser:
     def operand(self) -> _Operand:
         token = self.token
         if self.op("("):
+            if self.depth == MAX_DEPTH:
+                raise _error(self.text, token.column, f"parentheses nest more than {MAX_DEPTH} levels deep "
+                                                      "(write a long condition as a chain of AND or OR)")
+            self.depth += 1
             inner, index = self.or_()
             if not self.op(")"):
                 raise self.expected("')'")
+            self.depth -= 1
             operand = _Operand(BOOL, inner, token.column, "(…)")
             operand.index = index
             return operand
         self.at += 1
         if token.kind == "op" and token.value in "+-" and self.token.kind == "number":
             number = self.take()
-            value = -number.value if token.value == "-" else number.value
+            value = self.long(-number.value if token.value == "-" else number.value, token, token.text + number.text)
             return _Operand(NUMBER, lambda m, now: value, token.column, token.text + number.text, literal=True)
         if token.kind == "string":
             value = token.value
             return _Operand(STRING, lambda m, now: value, token.column, token.text, literal=True)
         if token.kind == "number":
-            value = token.value
+            value = self.long(token.value, token, token.text)
             return _Operand(NUMBER, lambda m, now: value, token.column, token.text, literal=True)
         if token.kind == "keyword" and token.value in ("TRUE", "FALSE"):
             value = token.value == "TRUE"
@@ -317,6 +354,13 @@ class _Parser:
                                                   f"{', '.join(FIELDS)}, or props.NAME for a property")
         self.at -= 1
         raise self.expected("a field, props.NAME, a 'string', a number, TRUE, FALSE, NULL or '('")
+
+    def long(self, value: int | float, token: _Token, text: str) -> int | float:
+        """A number literal's value, with its sign: 2**63 fits a long only negated (_number)."""
+        if type(value) is int and value > LONG_MAX:
+            raise _error(self.text, token.column, f"the number {text} is out of range: "
+                                                  f"an integer is 64-bit ({LONG_MIN} to {LONG_MAX})")
+        return value
 
     def literal(self) -> _Operand:
         token = self.token
@@ -420,27 +464,33 @@ def _not(fn: Fn) -> Fn:
     return not_
 
 
-def _and(left: Fn, right: Fn) -> Fn:
+def _all(terms: list[Fn]) -> Fn:
+    """AND over a chain of terms, in a loop (a closure per pair would recurse once a term):
+    FALSE if any is FALSE, else UNKNOWN if any is UNKNOWN, else TRUE."""
     def and_(m: Message, now: int) -> bool | None:
-        a = left(m, now)
-        if a is False:
-            return False
-        b = right(m, now)
-        if b is False:
-            return False
-        return None if a is None or b is None else True
+        unknown = False
+        for term in terms:
+            value = term(m, now)
+            if value is False:
+                return False
+            if value is None:
+                unknown = True
+        return None if unknown else True
     return and_
 
 
-def _or(left: Fn, right: Fn) -> Fn:
+def _any(terms: list[Fn]) -> Fn:
+    """OR over a chain of terms, in a loop: TRUE if any is TRUE, else UNKNOWN if any is
+    UNKNOWN, else FALSE."""
     def or_(m: Message, now: int) -> bool | None:
-        a = left(m, now)
-        if a is True:
-            return True
-        b = right(m, now)
-        if b is True:
-            return True
-        return None if a is None or b is None else False
+        unknown = False
+        for term in terms:
+            value = term(m, now)
+            if value is True:
+                return True
+            if value is None:
+                unknown = True
+        return None if unknown else False
     return or_
 
 

@@ -92,3 +92,34 @@ def test_an_indexed_selector_reads_the_index_not_the_queue(tmp_path, monkeypatch
     # only the match is decoded
     assert calls == {"decode": 1, "RecordView": 5000}
     st.close()
+
+
+def test_a_long_chain_selects_on_an_empty_and_a_full_queue_alike(cli):
+    """An AND / OR chain of any length is tested term by term: a selector that parses works
+    whatever messages arrive (it failed with exit 1 once a message was tested)."""
+    cli.ok("queue", "create", "empty", "-q")
+    fill(cli)
+    any_of = " OR ".join(["priority = 9"] * 1000 + ["label = 'urgent'"])
+    all_of = " AND ".join(["priority >= 0"] * 1000 + ["label = 'urgent'"])
+    assert cli.ok("browse", "empty", "--where", any_of, "-o", "jsonl").out == ""
+    assert bodies(cli.ok("browse", "q", "--where", any_of, "-o", "jsonl")) == expected(30, lambda i: i % 5 == 0)
+    got = bodies(cli.ok("get", "q", "--all", "--where", all_of, "-o", "jsonl"))
+    assert got == expected(30, lambda i: i % 5 == 0)
+    negated = "NOT " * 1001 + "label = 'urgent'"
+    assert bodies(cli.ok("browse", "q", "--where", negated, "-o", "jsonl")) == expected(30, lambda i: i % 5)
+
+
+@pytest.mark.parametrize("selector, says", [
+    ("(" * 101 + "priority = 3" + ")" * 101, "column 101: parentheses nest more than 100 levels deep"),
+    ("(" * 10_000 + "priority = 3" + ")" * 10_000, "column 101: parentheses nest more than 100 levels deep"),
+    ("priority = 1" + "0" * 4300, "column 12: the number 10000000000000000000… is out of range: an integer is 64-bit"),
+    ("priority = 9223372036854775808", "column 12: the number 9223372036854775808 is out of range"),
+    ("age > 1e999", "column 7: the number 1e999 is out of range"),
+], ids=["101-parentheses", "10000-parentheses", "4301-digits", "2**63", "1e999"])
+def test_a_selector_past_the_limits_is_a_usage_error_before_any_message_is_read(cli, selector, says):
+    cli.ok("queue", "create", "empty", "-q")
+    fill(cli)
+    for command in (["browse", "empty"], ["browse", "q"], ["get", "q", "--all"], ["move", "q", "dead-letter"]):
+        line = cli.error_line(cli.fails(2, *command, "--where", selector))
+        assert says in line and line.endswith("[USAGE]"), line
+    assert len(cli.jsonl("browse", "q")) == 30  # nothing was taken

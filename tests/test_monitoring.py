@@ -4,6 +4,7 @@ Nagios plugin format at every state; the per-queue counters behind them."""
 
 import json
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -188,3 +189,78 @@ def test_a_textfile_that_is_not_a_regular_file_is_written_in_place_never_replace
     assert fifo.is_fifo()
     assert cli.subprocess("stats", "--prometheus", "--textfile", "/dev/null").code == 0
     assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+
+
+@pytest.mark.parametrize("args", [
+    ["health", "--bogus"], ["health", "--depth"], ["health", "-o", "yaml"], ["health", "--store", ""],
+    ["health", "q", "--age", "10m:1h", "extra", "--depth", "1:2", "--quota-pct"], ["--bogus", "health"],
+    ["--store", "", "health"], ["health", "--store"],
+])
+def test_a_health_usage_error_is_unknown_in_the_plugin_format(cli, args):
+    """The Nagios plugin API: a check that cannot run is UNKNOWN (3); mqcli's usage error, exit 2,
+    would page someone as CRITICAL."""
+    result = cli.subprocess(*args)
+    assert result.code == 3, result
+    assert result.out.startswith("MQCLI UNKNOWN - ") and len(result.out.splitlines()) == 1, result
+    assert result.stderr == "", result
+
+
+@pytest.mark.parametrize("args", [["health", "--bogus", "-o", "json"], ["-o", "json", "health", "--depth"],
+                                  ["health", "-o", "jsonl", "--store", ""]])
+def test_a_health_usage_error_with_json_output_is_the_unknown_object(cli, args):
+    result = cli.subprocess(*args)
+    doc = result.json()
+    assert result.code == 3 and doc["state"] == "UNKNOWN" and doc["exit"] == 3 and doc["checks"] == [], result
+    assert result.stderr == "", result
+
+
+def test_other_commands_keep_exit_2_for_usage_errors(cli):
+    for args in (["stats", "--bogus"], ["queue", "list", "--bogus"], ["--bogus", "stats"], ["stats", "-o", "yaml"]):
+        result = cli.subprocess(*args)
+        assert result.code == 2 and result.out == "" and result.stderr.startswith("mqcli: error: "), result
+
+
+def test_perfdata_numbers_are_plain_decimals_and_the_thresholds_in_force(cli):
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"x") for _ in range(3)])
+    result = cli.subprocess("health", "q", "--depth", "1000000:5000000", "--dead-letters", "1234567:",
+                            "--age", "0.0000001:10000000")
+    assert result.code == 1, result  # every message is older than a tenth of a microsecond: WARNING
+    perf = re.findall(r"'(?:[^']|'')*'=\S+", result.out.split(" | ", 1)[1])
+    assert "'q depth'=3;1000000;5000000;0" in perf and "'dead letters'=0;1234567;;0" in perf
+    age = next(p for p in perf if p.startswith("'q age'="))
+    assert age.endswith("s;0.0000001;10000000;0"), age
+    assert all(re.fullmatch(r"'[^=]+'=[-0-9.]+(s|%)?;[-0-9.]*;[-0-9.]*;0(;100)?", p) for p in perf), perf
+
+
+@pytest.mark.parametrize("value, text", [
+    (3, "3"), (1234567.0, "1234567"), (1e20, "100000000000000000000"), (849169123.125, "849169123.125"),
+    (1e-7, "0.0000001"), (12.5, "12.5"), (0.1, "0.1"), (100.0, "100"),
+])
+def test_perfdata_numbers_have_no_exponent(value, text):
+    from mqcli.commands.health import _num
+
+    assert _num(value) == text
+
+
+@pytest.mark.parametrize("threshold", ["inf:", ":inf", "inf:inf", "nan:", "1e999:", ":-inf", "Infinity:"])
+def test_an_infinite_threshold_is_unknown(cli, threshold):
+    result = cli.subprocess("health", "--depth", threshold)
+    assert result.code == 3 and result.out.startswith("MQCLI UNKNOWN - --depth ") and "finite" in result.out, result
+
+
+def test_perfdata_labels_are_quoted_without_equals_signs(cli):
+    """The plugin guidelines: a label holds any character but `=` and `'`, a quote doubled."""
+    from mqcli.commands.health import perf_label
+
+    assert perf_label("DIRECT=OS:qmB\\orders depth") == "'DIRECT_OS:qmB\\orders depth'"
+    assert perf_label("it's=") == "'it''s_'"
+    with Store.open(cli.store) as st:
+        st.put(TO_B, b"to B")
+    result = cli.subprocess("health", TO_B, "--depth", "5:10")
+    assert result.code == 0, result
+    perf = result.out.split(" | ", 1)[1]
+    assert "'DIRECT_OS:qmB\\orders depth'=1;5;10;0" in perf
+    labels = re.findall(r"'((?:[^']|'')*)'=", perf)
+    assert len(labels) == 4 and not any("=" in label for label in labels)
+    assert cli.subprocess("health", TO_B, "-o", "json").json()["checks"][0]["label"] == TO_B + " depth"

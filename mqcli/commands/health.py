@@ -1,13 +1,20 @@
 """`mqcli health`: a Nagios / Icinga check of the store's queues, in the plugin format (one line,
 `MQCLI <STATE> - <what> | <performance data>`), with the plugin API's exit codes: 0 OK,
 1 WARNING, 2 CRITICAL, 3 UNKNOWN. That is this command's exception to mqcli's exit-code table:
-the monitoring system reads the code, so a missing store or a bad threshold is UNKNOWN (3)."""
+the monitoring system reads the code, so a missing store, a bad threshold or any other mistake
+in the command line is UNKNOWN (3), never CRITICAL (2, mqcli's usage error).
+
+Performance data follows the Nagios Plugin Development Guidelines (section "Performance data"):
+`'label'=value[unit];[warn];[crit];[min];[max]`, numbers in plain decimal notation, a label
+quoted, without `=`, its single quotes doubled."""
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated, Any, Optional
 
 import typer
@@ -15,6 +22,7 @@ import typer
 from ..durations import parse_duration
 from ..exits import UsageError
 from ..options import Session, shared_options
+from ..render import Output
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 STATE_NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
@@ -49,7 +57,7 @@ class Check:
         warn = "" if self.threshold.warn is None else _num(self.threshold.warn)
         crit = "" if self.threshold.crit is None else _num(self.threshold.crit)
         top = ";100" if self.unit == "%" else ""
-        return f"'{self.label}'={_num(self.value)}{self.unit};{warn};{crit};0{top}"
+        return f"{perf_label(self.label)}={_num(self.value)}{self.unit};{warn};{crit};0{top}"
 
 
 @shared_options
@@ -87,13 +95,13 @@ def health(
         checks = _checks(stats, queues, limits, time.time())
     except Exception as exc:  # the plugin API: whatever stops the check is UNKNOWN
         text = getattr(exc, "message", None) or str(exc)
-        _finish(as_json, UNKNOWN, text, [], s)
+        _finish(as_json, UNKNOWN, text, [], s.out)
         return
     worst = max((c.state for c in checks), default=OK)
     bad = [c for c in checks if c.state == worst and worst != OK]
     what = ", ".join(f"{c.label} {_num(c.value)}{c.unit}" for c in bad) if bad else \
         _queues_ok(checks)
-    _finish(as_json, worst, what, checks, s)
+    _finish(as_json, worst, what, checks, s.out)
 
 
 def _checks(stats: dict[str, Any], names: list[str] | None, limits: dict[str, Threshold], now: float) -> list[Check]:
@@ -123,18 +131,30 @@ def _queues_ok(checks: list[Check]) -> str:
     return f"{n} queue{'' if n == 1 else 's'}"
 
 
-def _finish(as_json: bool, state: int, what: str, checks: list[Check], s: Any) -> None:
+def usage_error(message: str, as_json: bool) -> int:
+    """A health command line that cannot run as written (an unknown option, a missing value, a
+    bad -o or --store): UNKNOWN, in the plugin format (-o json: the usual object), not mqcli's
+    usage error, whose exit 2 a monitoring system reads as CRITICAL. Returns the exit code."""
+    _write(as_json, UNKNOWN, message, [], Output("json" if as_json else "text"))
+    return UNKNOWN
+
+
+def _finish(as_json: bool, state: int, what: str, checks: list[Check], out: Output) -> None:
+    _write(as_json, state, what, checks, out)
+    if state:
+        raise typer.Exit(state)
+
+
+def _write(as_json: bool, state: int, what: str, checks: list[Check], out: Output) -> None:
     name = STATE_NAMES[state]
     if as_json:
-        s.out.document({"state": name, "exit": state, "summary": what, "checks": [
+        out.document({"state": name, "exit": state, "summary": what, "checks": [
             {"label": c.label, "value": c.value, "unit": c.unit, "warn": c.threshold.warn,
              "crit": c.threshold.crit, "state": STATE_NAMES[c.state]} for c in checks]})
     else:
         perf = " ".join(c.perfdata() for c in checks)
         sys.stdout.write(f"MQCLI {name} - {what}" + (f" | {perf}" if perf else "") + "\n")
         sys.stdout.flush()
-    if state:
-        raise typer.Exit(state)
 
 
 def _threshold(text: str | None, option: str, durations: bool) -> Threshold:
@@ -154,8 +174,8 @@ def _threshold(text: str | None, option: str, durations: bool) -> Threshold:
             number = float(part)
         except ValueError:
             raise UsageError(f"{option} {text!r}: {part!r} is not a number") from None
-        if number < 0 or number != number:
-            raise UsageError(f"{option} {text!r}: thresholds are numbers ≥ 0")
+        if not math.isfinite(number) or number < 0:
+            raise UsageError(f"{option} {text!r}: thresholds are finite numbers ≥ 0")
         return number
     t = Threshold(value(warn), value(crit))
     if t.warn is not None and t.crit is not None and t.warn > t.crit:
@@ -164,7 +184,17 @@ def _threshold(text: str | None, option: str, durations: bool) -> Threshold:
 
 
 def _num(value: float) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    """A number as performance data gives it: plain decimal notation (no exponent, every digit:
+    the threshold shown is the one in force), a whole number without a point."""
+    if isinstance(value, int) or value.is_integer():
+        return str(int(value))
+    return format(Decimal(repr(value)), "f")  # repr: the shortest text that reads back as value
+
+
+def perf_label(name: str) -> str:
+    """A performance-data label: quoted, `=` (which would end the label) made `_`, and a
+    single quote doubled, as the plugin guidelines say."""
+    return "'" + name.replace("=", "_").replace("'", "''") + "'"
 
 
 def register(app: typer.Typer) -> None:
