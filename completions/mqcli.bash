@@ -35,11 +35,11 @@ _mqcli_options()
         "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --count --state --lock --lock-id --lease -f --follow --idle --from-start --format --delimiter --store -o --output -q --quiet -h --help" ;;
         "unlock") REPLY="--lock-id --store -o --output -q --quiet -h --help" ;;
         "confirm") REPLY="--confirm-id --store -o --output -q --quiet -h --help" ;;
-        "undo") REPLY="--confirm-id --lock-id --older-than --all --store -o --output -q --quiet -h --help" ;;
+        "undo") REPLY="--confirm-id --lock-id --older-than --all --where --store -o --output -q --quiet -h --help" ;;
         "delete") REPLY="--msg-id --lock-id --store -o --output -q --quiet -h --help" ;;
         "move") REPLY="--copy --msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --dry-run --tx --store -o --output -q --quiet -h --help" ;;
         "inflight") REPLY="--store -o --output -q --quiet -h --help" ;;
-        "export") REPLY="--to --format --store -o --output -q --quiet -h --help" ;;
+        "export") REPLY="--to --format --where --store -o --output -q --quiet -h --help" ;;
         "import") REPLY="--queue --new-ids --store -o --output -q --quiet -h --help" ;;
         "redrive") REPLY="--to --where --dry-run --store -o --output -q --quiet -h --help" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output -q --quiet -h --help" ;;
@@ -57,7 +57,7 @@ _mqcli_options()
         "queue list") REPLY="--store -o --output -q --quiet -h --help" ;;
         "queue show") REPLY="--store -o --output -q --quiet -h --help" ;;
         "queue set") REPLY="--label --quota --journal --no-journal --max-backouts --store -o --output -q --quiet -h --help" ;;
-        "queue purge") REPLY="-y --yes --dry-run --store -o --output -q --quiet -h --help" ;;
+        "queue purge") REPLY="-y --yes --dry-run --where --store -o --output -q --quiet -h --help" ;;
         "queue delete") REPLY="-y --yes --dry-run --store -o --output -q --quiet -h --help" ;;
         "tx") REPLY="-h --help" ;;
         "tx begin") REPLY="--timeout --store -o --output -q --quiet -h --help" ;;
@@ -102,11 +102,11 @@ _mqcli_value_options()
         "browse") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --limit --count --state --lock-id --lease --idle --format --delimiter --store -o --output" ;;
         "unlock") REPLY="--lock-id --store -o --output" ;;
         "confirm") REPLY="--confirm-id --store -o --output" ;;
-        "undo") REPLY="--confirm-id --lock-id --older-than --store -o --output" ;;
+        "undo") REPLY="--confirm-id --lock-id --older-than --where --store -o --output" ;;
         "delete") REPLY="--msg-id --lock-id --store -o --output" ;;
         "move") REPLY="--msg-id --unique-id --correl-id --lookup-id --priority --where -n --count --tx --store -o --output" ;;
         "inflight") REPLY="--store -o --output" ;;
-        "export") REPLY="--to --format --store -o --output" ;;
+        "export") REPLY="--to --format --where --store -o --output" ;;
         "import") REPLY="--queue --store -o --output" ;;
         "redrive") REPLY="--to --where --store -o --output" ;;
         "consume") REPLY="-e --exec --lease -P --parallel -n --count --idle --where --store -o --output" ;;
@@ -122,7 +122,7 @@ _mqcli_value_options()
         "queue list") REPLY="--store -o --output" ;;
         "queue show") REPLY="--store -o --output" ;;
         "queue set") REPLY="--label --quota --max-backouts --store -o --output" ;;
-        "queue purge") REPLY="--store -o --output" ;;
+        "queue purge") REPLY="--where --store -o --output" ;;
         "queue delete") REPLY="--store -o --output" ;;
         "tx begin") REPLY="--timeout --store -o --output" ;;
         "tx commit") REPLY="--store -o --output" ;;

@@ -71,7 +71,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                 tx: Optional[int] = None, new_ids: bool = False, *,
                 tracking: ContextManager[Callable[[int], None]]) -> int:
     """Put the batches of `items`; `tracking` is the progress bar, told of each batch."""
-    total = skipped = expired = 0
+    total = skipped = 0
     extend = False  # the later batches add to the confirm id the first one took
     try:
         with tracking as step, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
@@ -79,9 +79,8 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                 with deferred() as gate:  # what is committed is printed: Ctrl-C waits for the ids
                     done: list[Message]
                     if keep_ids:
-                        done, n_skipped, n_expired = _store_records(st, queue, batch, new_ids)  # type: ignore[arg-type]
+                        done, n_skipped = _store_records(st, queue, batch, new_ids)  # type: ignore[arg-type]
                         skipped += n_skipped
-                        expired += n_expired
                     else:
                         done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
                                            extend=extend)
@@ -96,8 +95,6 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
     finally:  # also when interrupted: the ids printed are not all the records read
         if skipped:
             out.note(f"skipped {skipped} already stored (their msg_ids are in the store; --new-ids stores copies)")
-        if expired:
-            out.note(expired_note(expired))
     return total
 
 
@@ -108,19 +105,12 @@ def _ids_stalled(out: Output, stored: int) -> Callable[[], None]:
                             "so not all of their ids were written")
 
 
-def expired_note(expired: int) -> str:
-    """What `import` and `put --jsonl` say of replayed records that had expired."""
-    return (f"{expired} record{'s' if expired != 1 else ''} had expired: dead-lettered with the reason 'expired' "
-            "(dropped if sent without dead-lettering), as expiry would have in their old place")
-
-
 def _store_records(st: Store, queue: str, batch: list[Message | NewMessage],
-                   new_ids: bool) -> tuple[list[Message], int, int]:
+                   new_ids: bool) -> tuple[list[Message], int]:
     """A batch of `put --jsonl` records in input order: each run of replayed records (with
-    msg_id) imported keeping its ids, each run of new messages put; (stored, skipped, expired:
-    replayed ones whose time to be received had passed, dead-lettered by the import)."""
+    msg_id) imported keeping its ids, each run of new messages put; (stored, skipped)."""
     done: list[Message] = []
-    skipped = expired = 0
+    skipped = 0
     at = 0
     while at < len(batch):
         replay = isinstance(batch[at], Message)
@@ -129,14 +119,15 @@ def _store_records(st: Store, queue: str, batch: list[Message | NewMessage],
             end += 1
         run = batch[at:end]
         if replay:
-            imported = st.import_messages(queue, run, new_ids=new_ids)  # type: ignore[arg-type]
+            # a put of a record that expired is refused (exit 9), as the put of a new one is;
+            # an import (a dump restored) dead-letters it as expiry would have
+            imported = st.import_messages(queue, run, new_ids=new_ids, refuse_expired=True)  # type: ignore[arg-type]
             skipped += len(imported.skipped)
-            expired += len(imported.expired)
             done += imported
         else:
             done += st.put_many(queue, run)  # type: ignore[arg-type]
         at = end
-    return done, skipped, expired
+    return done, skipped
 
 
 def _note_id(out: Output, what: str, ident: Optional[int]) -> None:

@@ -742,14 +742,24 @@ class Store(Forwarding):
             return self._queue_info(t, q)
         return self._write(change)
 
-    def purge_queue(self, name: str) -> int:
-        def purge(t: Write) -> int:
+    def purge_queue(self, name: str, *, where: str | None = None, dry_run: bool = False) -> int:
+        """Remove every message of the queue, in any state (with `where`, those the selector
+        selects); how many. With `dry_run` nothing is removed: how many would be."""
+        f = Filter(where=where) if where is not None else None
+
+        def doomed(t: Write) -> list[Message]:
             q = addressing.lookup(t, name)
-            doomed = list(t.queue_messages(q))
-            for m in doomed:
+            return [m for m in t.queue_messages(q) if f is None or f.matches(m, t.now)]
+
+        if dry_run:
+            return len(self._read(doomed))
+
+        def purge(t: Write) -> int:
+            found = doomed(t)
+            for m in found:
                 t.remove(m)
             t.durable = True
-            return len(doomed)
+            return len(found)
         return self._write(purge)
 
     def delete_queue(self, name: str) -> int:
@@ -874,7 +884,7 @@ class Store(Forwarding):
         return self._write(put)
 
     def import_messages(self, queue: str, messages: Iterable[Message], *, create: bool = False,
-                        new_ids: bool = False) -> Imported:
+                        new_ids: bool = False, refuse_expired: bool = False) -> Imported:
         """Enqueue existing messages keeping their ids, times and counts (import, copy, arrival).
 
         A msg_id is unique within a store: a message whose msg_id the store holds already (in
@@ -891,7 +901,8 @@ class Store(Forwarding):
         Each goes through the enqueue checks ([MS-MQDMPR] 3.1.7.1.9); one whose time to be
         received passed (a dump's message with a ttl) is not refused with status 3 but
         dead-lettered with the reason `expired`, as expiry would have in its old place
-        (`Imported.expired`); the batch is one commit, all or none. Each gets a new SequentialID and so a
+        (`Imported.expired`), unless `refuse_expired` (a put of the record: MessageExpired,
+        exit 9); the batch is one commit, all or none. Each gets a new SequentialID and so a
         new lookup id, as [MS-MQDMPR]'s enqueue does. The messages are updated in place (state
         available; those stored get their new queue and lookup id, and with `new_ids` their
         new ids); pass copies to keep the originals. With `create`, a missing queue is made (a
@@ -911,7 +922,7 @@ class Store(Forwarding):
                 first_n, first_time = t.allocate_ids(len(batch))
                 for i, m in enumerate(batch):
                     m.origin, m.msg_n, m.put_time = t.origin, (first_n + i) & 0xFFFFFFFF, first_time + i
-                kept, late = t.expired_on_arrival(q, batch)
+                kept, late = (batch, []) if refuse_expired else t.expired_on_arrival(q, batch)
                 return Imported(t.enqueue(q, kept), expired=late)
             fresh: list[Message] = []
             skipped: list[Message] = []
@@ -924,7 +935,7 @@ class Store(Forwarding):
                     seen.add(identity)
                     fresh.append(m)
             t.keep_ids_ahead_of(fresh)
-            kept, late = t.expired_on_arrival(q, fresh)
+            kept, late = (fresh, []) if refuse_expired else t.expired_on_arrival(q, fresh)
             return Imported(t.enqueue(q, kept), skipped, late)
         return self._write(enqueue)
 
@@ -1570,12 +1581,15 @@ class Store(Forwarding):
                 return result
             after = last
 
-    def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None) -> Undone:
+    def undo_inflight(self, queue: str | None = None, *, older_than: float | None = None,
+                      where: str | None = None) -> Undone:
         """Operators' undo (`undo --older-than/--all`): every in-flight message of the
         queue (or store) that entered its state more than `older_than` seconds ago. Left in
         flight, and counted in the `Undone` returned: messages a live process is delivering
         (a get writing them out, a dispatcher sending them: undone, they would go twice) and
-        tx-locked ones (their transaction's commit or abort decides)."""
+        tx-locked ones (their transaction's commit or abort decides). With `where`, only the
+        messages the selector selects."""
+        f = Filter(where=where) if where is not None else None
         if older_than is not None and (not is_seconds(older_than) or older_than < 0):
             raise InvalidArgument(f"older_than must be a number of seconds ≥ 0, got {older_than!r:.40}")
         limit_us = None if older_than is None else int(older_than * 1_000_000)
@@ -1586,6 +1600,8 @@ class Store(Forwarding):
             for name in names:
                 for m in t.in_flight(addressing.lookup(t, name)):  # held records only, not the whole queue
                     if limit_us is not None and t.now - (m.since or t.now) < limit_us:
+                        continue
+                    if f is not None and not f.matches(m, t.now):
                         continue
                     if m.state == TX_LOCKED:
                         tx_locked += 1
@@ -1630,23 +1646,26 @@ class Store(Forwarding):
             dead_lettered_by_reason=dict(t.reasons(q.qid)))
 
     def export_messages(self, queues: Iterable[str] | None = None, batch: int = 1000, *,
-                        hidden: bool = False) -> Iterator[Message]:
+                        hidden: bool = False, where: str | None = None) -> Iterator[Message]:
         """Every message of the queues (default: all), in queue order, in any state; without
         `hidden`, not the hidden ones: a put awaiting its confirm or inside an open transaction
         is not a message yet (docs/design.md#states), and an import would make it one (the JSONL export
         leaves them out; the Parquet one, for analysis, keeps them like a direct scan). Read
         in snapshots of `batch` messages, each starting where the last ended, so a large
-        export holds no long read transaction."""
+        export holds no long read transaction. With `where`, only the messages the selector
+        selects (README.md#selectors)."""
+        f = Filter(where=where) if where is not None else None
         if isinstance(queues, str):
             queues = [queues]  # one queue's name, not its letters
         names = list(queues) if queues is not None else [q.name for q in self.list_queues()]
         for name in names:
             after: tuple[int, int] | None = None
             while True:
-                def read(t: Write, name: str = name, after: tuple[int, int] | None = after) -> list[Message]:
-                    return list(itertools.islice(t.queue_messages(addressing.lookup(t, name), after), batch))
-                chunk = self._read(read)
-                yield from (m for m in chunk if hidden or not m.hidden)
+                def read(t: Write, name: str = name, after: tuple[int, int] | None = after,
+                         ) -> tuple[list[Message], int]:
+                    return list(itertools.islice(t.queue_messages(addressing.lookup(t, name), after), batch)), t.now
+                chunk, now = self._read(read)
+                yield from (m for m in chunk if (hidden or not m.hidden) and (f is None or f.matches(m, now)))
                 if len(chunk) < batch:
                     break
                 after = (7 - chunk[-1].priority, chunk[-1].seq)

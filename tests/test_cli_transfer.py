@@ -80,22 +80,15 @@ def test_put_jsonl_malformed_line_exits_12_naming_the_line_and_stores_nothing(cl
     assert cli.json("queue", "show", "q")["depth"] == 0
 
 
-def test_a_replayed_record_that_expired_meanwhile_is_dead_lettered_and_the_rest_stored(cli):
-    # as expiry would have done in its old place; a new record (no msg_id) whose expiry has
-    # passed is still refused (exit 12, naming its line)
+def test_put_jsonl_record_already_expired_exits_9(cli):
+    # a put of the record, as of a new message, is refused; an import dead-letters it (below)
     record = cli.ok("put", "q", "x", "--ttl", "1h", "-o", "jsonl").jsonl()[0]
-    keep = cli.ok("put", "q", "y", "-o", "jsonl").jsonl()[0]
-    cli.ok("get", "q", "--all", "-q")
+    cli.ok("get", "q", "-q")
     record["expires"] = "2020-01-01T00:00:00.000000Z"
-    r = cli.ok("put", "q", "--jsonl", "-", input=json.dumps(record) + "\n" + json.dumps(keep) + "\n")
-    assert r.stdout.decode().split() == [keep["msg_id"]]
-    assert "1 record had expired: dead-lettered with the reason 'expired'" in r.stderr
-    (dead,) = cli.jsonl("browse", "dead-letter", "-o", "jsonl")
-    assert (dead["msg_id"], dead["dead_letter_reason"], dead["original_queue"]) == (record["msg_id"], "expired", "q")
-    assert [m["msg_id"] for m in cli.jsonl("browse", "q", "-o", "jsonl")] == [keep["msg_id"]]
-    new = {"body": "z", "expires": record["expires"]}
-    r = cli.fails(12, "put", "q", "--jsonl", "-", input=json.dumps(new) + "\n")
-    assert cli.error_line(r).startswith("mqcli: error: line 1: field 'expires' has passed")
+    r = cli.fails(9, "put", "q", "--jsonl", "-", input=json.dumps(record) + "\n")
+    assert cli.error_line(r) == ("mqcli: error: the message expired before it could be enqueued "
+                                 "[MQ_ERROR_MESSAGE_TIMED_OUT]")
+    assert cli.json("queue", "show", "q")["depth"] == 0
 
 
 def test_import_of_a_dump_whose_ttl_message_expired_since_stores_the_rest(cli, tmp_path):

@@ -186,6 +186,7 @@ def undo(
     confirm_id: ConfirmOpt = None, lock_id: LockOpt = None,
     older_than: Annotated[Optional[str], typer.Option("--older-than", help="Operators: undo every in-flight message older than this.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Operators: undo every in-flight message.")] = False,
+    where: WhereOpt = None,
 ) -> None:
     """Undo a pending put or get (--confirm-id) or a browse lock (--lock-id); operators can
     undo everything in flight (--all, --older-than).
@@ -200,11 +201,13 @@ def undo(
         raise UsageError("give exactly one of --confirm-id, --lock-id, --older-than and --all")
     if queue is None and (confirm_id is not None or lock_id is not None):
         raise UsageError("--confirm-id and --lock-id need the QUEUE")
+    if where is not None and (confirm_id is not None or lock_id is not None):
+        raise UsageError("--where goes with --all or --older-than (a confirm or lock id names its messages)")
     with s.open() as st:
         if confirm_id is not None or lock_id is not None:
             n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]  # QUEUE given
         else:
-            n = st.undo_inflight(queue, older_than=optional_seconds(older_than, "age"))
+            n = st.undo_inflight(queue, older_than=optional_seconds(older_than, "age"), where=where)
             for holder, count in n.delivering.items():  # undone, they would go twice
                 s.out.note(f"{count} left in flight: a {holder} is delivering them (writing them out or "
                            f"sending them); they come back by themselves when it ends or dies")

@@ -16,6 +16,7 @@ from ..durations import parse_size
 from ..exits import Declined, UsageError
 from ..options import Session, shared_options
 from ..render import iso
+from .message import WhereOpt
 
 app = typer.Typer(
     help="Queue administration.\n\n\b\nExample:\n  mqcli queue create orders --max-backouts 5\n  mqcli queue list",
@@ -125,10 +126,11 @@ def _confirm(action: str, name: str, depth: int, yes: bool) -> None:
 
 
 def _remove_all(s: Session, name: str, action: str, yes: bool, dry_run: bool,
-                remove: Callable[[Store], dict]) -> None:
-    """purge and delete: say what would go (--dry-run), ask (or need --yes), then do it."""
+                remove: Callable[[Store], dict], count: Callable[[Store], int] | None = None) -> None:
+    """purge and delete: say what would go (--dry-run), ask (or need --yes), then do it.
+    `count`: how many would go, when not the whole queue (purge --where)."""
     with s.open() as st:
-        depth = st.queue_info(name).depth
+        depth = st.queue_info(name).depth if count is None else count(st)
         if dry_run:
             s.out.document({"queue": name, "would_remove": depth, "dry_run": True})
             return
@@ -138,15 +140,18 @@ def _remove_all(s: Session, name: str, action: str, yes: bool, dry_run: bool,
 
 @app.command("purge")
 @shared_options
-def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False) -> None:
-    """Remove every message of a queue, in any state.
+def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False,
+          where: WhereOpt = None) -> None:
+    """Remove every message of a queue, in any state (with --where, those it selects).
 
     \b
-    Example:
+    Examples:
       mqcli queue purge orders --yes
+      mqcli queue purge orders --where "age > 7d" --dry-run
     """
     _remove_all(s, name, "purge", yes, dry_run,
-                lambda st: {"removed": st.purge_queue(name)})
+                lambda st: {"removed": st.purge_queue(name, where=where)},
+                None if where is None else lambda st: st.purge_queue(name, where=where, dry_run=True))
 
 
 @app.command("delete")

@@ -13,7 +13,8 @@ from store import Message, errors
 
 from .. import inputs
 from ..exits import UsageError
-from ..messaging import BATCH, expired_note
+from ..messaging import BATCH
+from .message import WhereOpt
 from ..options import Session, shared_options
 from ..outfile import written_whole
 from ..render import OutputClosed, json_line, progress, write_all, writing_to
@@ -29,6 +30,7 @@ def export(
         "--format", metavar="jsonl|parquet",
         help="jsonl (default), or parquet: the analyze pipeline's message table (needs --to and "
              "`pip install 'mqcli[spark]'`).")] = "jsonl",
+    where: WhereOpt = None,
 ) -> None:
     """Dump queues as JSONL, one message a line with every field (any state), in queue order.
 
@@ -40,19 +42,22 @@ def export(
       mqcli export orders --to orders.jsonl
       mqcli export | gzip > qm1.jsonl.gz
       mqcli export --format parquet --to qm1.parquet
+      mqcli export orders --where "props.region = 'eu'" --to eu.jsonl
     """
     if fmt not in ("jsonl", "parquet"):
         raise UsageError(f"--format must be jsonl or parquet, got {fmt!r}")
+    if fmt == "parquet" and where is not None:
+        raise UsageError("--where goes with the JSONL export (the Parquet table is for analysis: filter it there)")
     if fmt == "parquet":
         _export_parquet(s, queues, to)
         return
     # reads do not write: the store is exported as it is, expired and lapsed messages included
     with s.open() as st, st.as_is(), writing_to(None if to is None else str(to)):
         if to is None:
-            count = _write_jsonl(st, queues, sys.stdout.buffer)
+            count = _write_jsonl(st, queues, sys.stdout.buffer, where)
         else:
             with written_whole(to) as path, open(path, "wb") as sink:
-                count = _write_jsonl(st, queues, sink)
+                count = _write_jsonl(st, queues, sink, where)
     s.out.note(f"exported {count} messages" + (f" to {to}" if to else ""))
 
 
@@ -60,7 +65,7 @@ DEFINITION = "queue_definition"  # the key of a queue's definition record in a J
 _DEFINED = ("label", "quota", "transactional", "journal", "max_backouts")
 
 
-def _write_jsonl(st, queues: Optional[list[str]], sink) -> int:
+def _write_jsonl(st, queues: Optional[list[str]], sink, where: Optional[str] = None) -> int:
     count = 0
     infos = st.list_queues() if queues is None else [st.queue_info(name) for name in queues]
     try:
@@ -73,7 +78,7 @@ def _write_jsonl(st, queues: Optional[list[str]], sink) -> int:
                 if not q.system and q.outgoing is None and not q.name.casefold().endswith(";journal"):
                     definition = {"name": q.name, **{k: getattr(q, k) for k in _DEFINED}}
                     write_all(sink, json_line({DEFINITION: definition}) + b"\n")
-                for m in st.export_messages([q.name]):
+                for m in st.export_messages([q.name], where=where):
                     write_all(sink, json_line(m.to_dict()) + b"\n")
                     count += 1
                     bar.advance()
@@ -178,7 +183,8 @@ def _counts(s: Session, imported: int, skipped: int, expired: int) -> dict[str, 
     passed: dead-lettered, as expiry would have)."""
     if not expired:
         return {"imported": imported, "skipped": skipped}
-    s.out.note(expired_note(expired))
+    s.out.note(f"{expired} record{'s' if expired != 1 else ''} had expired: dead-lettered with the reason "
+               "'expired' (dropped if sent without dead-lettering), as expiry would have in their old place")
     return {"imported": imported, "skipped": skipped, "expired": expired}
 
 
