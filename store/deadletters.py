@@ -5,7 +5,7 @@ dead-lettered from (`original_queue`) and when, in the reserved property
 `mqcli.dead_letter_time` (ISO-8601 UTC), like a journal copy's `mqcli.journal_time`. A
 property rather than a new record field: records written before it stay valid as they are
 (no format version to bump, store/records.py), the time travels through export and import
-with the other properties, and a selector can name it (`props."mqcli.dead_letter_time"`).
+with the other properties, and a selector can name it (`"props.mqcli.dead_letter_time"`, the quoted form README.md#selectors gives for any name).
 Older dead letters simply lack it.
 """
 

@@ -178,7 +178,8 @@ def dead_letter_status(reason: str | None) -> str | None:
     """The MQ status a dead-letter reason stands for (None for a message that is no dead
     letter). The reasons are the ones this store writes: `expired` and `expired in transit`
     (the time to be received passed: MQ_ERROR_MESSAGE_TIMED_OUT), `max-backouts` (a poison
-    message), `queue quota exceeded (N bytes)` and `destination not available: Q` (an
+    message), `hop count exceeded` (store/outgoing.py HOP_LIMIT), `queue quota exceeded (N bytes)`
+    and `destination not available: Q` (an
     arrival that could not be enqueued, docs/protocol.md). Anything else is MQ_ERROR."""
     if reason is None:
         return None
