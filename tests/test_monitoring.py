@@ -264,3 +264,12 @@ def test_perfdata_labels_are_quoted_without_equals_signs(cli):
     labels = re.findall(r"'((?:[^']|'')*)'=", perf)
     assert len(labels) == 4 and not any("=" in label for label in labels)
     assert cli.subprocess("health", TO_B, "-o", "json").json()["checks"][0]["label"] == TO_B + " depth"
+
+
+@pytest.mark.parametrize("args", [["health", "no|such"], ["health", "-o", "a|b"], ["health", "no\nsuch"]])
+def test_a_health_summary_has_no_bar_before_its_performance_data_and_is_one_line(cli, args):
+    # the plugin format: text | perfdata; a `|` the user typed would start the perfdata
+    result = cli.subprocess(*args)
+    assert result.code == 3, result
+    (line,) = result.out.splitlines()
+    assert line.startswith("MQCLI UNKNOWN - ") and "|" not in line, result

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..durations import parse_duration
-from ..exits import UsageError
+from ..exits import UsageError, one_line
 from ..options import Session, shared_options
 from ..render import Output
 
@@ -153,6 +153,9 @@ def _write(as_json: bool, state: int, what: str, checks: list[Check], out: Outpu
              "crit": c.threshold.crit, "state": STATE_NAMES[c.state]} for c in checks]})
     else:
         perf = " ".join(c.perfdata() for c in checks)
+        # one line, and no `|` but the one before the performance data (the plugin format): a
+        # queue name or an error may quote what a user typed
+        what = one_line(what).replace("|", "¦")
         sys.stdout.write(f"MQCLI {name} - {what}" + (f" | {perf}" if perf else "") + "\n")
         sys.stdout.flush()
 
