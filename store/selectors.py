@@ -464,34 +464,30 @@ def _not(fn: Fn) -> Fn:
     return not_
 
 
-def _all(terms: list[Fn]) -> Fn:
-    """AND over a chain of terms, in a loop (a closure per pair would recurse once a term):
-    FALSE if any is FALSE, else UNKNOWN if any is UNKNOWN, else TRUE."""
-    def and_(m: Message, now: int) -> bool | None:
+def _chain(terms: list[Fn], decisive: bool) -> Fn:
+    """A chain of terms in three-valued logic, tested in a loop (a closure per pair would
+    recurse once a term): `decisive` if any term is (FALSE for AND, TRUE for OR), else UNKNOWN
+    if any is UNKNOWN, else the other truth value."""
+    def chain(m: Message, now: int) -> bool | None:
         unknown = False
         for term in terms:
-            value = term(m, now)
-            if value is False:
-                return False
+            value: bool | None = term(m, now)
+            if value is decisive:
+                return decisive
             if value is None:
                 unknown = True
-        return None if unknown else True
-    return and_
+        return None if unknown else not decisive
+    return chain
+
+
+def _all(terms: list[Fn]) -> Fn:
+    """AND: FALSE if any term is FALSE, else UNKNOWN if any is UNKNOWN, else TRUE."""
+    return _chain(terms, False)
 
 
 def _any(terms: list[Fn]) -> Fn:
-    """OR over a chain of terms, in a loop: TRUE if any is TRUE, else UNKNOWN if any is
-    UNKNOWN, else FALSE."""
-    def or_(m: Message, now: int) -> bool | None:
-        unknown = False
-        for term in terms:
-            value = term(m, now)
-            if value is True:
-                return True
-            if value is None:
-                unknown = True
-        return None if unknown else False
-    return or_
+    """OR: TRUE if any term is TRUE, else UNKNOWN if any is UNKNOWN, else FALSE."""
+    return _chain(terms, True)
 
 
 def _comparator(test: Callable[[Any, Any], bool]) -> Callable[[Fn, Fn], Fn]:
