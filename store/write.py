@@ -800,7 +800,10 @@ class Write:
         dead-letter queue with the reason `expired` (dropped if sent without dead-lettering),
         counted as expired and dead-lettered in `q`, instead of failing the whole batch."""
         now = self.now
-        late = [m for m in messages if m.expires is not None and m.expires <= now]
+        kept: list[Message] = []
+        late: list[Message] = []
+        for m in messages:
+            (late if m.expires is not None and m.expires <= now else kept).append(m)
         if not late:
             return messages, late
         dlq = self.queue(dead_letter_queue(q.transactional))
@@ -809,7 +812,7 @@ class Write:
             if m.dead_letter:
                 self.count_dead_letter(q.qid, "expired")
                 self.enqueue(dlq, [at_rest(dead_lettered(m, "expired", q.name, now, expires=None))], check=False)
-        return [m for m in messages if not (m.expires is not None and m.expires <= now)], late
+        return kept, late
 
     # ---- leaving an in-flight state ----------------------------------------------------
 

@@ -219,15 +219,13 @@ def check_manifest(document: object) -> dict[str, Any]:
     version = _field(manifest, "format", int, "a whole number")
     if version != MANIFEST_FORMAT:
         raise ValueError(f"'format' is {version}, and this mqcli reads format {MANIFEST_FORMAT} only")
-    if not _GUID.fullmatch(_field(manifest, "guid", str, "a GUID's text")):
-        raise ValueError(f"'guid' must be a GUID's text (like 6f1c2d3e-…-9a0b), got {manifest['guid']!r:.80}")
+    _matching(manifest, "guid", _GUID, "a GUID's text", "a GUID's text (like 6f1c2d3e-…-9a0b)")
     _field(manifest, "name", str, "text")
     _field(manifest, "host", str, "text")
     store = _field(manifest, "store", str, "an absolute path")
     if not store.startswith("/") or "\0" in store:
         raise ValueError(f"'store' must be an absolute path, got {store!r:.80}")
-    if not _TAKEN.fullmatch(_field(manifest, "taken", str, "a time")):
-        raise ValueError(f"'taken' must be a UTC time like 2026-01-31T12:00:00Z, got {manifest['taken']!r:.80}")
+    _matching(manifest, "taken", _TAKEN, "a time", "a UTC time like 2026-01-31T12:00:00Z")
     _whole(manifest, "taken_us", _U63, "microseconds since 1970")
     _whole(manifest, "sequential_id", _U64, "the store's SequentialID")
     files = _field(manifest, "files", dict, "an object naming each file")
@@ -266,6 +264,14 @@ def _field(record: dict[str, Any], key: str, kind: type, what: str, *, within: s
     value = record[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ValueError(f"{where}{key!r} must be {what}, got {_kind(value)}")
+    return value
+
+
+def _matching(record: dict[str, Any], key: str, pattern: re.Pattern[str], what: str, shape: str) -> str:
+    """record[key], if it is text (`what`) that `pattern` matches whole (`shape`); ValueError else."""
+    value: str = _field(record, key, str, what)
+    if not pattern.fullmatch(value):
+        raise ValueError(f"{key!r} must be {shape}, got {value!r:.80}")
     return value
 
 
