@@ -410,7 +410,7 @@ complete -c mqcli -n '__mqcli_at \'delete\'' -s h -l help -d 'Show this message 
 complete -c mqcli -n '__mqcli_at \'delete\'; and __mqcli_argument 0' -a '(__mqcli_names queue)'
 
 # mqcli move
-complete -c mqcli -n '__mqcli_at \'move\'' -l copy -d 'Copy instead of moving (ids are kept).'
+complete -c mqcli -n '__mqcli_at \'move\'' -l copy -d 'Copy instead of moving: each copy is a new message (new msg_id and put time) naming its source in the property mqcli.copy_of.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l msg-id -x -d 'Only the message with this msg_id.'
 complete -c mqcli -n '__mqcli_at \'move\'' -l unique-id -x -d 'Only the message with this MQe unique id (<guid>:<put time µs>).'
 complete -c mqcli -n '__mqcli_at \'move\'' -l correl-id -x -d 'Only messages with this correlation id.'

@@ -919,9 +919,7 @@ class Store(Forwarding):
         def enqueue(t: Write) -> Imported:
             q = addressing.for_import(t, queue) if create else addressing.lookup(t, queue)
             if new_ids:
-                first_n, first_time = t.allocate_ids(len(batch))
-                for i, m in enumerate(batch):
-                    m.origin, m.msg_n, m.put_time = t.origin, (first_n + i) & 0xFFFFFFFF, first_time + i
+                t.give_new_ids(batch)
                 kept, late = (batch, []) if refuse_expired else t.expired_on_arrival(q, batch)
                 return Imported(t.enqueue(q, kept), expired=late)
             fresh: list[Message] = []
@@ -1498,9 +1496,12 @@ class Store(Forwarding):
                 return []
             if copy:
                 after = (7 - found[-1].priority, found[-1].seq)
+            if copy:
+                clones = _copies(t, found, fresh)
+            else:
+                clones = [_moved(m, fresh) for m in found] if fresh or tx is not None else found
             if tx is not None:
                 record = msmq_transactions.load(t, tx)
-                clones = [_moved(m, fresh) for m in found]
                 if not copy:
                     for m in found:
                         msmq_transactions.lock_for_dequeue(t, tx, record, m)
@@ -1508,7 +1509,7 @@ class Store(Forwarding):
                 return t.enqueue(dst, clones, transactional=True)
             if not copy:
                 t.remove_many(found)
-            return t.enqueue(dst, [_moved(m, fresh) for m in found] if copy or fresh else found)
+            return t.enqueue(dst, clones)
 
         while left is None or left > 0:
             moved = self._write(one)
@@ -1848,6 +1849,19 @@ def _moved(m: Message, fresh: bool) -> Message:
     if fresh:
         return deadletters.fresh(m)
     return replace(m, props=dict(m.props))
+
+
+COPY_OF = "mqcli.copy_of"  # a move --copy's copy: the msg_id of the message it copied
+
+
+def _copies(t: Write, found: list[Message], fresh: bool) -> list[Message]:
+    """What `move --copy` enqueues: new messages (SPEC section 5: a msg_id is unique within a
+    store), each naming its source's msg_id in the property COPY_OF."""
+    copies = [_moved(m, fresh) for m in found]
+    for m, source in zip(copies, found):
+        m.props[COPY_OF] = source.msg_id
+    t.give_new_ids(copies)
+    return copies
 
 
 def _browsed(t: Write, queue: str, f: Filter, wanted: set[str], limit: int | None,

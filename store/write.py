@@ -710,6 +710,15 @@ class Write:
         c.put_time = first_time + n - 1
         return first_n, first_time
 
+    def give_new_ids(self, messages: list[Message]) -> None:
+        """Make each message a new one of this queue manager: a new msg_id and put time, as a
+        put gives them (a copy, `import --new-ids`). The put time is part of the unique id,
+        which must not repeat the original's either (SPEC section 5: a msg_id is unique)."""
+        first_n, first_time = self.allocate_ids(len(messages))
+        origin = self.origin
+        for i, m in enumerate(messages):
+            m.origin, m.msg_n, m.put_time = origin, (first_n + i) & 0xFFFFFFFF, first_time + i
+
     def check_enqueue(self, q: QueueInfo, messages: list[Message], *,
                       arrivals: bool = False) -> tuple[list[Message], list[Message]]:
         """The checks of [MS-MQDMPR] 3.1.7.1.9 Enqueue Message for each message in turn, in its order;

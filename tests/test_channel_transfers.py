@@ -1,6 +1,7 @@
 """Exactly once over the channel names a *transfer*, not a msg_id: real `mqcli listen` and
-`mqcli dispatch` subprocesses on loopback. A store restored from its backup, a `move --copy`
-followed by a `move` of the original, and arrivals the receiver dead-letters (reported back in
+`mqcli dispatch` subprocesses on loopback. A store restored from its backup, a replayed
+`put --jsonl` of a message sent before, a `move --copy` followed by a `move` of the original,
+and arrivals the receiver dead-letters (reported back in
 the ACK). The retransmission after a lost ack is tests/reliability/test_channel_kills.py's."""
 
 import json
@@ -80,11 +81,24 @@ def test_a_copy_moved_to_a_remote_queue_and_then_its_original_both_cross(net):
     assert mqcli(net.a, "move", "local", DEST, "--copy").code == 0
     row = dispatch_json(net.a)
     assert (row["stored"], row["duplicates"]) == (1, 0)
-    assert mqcli(net.a, "move", "local", DEST).code == 0  # the original, same msg_id
+    assert mqcli(net.a, "move", "local", DEST).code == 0  # the original
     row = dispatch_json(net.a)
     assert (row["stored"], row["duplicates"]) == (1, 0)
-    got = arrived(net.b)[1:]
-    assert [x.body for x in got] == [b"twice", b"twice"] and {x.msg_id for x in got} == {m.msg_id}
+    copy, original = arrived(net.b)[1:]
+    assert copy.body == original.body == b"twice" and original.msg_id == m.msg_id
+    assert copy.msg_id != m.msg_id and copy.props["mqcli.copy_of"] == m.msg_id
+
+
+def test_a_replayed_put_of_a_message_sent_before_crosses_again(net):
+    (m,) = put(net.a, DEST, [b"again"])
+    r = mqcli(net.a, "-o", "jsonl", "browse", DEST)
+    assert r.code == 0, r
+    assert dispatch_json(net.a)["stored"] == 1  # it left the outgoing queue: the receiver has it
+    r = mqcli(net.a, "put", DEST, "--jsonl", "-", input=r.stdout)  # the same msg_id, sent again
+    assert r.code == 0, r
+    row = dispatch_json(net.a)
+    assert (row["stored"], row["duplicates"]) == (1, 0)
+    assert [(x.body, x.msg_id) for x in arrived(net.b)] == [(b"again", m.msg_id)] * 2
 
 
 def test_dispatch_reports_the_arrivals_the_receiver_dead_lettered_and_exits_0(net):

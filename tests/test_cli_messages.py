@@ -181,7 +181,9 @@ def test_get_browse_and_move_by_unique_id(cli):
     assert [m["body"] for m in cli.json("browse", "q", "--unique-id", b["unique_id"])] == ["b"]
     assert cli.json("move", "q", "q2", "--copy", "--unique-id", c["unique_id"]) == {
         "source": "q", "target": "q2", "copied": 1}
-    assert cli.json("get", "q2", "--unique-id", c["unique_id"])["body"] == "c"  # a copy keeps it
+    copy = cli.json("get", "q2")  # a copy is a new message: its own ids, naming the original's msg_id
+    assert copy["body"] == "c" and copy["unique_id"] != c["unique_id"] and copy["msg_id"] != c["msg_id"]
+    assert copy["props"]["mqcli.copy_of"] == c["msg_id"]
     got = cli.json("get", "q", "--unique-id", b["unique_id"], "--count", "5")  # one id, one message
     assert [(m["body"], m["unique_id"]) for m in got] == [("b", b["unique_id"])]
     r = cli.fails(4, "get", "q", "--unique-id", b["unique_id"])
@@ -440,7 +442,8 @@ def test_move_copy_keeps_the_source(cli):
     src = [cli.put("q", b, "--correl-id", b) for b in ("a", "b")]
     assert cli.json("move", "q", "r", "--copy")["copied"] == 2
     copies = cli.json("browse", "r")
-    assert [m["msg_id"] for m in copies] == [m["msg_id"] for m in src]
+    assert [m["props"]["mqcli.copy_of"] for m in copies] == [m["msg_id"] for m in src]
+    assert not {m["msg_id"] for m in copies} & {m["msg_id"] for m in src}
     assert [m["body"] for m in copies] == ["a", "b"]
     assert len(cli.json("browse", "q")) == 2
 

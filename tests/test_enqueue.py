@@ -146,13 +146,29 @@ def test_filters_use_the_indexes(st):
         st.get("q", wait=0, correl_id="order-2")
 
 
-def test_a_copy_of_a_message_keeps_its_msg_id(st):
+def test_a_copy_of_a_message_is_a_new_message_naming_the_original(st):
     st.create_queue("other")
-    m = st.put("q", b"a")
+    m = st.put("q", b"a", correl_id="c", props={"k": "v"})
     list(st.move("q", "other", copy=True))
-    assert st.browse("other")[0].msg_id == m.msg_id
-    assert st.get("other", wait=0, msg_id=m.msg_id).body == b"a"
+    (copy,) = st.browse("other")
+    assert copy.msg_id != m.msg_id and copy.unique_id != m.unique_id and copy.put_time > m.put_time
+    assert (copy.body, copy.correl_id, copy.props) == (b"a", "c", {"k": "v", "mqcli.copy_of": m.msg_id})
+    assert st.get("other", wait=0, msg_id=copy.msg_id).body == b"a"
     assert st.get("q", wait=0, msg_id=m.msg_id).body == b"a"
+    later = st.put("q", b"b")  # the store's msg_id counter went past the copy's
+    assert len({later.msg_id, copy.msg_id, m.msg_id}) == 3
+
+
+def test_a_store_holding_copies_exports_and_imports_whole(st, tmp_path):
+    st.create_queue("other")
+    st.put_many("q", [NewMessage(b"%d" % i) for i in range(3)])
+    list(st.move("q", "other", copy=True))
+    dump = [m for name in ("q", "other") for m in st.browse(name)]
+    with Store.open(tmp_path / "new", create=True) as fresh:
+        fresh.create_queue("q")
+        fresh.create_queue("other")
+        done = fresh.import_messages("q", dump[:3]), fresh.import_messages("other", dump[3:])
+        assert [(len(d), len(d.skipped)) for d in done] == [(3, 0), (3, 0)]
 
 
 def test_get_many_takes_up_to_count_in_one_commit(st):
@@ -243,14 +259,15 @@ def test_move_with_count_and_filter(st):
     assert [m.body for m in st.browse("q")] == [b"0", b"2", b"3", b"4"]
 
 
-def test_copy_leaves_the_source_and_duplicates_ids(st):
+def test_copy_leaves_the_source_and_gives_new_ids(st):
     st.create_queue("dst")
     a = st.put("q", b"a")
     st.put("q", b"b")
     copied = [m for chunk in st.move("q", "dst", copy=True, batch=1) for m in chunk]
     assert [m.body for m in copied] == [b"a", b"b"]
     assert [m.body for m in st.browse("q")] == [b"a", b"b"]
-    assert st.browse("dst")[0].msg_id == a.msg_id
+    assert [m.msg_id for m in st.browse("dst")] == [m.msg_id for m in copied]
+    assert copied[0].msg_id != a.msg_id and copied[0].props["mqcli.copy_of"] == a.msg_id
 
 
 def test_move_into_a_full_queue_moves_nothing_of_that_batch(st):

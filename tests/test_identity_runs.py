@@ -2,6 +2,7 @@
 messages that exist, runs go when their last message goes, and `check` holds them to the records."""
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -80,10 +81,17 @@ def test_in_flight_messages_keep_their_run(st):
     assert run_entries(st) == {keys.MSGID: [], keys.UNIQ: []}
 
 
-def test_copies_keep_the_msg_id_and_have_runs_of_their_own(st):
+def replayed(store: Store, queue: str, messages: list) -> None:
+    """Store `messages` again in `queue` with their msg_ids and later put times: what a store
+    restored from a backup holds beside a replay of the messages put after the backup."""
+    later = [replace(m, put_time=m.put_time + 10_000_000, props=dict(m.props)) for m in messages]
+    assert len(store.import_messages(queue, later)) == len(messages)
+
+
+def test_messages_that_repeat_a_msg_id_have_runs_of_their_own(st):
     st.create_queue("other")
     put = st.put_many("q", [NewMessage(b"%d" % i) for i in range(5)])
-    list(st.move("q", "other", count=5, copy=True))
+    replayed(st, "other", put)
     assert find(st, put[2].msg_id) == [b"2", b"2"]
     assert st.get("other", wait=0, msg_id=put[2].msg_id).body == b"2"
     assert st.get("q", wait=0, msg_id=put[2].msg_id).body == b"2"
@@ -91,10 +99,10 @@ def test_copies_keep_the_msg_id_and_have_runs_of_their_own(st):
     assert find(st, put[3].msg_id) == [b"3", b"3"]
 
 
-def test_a_lookup_walks_back_past_the_run_of_a_copy(st):
+def test_a_lookup_walks_back_past_a_later_run_of_one(st):
     st.create_queue("other")
     put = st.put_many("q", [NewMessage(b"%d" % i) for i in range(20)])
-    list(st.move("q", "other", msg_id=put[5].msg_id, copy=True))  # a run of one at n+5, later seq
+    replayed(st, "other", [put[5]])  # a run of one at n+5, later seq
     assert len(run_entries(st)[keys.MSGID]) == 2
     assert find(st, put[15].msg_id) == [b"15"]
     assert find(st, put[5].msg_id) == [b"5", b"5"]
@@ -104,9 +112,11 @@ def test_a_lookup_walks_back_past_the_run_of_a_copy(st):
 def test_gets_by_unique_id_use_the_runs(st):
     st.create_queue("other")
     put = st.put_many("q", [NewMessage(b"%d" % i) for i in range(300)])
-    list(st.move("q", "other", unique_id=put[7].unique_id, copy=True))
+    (copy,) = [m for batch in st.move("q", "other", unique_id=put[7].unique_id, copy=True) for m in batch]
+    assert copy.unique_id != put[7].unique_id  # a copy is a new message: a run of one, later seq
     assert [m.body for m in st.browse("q", unique_id=put[299].unique_id)] == [b"299"]
-    assert st.get("other", wait=0, unique_id=put[7].unique_id).body == b"7"
+    assert [m.body for m in st.browse("other", unique_id=put[7].unique_id)] == []
+    assert st.get("other", wait=0, unique_id=copy.unique_id).body == b"7"
     assert st.get("q", wait=0, unique_id=put[7].unique_id).body == b"7"
     with pytest.raises(errors.MessageNotFound):
         st.get("q", wait=5, unique_id=put[7].unique_id)  # an exact id does not wait

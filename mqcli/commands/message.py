@@ -252,7 +252,7 @@ def delete(s: Session, queue: QueueArg,
 def move(
     s: Session, source: QueueArg,
     target: Annotated[str, typer.Argument(help="Target queue.", show_default=False)],
-    copy: Annotated[bool, typer.Option("--copy", help="Copy instead of moving (ids are kept).")] = False,
+    copy: Annotated[bool, typer.Option("--copy", help="Copy instead of moving: each copy is a new message (new msg_id and put time) naming its source in the property mqcli.copy_of.")] = False,
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
     lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="At most N messages.")] = None,
