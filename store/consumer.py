@@ -61,12 +61,14 @@ class Consumer:
         """`m` was handled: confirm it with the next get, or at close (flush)."""
         self._acked[m.confirm_id] = self._handed_out(m)  # type: ignore[index]  # got under a confirm id
 
-    def undo(self, m: Message) -> None:
+    def undo(self, m: Message, *, backout: bool = True) -> None:
         """`m` was not handled: back to the queue now, with a backout (at the queue's
-        max-backouts, to the dead-letter queue). One whose lease lapsed is back already."""
+        max-backouts, to the dead-letter queue); without one if not `backout` (it never reached
+        its handler whole: the worker's output closed under it). One whose lease lapsed is
+        back already."""
         self._handed_out(m)
         try:
-            self.store.undo(self.queue, confirm_id=m.confirm_id)
+            self.store.undo(self.queue, confirm_id=m.confirm_id, backout=backout)
         except (MessageNotFound, AlreadyReceived) as exc:
             self.failed.append((m, exc))
 

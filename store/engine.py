@@ -1395,8 +1395,14 @@ class Store(Forwarding):
                 self._write(chain.end)
         return found[0], failed
 
-    def undo(self, queue: str, *, confirm_id: int | None = None, lock_id: int | None = None) -> int:
-        """Undo the put or get under a confirm id, or the browse lock under a lock id (docs/design.md#states)."""
+    def undo(self, queue: str, *, confirm_id: int | None = None, lock_id: int | None = None,
+             backout: bool = True) -> int:
+        """Undo the put or get under a confirm id, or the browse lock under a lock id (docs/design.md#states).
+
+        An undone get counts a backout (at the queue's max-backouts: the dead-letter queue).
+        Not `backout`: its messages never reached their handler, which cannot have failed on
+        them (a consumer's command killed by SIGPIPE when the consumer's own output closed),
+        as a destructive get puts back what it could not write."""
         if (confirm_id is None) == (lock_id is None):
             raise InvalidArgument("undo needs exactly one of a confirm id and a lock id")
         _check_id(confirm_id, "confirm id")
@@ -1412,7 +1418,7 @@ class Store(Forwarding):
                 if not pending:
                     raise AlreadyReceived(f"the messages under lock id {lock_id} are got, pending confirm; undo their confirm id")
             for m in pending:
-                t.undo_one(m)
+                t.undo_one(m, backout)
             return len(pending)
         return self._write(undo)
 

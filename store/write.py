@@ -883,14 +883,16 @@ class Write:
             self.durable = True
         return done
 
-    def undo_one(self, m: Message) -> Message | None:
-        """`undo` of one in-flight message (docs/design.md#states); returns it, or None if it is gone."""
+    def undo_one(self, m: Message, backout: bool = True) -> Message | None:
+        """`undo` of one in-flight message (docs/design.md#states); returns it, or None if it is
+        gone. An undone get counts a backout unless not `backout` (the message was never handed
+        to its handler whole: Store.undo)."""
         if m.state == PUT_UNCONFIRMED:
             return self.leave(m, GONE)
         if m.state == GET_UNCONFIRMED:
-            return self.leave(m, AVAILABLE, backout=True)
+            return self.leave(m, AVAILABLE, backout=backout)
         if m.state == BROWSE_GET_UNCONFIRMED:
-            return self.leave(m, LOCKED_BROWSE, backout=True)
+            return self.leave(m, LOCKED_BROWSE, backout=backout)
         if m.state == LOCKED_BROWSE:
             return self.leave(m, AVAILABLE)
         return m

@@ -46,6 +46,7 @@ SLICE = 1.0
 # queue) or a handler whose backend is down is not retried hundreds of times a second
 BACKOFF = 0.05
 BACKOFF_MAX = 2.0
+_SIGPIPED = (-signal.SIGPIPE, 128 + signal.SIGPIPE)  # how sh reports a command SIGPIPE killed
 _PROP = "MQ_PROP_"  # a message's properties; the worker's own MQ_PROP_* variables are not passed on
 
 
@@ -64,6 +65,7 @@ class Tally:
     killed: int = 0
     not_started: int = 0
     lapsed: int = 0
+    returned: int = 0  # undone without a backout: the command died writing to this worker's closed output
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -92,7 +94,8 @@ def consume(
     stdout and stderr. Ctrl-C (or SIGTERM) takes no new message, lets the running commands
     finish, confirms what they handled and exits 0; a second one kills them (their messages
     are undone) and exits 130 (143). If stdout is a pipe whose reader went away, no new
-    message is taken and the exit is 141. If this worker is killed, its commands are killed
+    message is taken and the exit is 141; a command that SIGPIPE killed meanwhile did not
+    fail on its message, which goes back without a backout. If this worker is killed, its commands are killed
     too and its messages go back when their lease runs out (twice --lease, at most --lease
     plus 30s), so a message may run twice, never be lost.
 
@@ -136,8 +139,13 @@ def consume(
                 streak = 0
             else:
                 failed = len(consumer.failed)
-                consumer.undo(m)
+                # a command killed by SIGPIPE when this worker's own output closed (`| head -1`)
+                # did not fail on its message: it goes back as a get puts back what it could
+                # not write, without a backout toward the dead-letter queue
+                returned = outcome.code in _SIGPIPED and (output_closed or _output_closed())
+                consumer.undo(m, backout=not returned)
                 tally.undone += 1
+                tally.returned += returned
                 for gone, exc in consumer.failed[failed:]:  # it was back in the queue already
                     s.out.note(f"mqcli: message {gone.msg_id}: {exc.message}")
                 del consumer.failed[failed:]
@@ -206,6 +214,7 @@ def consume(
     else:
         s.out.note(f"consume {queue}: {tally.messages} messages, {tally.confirmed} confirmed, {tally.undone} undone"
                    + (f" ({tally.killed} killed past --lease)" if tally.killed else "")
+                   + (f" ({tally.returned} back without a backout: the output closed)" if tally.returned else "")
                    + (f", {tally.lapsed} handled but not confirmed (their lease lapsed first)" if tally.lapsed else ""))
     if output_closed:
         raise OutputClosed()
