@@ -228,7 +228,10 @@ def _seconds(value: float | None, what: str) -> int | None:
         raise InvalidArgument(_not_seconds(value, what))
     if value <= 0:
         raise InvalidArgument(f"{what} must be positive, got {value}")
-    return int(value * 1_000_000)
+    us = int(value * 1_000_000)
+    if not us:  # 0 µs would read as none given: a lease or timeout that never ends
+        raise InvalidArgument(f"{what} must be at least a microsecond (the store's resolution), got {value}")
+    return us
 
 
 def _not_seconds(value: object, what: str) -> str:

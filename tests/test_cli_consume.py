@@ -315,7 +315,7 @@ def test_a_failing_message_is_retried_with_a_growing_pause_not_in_a_hot_loop(cli
 
 
 @pytest.mark.parametrize("args", [["--exec", ""], ["--exec", "  "], ["--exec", "true", "--lease", "0"],
-                                  ["--exec", "true", "--lease", "0ms"]])
+                                  ["--exec", "true", "--lease", "0ms"], ["--exec", "true", "--lease", "0.0001ms"]])
 def test_an_empty_command_or_a_lease_of_nothing_is_a_usage_error(cli, args):
     fill(cli, 2)
     result = cli.subprocess("consume", "q", *args, "--idle", "1s")

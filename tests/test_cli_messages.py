@@ -3,6 +3,7 @@
 import time
 from datetime import datetime, timezone
 
+import pytest
 
 from store import Store
 
@@ -512,6 +513,19 @@ def test_a_lapsed_lease_is_undone_on_the_next_access(cli):
     got = cli.json("get", "q")
     assert got["msg_id"] == m["msg_id"] and got["backouts"] == 1
     cli.fails(4, "confirm", "q", "--confirm-id", "5")
+
+
+@pytest.mark.parametrize("args", [["get", "q", "--confirm-id", "5", "--lease", "0.0001ms"],
+                                  ["put", "q", "b", "--confirm-id", "5", "--lease", "0.0001ms"],
+                                  ["browse", "q", "--lock", "--lease", "0.0001ms"],
+                                  ["tx", "begin", "--timeout", "0.0001ms"]])
+def test_a_lease_or_timeout_below_a_microsecond_is_refused_not_taken_for_none(cli, args):
+    # it was stored as 0 µs, which reads as no lease: the message stayed held until an undo
+    cli.put("q", "a")
+    r = cli.fails(2, *args)
+    assert "must be at least a microsecond" in cli.error_line(r)
+    assert cli.json("inflight") == [] and cli.json("tx", "list") == []
+    assert [m["body"] for m in cli.json("browse", "q")] == ["a"]
 
 
 def test_a_message_undone_max_backouts_times_goes_to_the_dead_letter_queue(cli):

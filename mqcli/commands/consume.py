@@ -106,7 +106,7 @@ def consume(
       mqcli consume jobs --exec './run-job.sh' --where "props.kind = 'nightly'" --idle 30s
     """
     lease_s = parse_duration(lease, allow_forever=False, what="lease")
-    if lease_s <= 0:
+    if lease_s < 0.001:  # below a millisecond every command is killed as it starts
         raise UsageError(f"invalid lease {lease!r}: a command needs some time to run (250ms at least is sensible)")
     if not command.strip():
         raise UsageError("--exec needs a command: an empty one would confirm every message unhandled")
