@@ -809,6 +809,8 @@ def _from_dict(d: Any) -> Message:
         if value is _MISSING:
             value = default
         elif type(value) is not kind and not (value is None and nullable):
+            if kind is int and type(value) is float and abs(value) >= 2 ** 63:  # the JSON reader's reading of a large integer
+                raise BadData(f"field {key!r} is out of range: {_shown(value)}")
             raise BadData(f"field {key!r} has the wrong type: {_shown(value)}")
         f[key] = value
     if "body_b64" in d:

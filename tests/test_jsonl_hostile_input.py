@@ -24,6 +24,8 @@ BAD: dict[str, tuple[bytes, str]] = {  # the bad line comes after GOOD: line 2
     "nan": (b'{"body":"a","priority":NaN}\n', "line 2: not JSON"),
     "infinity": (b'{"body":"a","app_specific":-Infinity}\n', "line 2: not JSON"),
     "huge-exponent": (b'{"body":"a","priority":1e999}\n', "line 2: not JSON"),
+    "integer-past-64-bits": (b'{"msg_id":"6f1c2a4e-0000-4000-8000-000000000001\\\\9","body":"a",'
+                             b'"lookup_id":1180591620717411303424}\n', "line 2: field 'lookup_id' is out of range"),
     "name-twice": (b'{"body":"a","priority":1,"body":"b"}\n', "line 2: field 'body' is given twice"),
     "name-twice-spaced": (b'{"body" : "a:b", "body" :"c"}\n', "line 2: field 'body' is given twice"),
     "name-twice-escaped": (b'{"body":"a","b\\u006fdy":"b"}\n', "line 2: field 'body' is given twice"),
