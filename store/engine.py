@@ -539,7 +539,18 @@ class Store(Forwarding):
         return done
 
     def _write(self, fn: Callable[[Write], T], maintain: bool = True) -> T:
-        """Run `fn` in one write transaction; sync if it made durable changes; wake getters."""
+        """Run `fn` in one write transaction; sync if it made durable changes; wake getters.
+
+        Maintenance expires at most a batch of messages a write (a write transaction stays
+        short); when more were due, that batch is committed alone and the next write takes the
+        next, until none is left, and only then `fn` runs: no get hands out a message whose
+        ttl passed (the 257th of 300 that expired at once was delivered)."""
+        while True:
+            result = self._write_once(fn, maintain)
+            if result is not _BACKLOG:
+                return result  # type: ignore[return-value]  # fn's
+
+    def _write_once(self, fn: Callable[[Write], T], maintain: bool) -> T | _Backlog:
         try:
             env = self._env
             with env.begin(write=True) as lt:
@@ -548,9 +559,8 @@ class Store(Forwarding):
                 carry, self._carry = self._carry, None  # used once: a write that fails leaves none
                 if carry is not None and carry.txn + 1 == txn:  # no other write came between
                     t.adopt(carry)
-                if maintain:
-                    self._maintain(t)
-                result = fn(t)
+                backlog = maintain and self._maintain(t).expired >= MAINTENANCE_BATCH  # more may be due
+                result = _BACKLOG if backlog else fn(t)
                 changed = t.flush()
             if changed:  # committed as transaction `txn`: what the next one may start from
                 self._carry = t.carry(txn)
@@ -1762,9 +1772,9 @@ class Store(Forwarding):
         if dry_run:
             with self._env.begin() as lt:
                 t = Write(lt, self._dbs, self._now(), self._queue_cache)
-                return SweepResult(expired=len(t.due(keys.EXPIRY, but_held=True)),
-                                   leases_undone=len(t.due(keys.LEASE, but_held=True)),
-                                   transactions_aborted=len(t.due(keys.TX_TIMEOUT)))
+                return SweepResult(expired=len(t.due(keys.EXPIRY, but_held=True, limit=None)),
+                                   leases_undone=len(t.due(keys.LEASE, but_held=True, limit=None)),
+                                   transactions_aborted=len(t.due(keys.TX_TIMEOUT, limit=None)))
         total = SweepResult()
         first = True
         while True:
@@ -1796,6 +1806,13 @@ class Store(Forwarding):
 
         with self._env.begin() as lt:
             return check.check_store(Write(lt, self._dbs, self._now(), self._queue_cache))
+
+
+class _Backlog:
+    """What a write that only expired a batch of messages returns (Store._write runs another)."""
+
+
+_BACKLOG = _Backlog()
 
 
 @dataclass(slots=True)

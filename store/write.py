@@ -905,25 +905,32 @@ class Write:
             kept = self.leave(kept, AVAILABLE)
         return kept
 
-    def due(self, tag: bytes, but_held: bool = False) -> list[tuple[int, bytes]]:
-        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed; with
-        `but_held`, not those a process holds (held_seqs): stepped over, not counted, so that a
-        stalled get holding many messages past their time holds up no other's expiry."""
+    def due(self, tag: bytes, but_held: bool = False, limit: int | None = MAINTENANCE_BATCH) -> list[tuple[int, bytes]]:
+        """(seq, location) of messages whose lease (E) or expiry (X) deadline has passed, at
+        most `limit`; with `but_held`, not those a process holds (held_seqs), nor, for expiry,
+        those a transaction holds (tx-locked: SPEC section 5, expiry takes any state but that):
+        stepped over, not counted, so that a stalled get or an open transaction holding many
+        messages past their time holds up no other's expiry (the first batch's were stepped
+        over by every pass, and nothing else in the store expired)."""
         due: list[tuple[int, bytes]] = []
         held: set[int] | None = None  # looked up once something is due
         cur = self.lt.cursor(db=self.idx_db)
         if cur.set_range(tag):
             for key, location in cur:
-                if key[:1] != tag or keys.deadline_of(key) > self.now or len(due) >= MAINTENANCE_BATCH:
+                if key[:1] != tag or keys.deadline_of(key) > self.now or (limit is not None and len(due) >= limit):
                     break
                 seq = keys.seq_of(key)
                 if but_held:
                     if held is None:
-                        held = self.held_seqs()
+                        held = self.held_seqs() | (self.tx_locked_seqs() if tag == keys.EXPIRY else set())
                     if seq in held:
                         continue
                 due.append((seq, location))
         return due
+
+    def tx_locked_seqs(self) -> set[int]:
+        """The seqs of every message a transaction holds (its T entries: index keys only)."""
+        return {keys.seq_of(key) for key, _ in self.index_items(keys.TX)}
 
     def held_seqs(self) -> set[int]:
         """The seqs of the messages a process is writing out or sending right now (store/holders.py;

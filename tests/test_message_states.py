@@ -273,6 +273,21 @@ def test_expired_message_moves_to_the_dead_letter_queue(st, clock):
         (m.msg_id, "expired", "q", None)]
 
 
+@pytest.mark.parametrize("then", ["get", "browse", "stats"])
+def test_more_messages_expiring_at_once_than_a_write_expires_are_never_handed_out(st, clock, then):
+    # a write expires a batch of 256: the get took the 257th, past its ttl, and a read showed 44
+    st.put_many("q", [NewMessage(b"%d" % i, ttl=1) for i in range(300)])
+    st.put("q", b"fresh")
+    clock.advance(5)
+    if then == "get":
+        assert st.get("q", wait=0).body == b"fresh"
+    elif then == "browse":
+        assert [m.body for m in st.browse("q")] == [b"fresh"]
+    else:
+        assert {s.name: s.depth for s in st.stats()}["q"] == 1
+    assert len(st.browse("dead-letter")) == 300
+
+
 def test_expired_message_sent_without_dead_lettering_is_dropped(st, clock):
     st.put("q", b"old", ttl=10, dead_letter=False)
     clock.advance(11)

@@ -163,6 +163,24 @@ def test_tx_locked_messages_are_in_flight_and_do_not_expire(txq, clock):
     assert [m.body for m in txq.browse("dead-letter-tx")] == [b"x"]
 
 
+def test_a_transaction_holding_more_expired_messages_than_a_batch_holds_up_no_other_expiry(txq, clock):
+    # maintenance takes 256 due entries a pass: it took the transaction's 300 first every time,
+    # stepped over them all, and nothing else in the store expired (a get handed out a message
+    # past its ttl; sweep said 0 and sweep --dry-run 256)
+    t = txq.tx_begin(timeout=None)
+    txq.put_many("a", [NewMessage(b"x", ttl=1) for _ in range(300)], tx=t)
+    txq.put("q", b"late", ttl=2)
+    txq.put_many("q", [NewMessage(b"more", ttl=3) for _ in range(299)])
+    clock.advance(5)
+    assert txq.sweep(dry_run=True).expired == 300  # q's, not the 300 the transaction holds
+    with pytest.raises(errors.Timeout):
+        txq.get("q", wait=0)
+    assert txq.sweep().expired == 0  # the get's writes expired them all, a batch a write
+    assert len(txq.browse("dead-letter")) == 300
+    assert [m.state for m in txq.inflight("a")] == ["tx-locked"] * 300
+    txq.tx_abort(t)
+
+
 def test_commit_of_10000_operations_is_one_lmdb_write_transaction(txq, monkeypatch):
     t = txq.tx_begin()
     for _ in range(10):
