@@ -757,12 +757,17 @@ class Store(Forwarding):
 
     def purge_queue(self, name: str, *, where: str | None = None, dry_run: bool = False) -> int:
         """Remove every message of the queue, in any state (with `where`, those the selector
-        selects); how many. With `dry_run` nothing is removed: how many would be."""
+        selects); how many. With `dry_run` nothing is removed: how many would be. A message an
+        open transaction holds is not removed: the purge is refused (TransactionError), as
+        IBM MQ's CLEAR QLOCAL refuses uncommitted messages (the abort would have had nothing to
+        give back)."""
         f = Filter(where=where) if where is not None else None
 
         def doomed(t: Write) -> list[Message]:
             q = addressing.lookup(t, name)
-            return [m for m in t.queue_messages(q) if f is None or f.matches(m, t.now)]
+            found = [m for m in t.queue_messages(q) if f is None or f.matches(m, t.now)]
+            _refuse_open_transactions(q, found)
+            return found
 
         if dry_run:
             return len(self._read(doomed))
@@ -781,11 +786,7 @@ class Store(Forwarding):
             if q.system:
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
             doomed = list(t.queue_messages(q))
-            open_txs = sorted({m.tx for m in doomed if m.state == TX_LOCKED and m.tx is not None})
-            if open_txs:  # as IBM MQ's DELETE QLOCAL refuses a queue with uncommitted messages
-                raise TransactionError(
-                    f"queue {q.name!r} has messages of open transaction "
-                    f"{', '.join(map(str, open_txs))}; commit or abort it first (`mqcli tx list`)")
+            _refuse_open_transactions(q, doomed)
             t.remove_many(doomed)
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
             t.queue_changed(q.name)
@@ -1806,6 +1807,16 @@ class Store(Forwarding):
 
         with self._env.begin() as lt:
             return check.check_store(Write(lt, self._dbs, self._now(), self._queue_cache))
+
+
+def _refuse_open_transactions(q: QueueInfo, doomed: list[Message]) -> None:
+    """A queue delete or purge removes no message an open transaction holds (IBM MQ's DELETE
+    QLOCAL and CLEAR QLOCAL refuse uncommitted messages): TransactionError naming them."""
+    open_txs = sorted({m.tx for m in doomed if m.state == TX_LOCKED and m.tx is not None})
+    if open_txs:
+        raise TransactionError(
+            f"queue {q.name!r} has messages of open transaction "
+            f"{', '.join(map(str, open_txs))}; commit or abort it first (`mqcli tx list`)")
 
 
 class _Backlog:

@@ -333,11 +333,27 @@ def test_a_queue_with_messages_of_an_open_transaction_cannot_be_deleted(txq):
     assert txq.delete_queue("a") == 0
 
 
+def test_a_purge_removes_no_message_an_open_transaction_holds(txq):
+    # the purge removed a message a transaction had got, and the abort gave back nothing
+    t0 = txq.tx_begin()
+    txq.put_many("a", [NewMessage(b"x", props={"k": "1"}), NewMessage(b"y", props={"k": "2"})], tx=t0)
+    txq.tx_commit(t0)
+    t = txq.tx_begin()
+    assert txq.get("a", wait=0, tx=t).body == b"x"
+    for dry_run in (True, False):
+        with pytest.raises(errors.TransactionError, match=f"open transaction {t}"):
+            txq.purge_queue("a", dry_run=dry_run)
+    assert txq.purge_queue("a", where="props.k = '2'") == 1  # what the selector takes holds none of them
+    txq.tx_abort(t)
+    assert [(m.body, m.state, m.backouts) for m in txq.browse("a", states="all")] == [(b"x", "available", 1)]
+
+
 def test_tx_list_and_show_leave_out_a_queue_deleted_after_the_transaction_touched_it(txq):
     t = txq.tx_begin()
     txq.put("a", b"x", tx=t)
     txq.put("b", b"y", tx=t)
-    txq.purge_queue("a")  # takes T's message with it; then nothing holds the queue
+    # a purge of an earlier version took T's message with it (now refused); then nothing held the queue
+    txq._write(lambda w: [w.remove(m) for m in list(w.queue_messages(w.queue("a")))])
     txq.delete_queue("a")
     (info,) = txq.tx_list()
     assert (info.queues, info.operations) == (["b"], 1)

@@ -142,7 +142,8 @@ def _remove_all(s: Session, name: str, action: str, yes: bool, dry_run: bool,
 @shared_options
 def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False,
           where: WhereOpt = None) -> None:
-    """Remove every message of a queue, in any state (with --where, those it selects).
+    """Remove every message of a queue, in any state (with --where, those it selects); refused
+    (exit 10) while an open transaction holds one of them.
 
     \b
     Examples:
