@@ -1525,6 +1525,7 @@ class Store(Forwarding):
                 if not copy:
                     for m in found:
                         msmq_transactions.lock_for_dequeue(t, tx, record, m)
+                    msmq_transactions.note_moved(t, tx, record, found)
                 msmq_transactions.prepare_enqueue(t, tx, record, dst.qid, clones)
                 return t.enqueue(dst, clones, transactional=True)
             if not copy:

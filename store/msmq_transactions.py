@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from . import keys
 from .arguments import is_int
@@ -37,6 +37,7 @@ class TxRecord(TypedDict):
     created: int  # µs since the epoch
     deadline: int | None  # when it times out, µs since the epoch; None: never
     qids: list[int]  # the queues it has operations in
+    moved: NotRequired[list[int]]  # the seqs of the messages a move dequeued in it (note_moved)
 
 
 @dataclass(slots=True)
@@ -97,9 +98,12 @@ def finish(t: Write, tx_id: int, *, commit: bool) -> int:
     record = load(t, tx_id)
     done = sum(t.commit_tx_puts(tx_id, qid) for qid in record["qids"]) if commit else 0
     ops = operations(t, tx_id, record)  # the rest: its gets (and to abort, its puts too)
+    moved = set(record.get("moved", ()))
     for m in ops:
         if m.tx_put:
             t.leave(m, AVAILABLE if commit else GONE)
+        elif m.seq in moved:  # as a move outside a transaction: not a get, not the message's fault
+            t.leave(m, GONE if commit else AVAILABLE)
         elif commit:
             t.leave(m, GONE)
             t.got(t.queue(m.queue), [m])  # journaled: committed transactional gets too
@@ -124,6 +128,14 @@ def lock_for_dequeue(t: Write, tx_id: int, record: TxRecord, m: Message) -> None
     # available, not locked again
     t.transition(m, durable=False, state=TX_LOCKED, tx=tx_id, tx_put=False, since=t.now,
                  lock_id=None, lease_expires=None)
+
+
+def note_moved(t: Write, tx_id: int, record: TxRecord, messages: list[Message]) -> None:
+    """The messages dequeued in T (lock_for_dequeue) were moved, not got: its commit removes them
+    without counting a get or journaling them, and its abort gives them back without a backout,
+    as a move outside a transaction does. One write of the record for the batch."""
+    record.setdefault("moved", []).extend(m.seq for m in messages)
+    t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
 
 
 def prepare_enqueue(t: Write, tx_id: int, record: TxRecord, qid: int, messages: list[Message]) -> None:

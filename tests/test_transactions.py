@@ -221,6 +221,26 @@ def test_move_inside_a_transaction_moves_nothing_until_commit(txq):
     assert txq.browse("a") == [] and [m.body for m in txq.browse("b")] == [b"1", b"2"]
 
 
+def test_a_move_inside_a_transaction_is_no_get_when_committed_and_no_backout_when_aborted(txq):
+    # it was: the commit counted the source's messages as got (got_messages_total, last_get)
+    # and journaled them, the abort counted a backout each, where a plain move does neither
+    txq.create_queue("j", transactional=True, journal=True, max_backouts=1)
+    t0 = txq.tx_begin()
+    txq.put_many("j", [NewMessage(b"1"), NewMessage(b"2")], tx=t0)
+    txq.tx_commit(t0)
+    t = txq.tx_begin()
+    list(txq.move("j", "b", tx=t))
+    txq.tx_abort(t)
+    assert [(m.body, m.backouts) for m in txq.browse("j")] == [(b"1", 0), (b"2", 0)]
+    assert txq.browse("dead-letter-tx") == []
+    t = txq.tx_begin()
+    list(txq.move("j", "b", tx=t))
+    assert txq.tx_commit(t) == 4  # two dequeues and two enqueues
+    stats = {s.name: s for s in txq.stats()}
+    assert (stats["j"].last_get, stats["j"].totals["got_messages"], stats["j"].totals["backed_out"]) == (None, 0, 0)
+    assert "j;journal" not in stats and [m.body for m in txq.browse("b")] == [b"1", b"2"]  # made at a first get
+
+
 def test_a_journaled_queue_keeps_a_copy_of_every_got_message(st, clock):
     st.create_queue("j", journal=True)
     st.put_many("j", [NewMessage(b"plain"), NewMessage(b"two-phase"), NewMessage(b"kept")])
@@ -278,7 +298,7 @@ def test_a_move_in_a_transaction_out_of_dead_letter_tx_starts_fresh_on_commit(tx
         (back,) = txq.browse("a")
         assert (back.msg_id, back.backouts, back.dead_letter_reason, back.original_queue) == (m.msg_id, 0, None, None)
         assert txq.browse("dead-letter-tx") == []
-    else:  # the dead letter is where it was, still one (the aborted dequeue counts, as any)
+    else:  # the dead letter is where it was, still one (an aborted move counts no backout)
         assert txq.browse("a") == []
         (dead,) = txq.browse("dead-letter-tx")
         assert (dead.msg_id, dead.dead_letter_reason, dead.original_queue) == (m.msg_id, "max-backouts", "poisoned")
