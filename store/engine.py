@@ -27,7 +27,7 @@ from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .consumer import Consumer
 from .environment import (
-    DEFAULT_MAP_SIZE, check_permissions, creation_lock, discard_unfinished_data, layout_error,
+    DEFAULT_MAP_SIZE, MAP_SIZES, check_permissions, creation_lock, discard_unfinished_data, layout_error,
     open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, sync_directory,
     write_marker,
 )
@@ -40,7 +40,7 @@ from .forwarding import Forwarding
 from .ids import AUTO
 from .keys import U32, U64, queue_key
 from .notify import WAIT_DIR, Waiter, wake
-from .ownership import OPENING, StoreFiles, check_store, open_checked
+from .ownership import OPENING, StoreFiles, as_owner, check_parents, check_store, open_checked
 from .queues import (
     DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueAttrs, QueueInfo, encode_queue, validate_attrs,
     validate_name,
@@ -407,10 +407,11 @@ class Store(Forwarding):
             checked = check_store(path, allow_foreign=allow_foreign_owner)  # made meanwhile by another
             if checked is None:
                 raise no_store(path)  # and removed again
-        if not allow_unsafe_permissions:
-            check_permissions(path)
-        marker = read_marker(path)
-        env, dbs = _open_verified(path, max(map_size or 0, marker["map_size"]), checked)
+        with as_owner(checked):  # root in another user's store: by path, with the owner's ids
+            if not allow_unsafe_permissions:
+                check_permissions(path)
+            marker = read_marker(path)
+            env, dbs = _open_verified(path, max(map_size or 0, marker["map_size"]), checked)
         store = cls(path, env, dbs, clock or time.time)
         store.foreign_owner = checked.foreign_owner
         with env.begin() as lt:
@@ -439,6 +440,9 @@ class Store(Forwarding):
         Only in a directory of the running user's (checked before anything is changed in it)."""
         if name:
             _qmgr_name(name)
+        if map_size is not None and (type(map_size) is not int or map_size not in MAP_SIZES):
+            raise InvalidArgument(f"map_size must be an int from {MAP_SIZES.start} to {MAP_SIZES.stop - 1}, "
+                                  f"got {map_size!r:.40}")
         with OPENING:
             return cls._make_checked(path, name, map_size, clock)
 
@@ -446,6 +450,7 @@ class Store(Forwarding):
     def _make_checked(cls, path: Path, name: str | None, map_size: int | None,
                       clock: Callable[[], float] | None) -> Store | None:
         check_store(path)  # a directory someone else made (and can swap files in) is refused
+        check_parents(path)  # and one under a directory someone else can change
         if not store_exists(path):
             prepare_directory(path)
         with creation_lock(path):

@@ -25,6 +25,8 @@ import os
 import pwd
 import stat
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,6 +137,7 @@ class StoreFiles:
     directory: tuple[int, int]
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     foreign_owner: str | None = None  # the owner of a store root uses with allow_foreign_owner
+    owner_ids: tuple[int, int] | None = None  # and that owner's (uid, gid): as_owner
     mapped_before: frozenset[tuple[int, int]] | None = None  # files mapped before LMDB opened these
 
     def verify_unchanged(self) -> None:
@@ -217,7 +220,8 @@ def check_store(path: Path, *, allow_foreign: bool = False, owner: int | None = 
         raise StoreUnavailable(f"cannot open the store at {path}: {exc.strerror or exc}") from None
     try:
         foreign = require_owner(st, f"the store directory {path}", allow_foreign=allow_foreign, owner=owner)
-        checked = StoreFiles(path, _identity(st), foreign_owner=foreign)
+        checked = StoreFiles(path, _identity(st), foreign_owner=foreign,
+                             owner_ids=None if foreign is None else (st.st_uid, st.st_gid))
         for name in _FILES + _FOLDERS:
             flags = os.O_RDONLY | os.O_NONBLOCK | (os.O_DIRECTORY if name in _FOLDERS else 0)
             what = f"{path / name}"
@@ -251,3 +255,63 @@ def check_store(path: Path, *, allow_foreign: bool = False, owner: int | None = 
         return checked
     finally:
         os.close(dfd)
+
+
+@contextmanager
+def as_owner(checked: StoreFiles) -> Iterator[None]:
+    """Root opening another user's store (allow_foreign_owner) does what it does by path
+    inside the store directory with that user's ids, then its own again. LMDB opens (and
+    truncates, and writes) its lock and data files by path: the owner, who may swap them for
+    symbolic links meanwhile, could otherwise make root's open write a file of root's. As the
+    owner, such an open fails (the owner may not write it) and verify_unchanged says why. A
+    store its owner cannot reach (under a directory of root's) is opened as root: neither can
+    the owner swap anything in it."""
+    if checked.owner_ids is None:
+        yield
+        return
+    uid, gid = checked.owner_ids
+    groups, egid, euid = os.getgroups(), os.getegid(), os.geteuid()
+    try:
+        owner_groups = os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
+    except KeyError:  # a uid with no account: its own group only
+        owner_groups = [gid]
+
+    def back() -> None:
+        os.seteuid(euid)
+        os.setegid(egid)
+        os.setgroups(groups)
+
+    os.setgroups(owner_groups)
+    os.setegid(gid)
+    os.seteuid(uid)
+    if not os.access(checked.path, os.X_OK, effective_ids=True):
+        back()
+        yield
+        return
+    try:
+        yield
+    finally:
+        back()
+
+
+def check_parents(path: Path) -> None:
+    """Refuse to make a store under a directory another user may change: every directory
+    above `path` that exists must be the running user's or root's, and one that others may
+    write to must be sticky (/tmp). Whoever can rename entries there can swap the new store
+    for a link to anywhere while it is made (and root's init then writes there) or later (and
+    every command then uses another store). StorePermission naming the directory."""
+    me = os.geteuid()
+    for parent in Path(os.path.realpath(path)).parents:
+        try:
+            st = os.stat(parent)
+        except FileNotFoundError:
+            continue  # made by this init, the running user's
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot use {parent} for a store: {exc.strerror or exc}") from None
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in (me, 0):
+            raise StorePermission(f"{parent} is owned by {describe(st.st_uid)}, who could swap the store "
+                                  f"made under it; make the store in a directory of your own")
+        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
+            raise StorePermission(f"{parent} may be written by others (mode {mode:o}), who could swap "
+                                  f"the store made under it; make the store in a directory of your own")

@@ -81,6 +81,17 @@ def test_a_store_whose_marker_was_lost_keeps_its_identity(tmp_path):
         assert [m.body for m in st.browse("q")] == [b"hello"]
 
 
+@pytest.mark.parametrize("map_size", ["18446744073709551616", "true", "1", "-4096", "4096.0"])
+def test_a_marker_whose_map_size_is_no_size_mqcli_chose_is_corrupt(tmp_path, map_size):
+    # 2**64 was exit 1 (OverflowError in LMDB's open); true and 1 made every write "full" (exit 8)
+    path = tmp_path / "s"
+    Store.open(path, create=True).close()
+    (path / "mqcli-store.json").write_text('{"format": 3, "map_size": %s}' % map_size)
+    with pytest.raises(errors.StoreCorrupt, match="unreadable: no map size") as info:
+        Store.open(path)
+    assert info.value.exit_code == 11
+
+
 def test_a_store_left_unfinished_is_finished_by_the_next_init_only(tmp_path):
     path = tmp_path / "s"
     prepare_directory(path)  # what an `init` killed after writing its first marker leaves,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -77,6 +78,64 @@ def test_root_opens_another_uids_store_only_when_allowed_and_the_handle_says_who
         Store.open(path)
     with Store.open(path, allow_foreign_owner=True) as st:
         assert st.foreign_owner == f"uid {OTHER_UID}" and st.info().name == "theirs"
+
+
+@root_only
+@pytest.mark.parametrize("parent", ["another uid's", "others may write", "sticky, others may write"])
+def test_no_store_is_made_under_a_directory_another_user_may_change(tmp_path, parent):
+    # whoever may rename entries in a directory above the store swaps it for a link while
+    # root's init makes it (root then wrote its marker into a directory the swapper named) or
+    # later (root's commands then used another of root's stores)
+    above = tmp_path / "above"
+    above.mkdir(mode=0o755)
+    if parent == "another uid's":
+        os.chown(above, OTHER_UID, OTHER_UID)
+    else:
+        os.chmod(above, 0o1777 if parent.startswith("sticky") else 0o777)
+    if parent.startswith("sticky"):  # as /tmp: no one renames another's entries there
+        Store.open(above / "qm", create=True).close()
+        return
+    with pytest.raises(errors.StorePermission, match=f"{above} .*could swap the store"):
+        Store.open(above / "deeper" / "qm", create=True)
+    assert os.listdir(above) == []
+
+
+@root_only
+def test_root_opening_another_users_store_opens_its_files_as_that_user(tmp_path, monkeypatch):
+    # the owner swaps lock.mdb for a link to a file of root's between the checks and LMDB's
+    # open (here: at the worst moment, deterministically); LMDB truncated and wrote root's file
+    import tempfile
+
+    import store.environment
+
+    reachable = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's tmp_path is root's alone
+    try:
+        os.chmod(reachable, 0o755)
+        path = reachable / "qm"
+        Store.open(path, create=True).close()
+        for name in [path, *path.iterdir()]:
+            os.chown(name, OTHER_UID, OTHER_UID)
+        victim = tmp_path / "roots-file"
+        victim.write_text("root's data")
+        os.chmod(tmp_path, 0o755)
+        real_reserve = store.environment.reserve_lock_file
+
+        def swapped(where):  # the last look at lock.mdb before LMDB opens it by path
+            real_reserve(where)
+            os.rename(path / "lock.mdb", path / "moved")
+            os.symlink(victim, path / "lock.mdb")
+
+        monkeypatch.setattr(store.environment, "reserve_lock_file", swapped)
+        with pytest.raises((errors.StorePermission, errors.StoreUnavailable)):
+            Store.open(path, allow_foreign_owner=True)
+        assert victim.read_text() == "root's data" and os.geteuid() == 0 and os.getegid() == 0
+        monkeypatch.undo()
+        os.replace(path / "moved", path / "lock.mdb")
+        with Store.open(path, allow_foreign_owner=True) as st:  # unswapped: opened, as before
+            assert st.foreign_owner == f"uid {OTHER_UID}" and st.queue_info("dead-letter").depth == 0
+        assert os.geteuid() == 0 and os.getegid() == 0
+    finally:
+        shutil.rmtree(reachable)
 
 
 @root_only
