@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .exits import one_line
+
 if TYPE_CHECKING:
     from store import Message
 
@@ -50,19 +52,12 @@ def header(m: Message) -> list[tuple[str, object]]:
 def message(m: Message, number: int | None = None) -> bytes:
     """One message: a title line, the header block, a blank line, the dump of the body."""
     title = f"---- message {number} ----\n" if number is not None else "---- message ----\n"
-    pairs = header(m)
+    # a text field or a property's name is whatever the message's sender chose: escaped as on
+    # an error line, each stays on its line, so message boundaries stay visible
+    pairs = [(one_line(k), "-" if v is None else one_line(str(v))) for k, v in header(m)]
     width = max(len(k) for k, _ in pairs)
-    # repr() of a text field keeps a control character or a line end inside it on one line
-    block = "".join(f"{k:<{width}}  {_shown(v)}\n" for k, v in pairs)
+    block = "".join(f"{k:<{width}}  {v}\n" for k, v in pairs)
     return (title + block + "\n" + dump(m.body)).encode("utf-8")
-
-
-def _shown(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, str) and not value.isprintable():
-        return repr(value)
-    return str(value)
 
 
 def _iso(us: int | None) -> str | None:

@@ -22,7 +22,7 @@ from store.records import iso_time
 from typing import TYPE_CHECKING, Any, BinaryIO, ContextManager, TextIO, TypeVar, overload
 
 from . import jsonl
-from .exits import to_devnull
+from .exits import one_line, to_devnull
 from .signals import Deferral
 
 if TYPE_CHECKING:
@@ -430,6 +430,10 @@ def _plain(value: Any) -> str:
 
 
 def _text_message(m: Message, index: int | None = None) -> str:
+    """A message as a line of its fields, then its body. Whoever put the message chose its
+    label, correl_id, properties and original queue: each is shown escaped as on an error line,
+    so that the fields stay one line and send no escape sequence to the terminal. The body is
+    its text (README.md#inspecting-messages: `-o hex` is the view where any bytes are safe)."""
     head = f"[{index}] " if index is not None else ""
     fields = [f"msg_id={m.msg_id}", f"priority={m.priority}", f"size={m.size}"]
     if m.state != "available":
@@ -437,7 +441,7 @@ def _text_message(m: Message, index: int | None = None) -> str:
     for name in ("correl_id", "label", "confirm_id", "lock_id", "tx"):
         value = getattr(m, name)
         if value:
-            fields.append(f"{name}={value}")
+            fields.append(f"{name}={one_line(str(value))}")
     props = m.props
     if m.dead_letter_reason is not None:
         from store.deadletters import DEAD_LETTER_TIME, dead_letter_status
@@ -445,11 +449,11 @@ def _text_message(m: Message, index: int | None = None) -> str:
         # a dead letter says why (with its MQ status), from where and when, up front
         fields.append(f"dead_letter_reason={m.dead_letter_reason!r}")
         fields.append(f"status={dead_letter_status(m.dead_letter_reason)}")
-        fields.append(f"original_queue={m.original_queue or '-'}")
-        fields.append(f"dead_lettered={props.get(DEAD_LETTER_TIME, '-')}")
+        fields.append(f"original_queue={one_line(m.original_queue or '-')}")
+        fields.append(f"dead_lettered={one_line(props.get(DEAD_LETTER_TIME, '-'))}")
         props = {k: v for k, v in props.items() if k != DEAD_LETTER_TIME}
     if props:
-        fields.append("props=" + ",".join(f"{k}={v}" for k, v in props.items()))
+        fields.append("props=" + ",".join(f"{one_line(k)}={one_line(v)}" for k, v in props.items()))
     return f"{head}{' '.join(fields)}\n{_body_text(m.body)}\n"
 
 
