@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import time
@@ -333,6 +334,7 @@ def test_every_property_reaches_the_command_unambiguously(cli, tmp_path):
     seen = dict(line.split("=", 1) for line in out.read_text().splitlines() if line.startswith("MQ_PROP"))
     assert json.loads(seen.pop("MQ_PROPS")) == {"a b": "space", "a_b": "underscore", "a-b": "dash", "é": "accent",
                                                  "z\0": "n\0ul"}
+    assert seen.pop("MQ_PROPS_OMITTED") == ""
     # a name that needs no change has its variable; of the others, the first in order
     assert seen == {"MQ_PROP_a_b": "underscore", "MQ_PROP__": "accent", "MQ_PROP_z_": "nul"}
 
@@ -460,3 +462,60 @@ def test_idle_time_counts_from_when_the_last_command_ended_not_from_when_its_mes
     assert worker.returncode == 0, err
     assert (json.loads(stdout)["messages"], json.loads(stdout)["confirmed"]) == (2, 2), stdout
     assert sorted(p.name for p in out.iterdir()) == ["b000", "b001"] and held(cli) == []
+
+
+def test_a_property_too_large_for_the_environment_is_left_out_and_the_command_still_runs(cli, tmp_path):
+    # one environment string is at most 128 KiB on Linux: the command of a message with a
+    # larger property could not start (E2BIG), which counted as its failure, a backout, and it
+    # was taken again for ever (or dead-lettered), holding up the message behind it
+    cli.ok("queue", "set", "q", "--max-backouts", "1")
+    with Store.open(cli.store) as st:
+        [big] = st.put_many("q", [NewMessage(b"big", props={"k": "a" * 140_000, "small": "s"})])
+        st.put("q", b"normal", props={"k": "v"})
+    out = tmp_path / "out"
+    out.mkdir()
+    script = ('python3 -c \'import json, os, sys; body = sys.stdin.read(); json.dump({"body": body, '
+              '**{k: v for k, v in os.environ.items() if k.startswith("MQ_PROP")}}, open(os.environ["OUT"] + "/" + body, "w"))\'')
+    result = cli.subprocess("consume", "q", "--exec", script, "--idle", "1s", "-o", "json", env={"OUT": str(out)})
+    assert result.code == 0, result
+    assert result.json() == {"queue": "q", "messages": 2, "confirmed": 2, "undone": 0, "killed": 0,
+                             "not_started": 0, "lapsed": 0, "returned": 0}
+    assert result.err_lines == [f"mqcli: message {big.msg_id}: properties too large for the environment left out: k"]
+    seen = {p.name: json.loads(p.read_text()) for p in out.iterdir()}
+    assert seen == {
+        "big": {"body": "big", "MQ_PROPS": '{"small": "s"}', "MQ_PROP_small": "s", "MQ_PROPS_OMITTED": '["k"]'},
+        "normal": {"body": "normal", "MQ_PROPS": '{"k": "v"}', "MQ_PROP_k": "v", "MQ_PROPS_OMITTED": ""},
+    }
+    assert states(cli) == [] and states(cli, "dead-letter") == []
+
+
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return f.read().split()
+
+
+def test_a_worker_whose_own_environment_leaves_no_room_gives_the_message_back_and_exits_2(cli, tmp_path):
+    # ARG_MAX is a quarter of the stack limit: lowered under the worker's own environment once
+    # it runs, no command can start. That is no fault of the message's: it goes back without a
+    # backout, and the worker stops rather than taking it again for ever
+    cli.ok("queue", "set", "q", "--max-backouts", "1")
+    big = {f"MQCLI_TEST_BIG{i}": "x" * 100_000 for i in range(3)}  # more than ARG_MAX at a 1 MiB stack
+    worker = _worker(cli, "--exec", "cat", "--idle", "5s", "-o", "json", env=big, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: _children(worker.pid), 30, "the worker's lifeline to start")  # it waits for a message
+        _, hard = resource.prlimit(worker.pid, resource.RLIMIT_STACK)
+        resource.prlimit(worker.pid, resource.RLIMIT_STACK, (1 << 20, hard))
+        [m] = fill(cli, 1)
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 2, err
+    assert [json.loads(line) for line in err.splitlines()] == [{"error": {
+        "status": "USAGE", "code": None, "exit": 2,
+        "message": f"message {m.msg_id}: cannot run /bin/sh: Argument list too long: the worker's environment and "
+                   "--exec leave no room for a message's variables (start it with a smaller environment, or a larger "
+                   "stack limit: ulimit -s); the message went back without a backout"}}]
+    assert json.loads(stdout) == {"queue": "q", "messages": 1, "confirmed": 0, "undone": 1, "killed": 0,
+                                  "not_started": 1, "lapsed": 0, "returned": 1}
+    assert held(cli) == [("b000", "available", 0)] and states(cli, "dead-letter") == []

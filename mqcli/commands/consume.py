@@ -7,6 +7,7 @@ stops, or pauses after a failure) the confirm is committed on its own, at once."
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import queue as queues
@@ -26,7 +27,7 @@ from store import Message
 
 from .. import signals
 from ..durations import parse_duration
-from ..exits import UsageError
+from ..exits import UsageError, one_line
 from ..lifeline import Lifeline
 from ..options import Session, shared_options
 from ..render import OutputClosed, iso
@@ -48,6 +49,21 @@ BACKOFF = 0.05
 BACKOFF_MAX = 2.0
 _SIGPIPED = (-signal.SIGPIPE, 128 + signal.SIGPIPE)  # how sh reports a command SIGPIPE killed
 _PROP = "MQ_PROP_"  # a message's properties; the worker's own MQ_PROP_* variables are not passed on
+# What one exec may pass (execve(2), "Limits on size of arguments and environment"): on Linux
+# each string at most MAX_ARG_STRLEN, 32 pages (128 KiB with 4 KiB pages), and all of them with
+# their pointers at most ARG_MAX, a quarter of the stack limit (2 MiB at the usual 8 MiB, never
+# less than 128 KiB). A message's variables stay well within both, so its command always starts.
+# One variable (NAME=value, its NUL and pointer): half the per-string limit at the smallest page
+# size. A property larger than that belongs in the body, which stdin carries whole.
+VAR_MAX = 64 << 10
+# All of a message's variables: 64 KiB of properties in MQ_PROPS and again in MQ_PROP_*, plus
+# the fields. A sixteenth of the usual ARG_MAX: the command's own children (`xargs`, `find
+# -exec`) inherit them and keep room for their arguments; and a message gets the same variables
+# on every worker, whatever its stack limit, unless the worker's own environment leaves less.
+VARS_MAX = 128 << 10
+OMITTED_MAX = 8 << 10  # of them MQ_PROPS_OMITTED, which names the properties left out
+HEADROOM = 2048  # as POSIX leaves xargs: ARG_MAX - 2048 for arguments and environment together
+_POINTER = 8  # each string's pointer in argv or envp counts toward ARG_MAX
 
 
 @dataclass
@@ -55,6 +71,7 @@ class Outcome:
     message: Message
     code: int | None  # the command's exit status; None: killed past its lease
     error: str | None = None  # it could not be started
+    ours: bool = False  # for a reason of this worker's (its environment is too large), not the message's
 
 
 @dataclass
@@ -65,7 +82,9 @@ class Tally:
     killed: int = 0
     not_started: int = 0
     lapsed: int = 0
-    returned: int = 0  # undone without a backout: the command died writing to this worker's closed output
+    # undone without a backout: the command died writing to this worker's closed output, or
+    # could not be started for a reason of this worker's own
+    returned: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -91,9 +110,15 @@ def consume(
     doubled for each failure in a row up to 2s. The command gets the body on stdin (whole,
     from a file), MQ_QUEUE, MQ_MSG_ID, MQ_CORREL_ID, MQ_PRIORITY, MQ_LABEL, MQ_BACKOUTS,
     MQ_PUT_TIME, MQ_PROPS (JSON) and MQ_PROP_<NAME> in its environment, and this process's
-    stdout and stderr. Ctrl-C (or SIGTERM) takes no new message, lets the running commands
-    finish, confirms what they handled and exits 0; a second one kills them (their messages
-    are undone) and exits 130 (143). If stdout is a pipe whose reader went away, no new
+    stdout and stderr. So that the command always starts, a property too large for the
+    environment is left out of MQ_PROPS and MQ_PROP_<NAME>: one whose variable passes 64 KiB,
+    then the largest until MQ_PROPS is within 64 KiB and all the message's variables within
+    128 KiB. MQ_PROPS_OMITTED names them (a JSON array; empty if none), as does a note on
+    stderr; `mqcli browse "$MQ_QUEUE" --msg-id "$MQ_MSG_ID" --state get-unconfirmed -o json`
+    reads the whole message. If the worker's own environment leaves no room to start a command,
+    its message goes back without a backout and the exit is 2. Ctrl-C (or SIGTERM) takes no new
+    message, lets the running commands finish, confirms what they handled and exits 0; a
+    second one kills them (their messages are undone) and exits 130 (143). If stdout is a pipe whose reader went away, no new
     message is taken and the exit is 141; a command that SIGPIPE killed meanwhile did not
     fail on its message, which goes back without a backout. If this worker is killed, its commands are killed
     too and its messages go back when their lease runs out (twice --lease, at most --lease
@@ -113,6 +138,7 @@ def consume(
     idle_s = None if idle is None else parse_duration(idle, allow_forever=False, what="idle time")
     tally = Tally()
     environment = {k: v for k, v in os.environ.items() if not k.startswith(_PROP)}  # read once
+    room = _room(environment, command)
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
         # started with SIGCHLD ignored (some supervisors do): the commands would be reaped
         # unseen, and their exit status, which decides confirm or undo, lost (Python says 0)
@@ -125,9 +151,10 @@ def consume(
         streak = 0  # commands that failed in a row: the next message waits (backoff)
         resume = 0.0  # no message is taken before this (time.monotonic)
         output_closed = False
+        unstartable: str | None = None  # why no command can start here (E2BIG): the worker stops
 
         def settle(outcome: Outcome) -> None:
-            nonlocal streak, resume, idle_since
+            nonlocal streak, resume, idle_since, unstartable
             m = outcome.message
             running.pop(m.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
             # idle is time with nothing to do: it starts when the last command ends, not when
@@ -142,7 +169,8 @@ def consume(
                 # a command killed by SIGPIPE when this worker's own output closed (`| head -1`)
                 # did not fail on its message: it goes back as a get puts back what it could
                 # not write, without a backout toward the dead-letter queue
-                returned = outcome.code in _SIGPIPED and (output_closed or _output_closed())
+                # nor did one this worker could not start for its own reason
+                returned = outcome.ours or (outcome.code in _SIGPIPED and (output_closed or _output_closed()))
                 consumer.undo(m, backout=not returned)
                 tally.undone += 1
                 tally.returned += returned
@@ -154,7 +182,10 @@ def consume(
                     s.out.note(f"mqcli: message {m.msg_id}: the command ran past --lease {lease}; killed, message undone")
                 if outcome.error is not None:
                     tally.not_started += 1
-                    s.out.note(f"mqcli: message {m.msg_id}: {outcome.error}; message undone")
+                    if outcome.ours:
+                        unstartable = f"message {m.msg_id}: {outcome.error}"
+                    else:
+                        s.out.note(f"mqcli: message {m.msg_id}: {outcome.error}; message undone")
                 streak += 1
                 resume = time.monotonic() + min(BACKOFF * 2 ** (streak - 1), BACKOFF_MAX)
             late_confirms()
@@ -175,7 +206,8 @@ def consume(
                 for run in running.values():
                     run.kill()
             output_closed = output_closed or _output_closed()
-            done = stopping.asked or output_closed or (count is not None and tally.messages >= count)
+            done = (stopping.asked or output_closed or unstartable is not None
+                    or (count is not None and tally.messages >= count))
             backoff = resume - time.monotonic()
             if done or len(running) >= parallel or backoff > 0:
                 if done and not running:
@@ -205,7 +237,11 @@ def consume(
                     break
                 continue
             tally.messages += 1
-            running[m.confirm_id] = _start(command, environment, queue, m, lease_s, results, lifeline)  # type: ignore[index]  # got under a confirm id
+            env, omitted = _environment(environment, room, queue, m)
+            if omitted:
+                s.out.note(f"mqcli: message {m.msg_id}: properties too large for the environment left out: "
+                           + _names(omitted))
+            running[m.confirm_id] = _start(command, env, m, lease_s, results, lifeline)  # type: ignore[index]  # got under a confirm id
         consumer.flush()
         late_confirms()
     summary = tally.as_dict()
@@ -214,29 +250,35 @@ def consume(
     else:
         s.out.note(f"consume {queue}: {tally.messages} messages, {tally.confirmed} confirmed, {tally.undone} undone"
                    + (f" ({tally.killed} killed past --lease)" if tally.killed else "")
-                   + (f" ({tally.returned} back without a backout: the output closed)" if tally.returned else "")
+                   + (f" ({tally.returned} back without a backout{': the output closed' if output_closed else ''})"
+                      if tally.returned else "")
                    + (f", {tally.lapsed} handled but not confirmed (their lease lapsed first)" if tally.lapsed else ""))
+    if unstartable is not None:  # exit 2: it is how the worker was started, and starting it again so fails again
+        raise UsageError(f"{unstartable}: the worker's environment and --exec leave no room for a message's variables "
+                         "(start it with a smaller environment, or a larger stack limit: ulimit -s); the message went "
+                         "back without a backout")
     if output_closed:
         raise OutputClosed()
     if stopping.hard:  # the second signal killed the commands: it acts now, as if it came now (130, 143)
         signal.raise_signal(stopping.signum)
 
 
-def _start(command: str, environment: dict[str, str], queue: str, m: Message, lease: float,
-           results: queues.Queue[Outcome], lifeline: Lifeline) -> _Run:
+def _start(command: str, env: dict[str, str], m: Message, lease: float, results: queues.Queue[Outcome],
+           lifeline: Lifeline) -> _Run:
     """Run the command for `m` in its own session (Ctrl-C at the terminal is ours to act on),
     its body whole on stdin before it starts, and report its exit status, or None if it ran
-    past its lease. The lifeline kills it if this worker is killed (mqcli/lifeline.py)."""
+    past its lease. The lifeline kills it if this worker is killed (mqcli/lifeline.py). An
+    environment the system refuses (E2BIG) is the worker's, not the message's: the message's
+    own variables were kept within bounds (_environment)."""
     try:
         body = _body_file(m.body)
     except OSError as exc:
         results.put(Outcome(m, 127, f"cannot hand its body over: {exc.strerror or exc}"))
         return _Run(None)
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=body, env=_environment(environment, queue, m),
-                                start_new_session=True)
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=body, env=env, start_new_session=True)
     except OSError as exc:
-        results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}"))
+        results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}", ours=exc.errno == errno.E2BIG))
         return _Run(None)
     finally:
         body.close()
@@ -324,23 +366,91 @@ class _Run:
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
-def _environment(base: dict[str, str], queue: str, m: Message) -> dict[str, str]:
-    """The worker's environment and the message's fields. Every property is in MQ_PROPS (a
-    JSON object); each also in MQ_PROP_<NAME>, its name's other characters than letters,
-    digits and _ made _, unless another property has that variable: a name that needs no
-    change first, then in the message's order. A NUL, which no environment variable may hold,
-    is dropped (MQ_PROPS keeps it, as \\u0000)."""
+def _size(name: str, value: str) -> int:
+    """The bytes `NAME=value` takes of ARG_MAX: the string as exec gets it, its NUL, its pointer."""
+    return len(os.fsencode(name)) + len(os.fsencode(value)) + 2 + _POINTER
+
+
+def _room(environment: dict[str, str], command: str) -> int:
+    """The bytes a message's variables may take: VARS_MAX, or less where the worker's own
+    environment and command line leave less of ARG_MAX (a small stack limit, a huge environment)."""
+    try:
+        arg_max = os.sysconf("SC_ARG_MAX")
+    except (ValueError, OSError):
+        arg_max = 128 << 10  # Linux's least
+    if arg_max < 0:  # no limit
+        return VARS_MAX
+    argv = sum(len(os.fsencode(arg)) + 1 + _POINTER for arg in ("/bin/sh", "-c", command))
+    return min(VARS_MAX, arg_max - HEADROOM - argv - sum(_size(k, v) for k, v in environment.items()))
+
+
+def _environment(base: dict[str, str], room: int, queue: str, m: Message) -> tuple[dict[str, str], list[str]]:
+    """The worker's environment and the message's fields, and the names of the properties left
+    out. Every property is in MQ_PROPS (a JSON object); each also in MQ_PROP_<NAME>, its name's
+    other characters than letters, digits and _ made _, unless another property has that
+    variable: a name that needs no change first, then in the message's order. A NUL, which no
+    environment variable may hold, is dropped (MQ_PROPS keeps it, as \\u0000).
+
+    A property is left out of both (and named in MQ_PROPS_OMITTED) if its variable, or MQ_PROPS
+    with it alone, would pass VAR_MAX; then, the largest first, until MQ_PROPS is within VAR_MAX
+    and all the message's variables within `room`: the command always starts, with what fits.
+    The other fields are small (the store bounds a label to 250 characters, a correlation id to
+    255 bytes)."""
+    props = m.props or {}
     fields = {
         "MQ_QUEUE": queue, "MQ_MSG_ID": m.msg_id, "MQ_CORREL_ID": m.correl_id or "",
         "MQ_PRIORITY": str(m.priority), "MQ_LABEL": m.label, "MQ_BACKOUTS": str(m.backouts),
-        "MQ_PUT_TIME": iso(m.put_time), "MQ_LOOKUP_ID": str(m.lookup_id),
-        "MQ_PROPS": json.dumps(m.props, ensure_ascii=False) if m.props else "{}",
+        "MQ_PUT_TIME": iso(m.put_time), "MQ_LOOKUP_ID": str(m.lookup_id), "MQ_PROPS": "{}",
     }
-    if m.props:
-        named = sorted(m.props.items(), key=lambda item: _NAME.search(item[0]) is not None)  # stable
-        for name, value in named:
-            fields.setdefault(f"{_PROP}{_NAME.sub('_', name)}", value)
-    return {**base, **{k: v.replace("\0", "") for k, v in fields.items()}}
+    variables: dict[str, str] = {}  # property name -> its MQ_PROP_ variable, if it is the first to claim it
+    claimed: set[str] = set()
+    for name in sorted(props, key=lambda name: _NAME.search(name) is not None):  # stable
+        variable = f"{_PROP}{_NAME.sub('_', name)}"
+        if variable not in claimed:
+            claimed.add(variable)
+            variables[name] = variable
+    # the bytes each property takes: `"name": "value", ` in MQ_PROPS, and its own variable (a
+    # property is UTF-8: no surrogate to escape); a message may have hundreds of thousands
+    quoted = json.encoder.encode_basestring  # as json.dumps(ensure_ascii=False) quotes a string
+    in_json = {name: len(quoted(name).encode()) + len(quoted(value).encode()) + 4 for name, value in props.items()}
+    own = {name: len(variables[name]) + len(props[name].replace("\0", "").encode()) + 2 + _POINTER
+           if name in variables else 0 for name in props}
+    empty = _size("MQ_PROPS", "{}")
+    left_out = {name for name in props if own[name] > VAR_MAX or empty + in_json[name] > VAR_MAX}
+    json_size, total = empty, sum(_size(k, v) for k, v in fields.items()) + OMITTED_MAX
+    by_size = sorted((name for name in props if name not in left_out), key=lambda name: in_json[name] + own[name])
+    for i, name in enumerate(by_size):  # the smallest first: what does not fit is the largest
+        json_size += in_json[name]
+        total += in_json[name] + own[name]
+        if json_size > VAR_MAX or total > room:
+            left_out.update(by_size[i:])
+            break
+    passed = {name: value for name, value in props.items() if name not in left_out}
+    omitted = [name for name in props if name in left_out]  # in the message's order
+    if passed:
+        fields["MQ_PROPS"] = json.dumps(passed, ensure_ascii=False)
+    fields.update((variables[name], passed[name]) for name in variables if name in passed)
+    fields["MQ_PROPS_OMITTED"] = _omitted(omitted)
+    return {**base, **{k: v.replace("\0", "") for k, v in fields.items()}}, omitted
+
+
+def _omitted(names: list[str]) -> str:
+    """MQ_PROPS_OMITTED: empty, or the names left out as a JSON array, as many as OMITTED_MAX
+    holds; then the number of those not named (names are strings: a number is no name)."""
+    if not names:
+        return ""
+    size = _size("MQ_PROPS_OMITTED", "[]") + len(", 4294967295")  # and room for the number
+    for i, name in enumerate(names):
+        size += len(os.fsencode(json.dumps(name, ensure_ascii=False))) + 2
+        if size > OMITTED_MAX:
+            return json.dumps([*names[:i], len(names) - i], ensure_ascii=False)
+    return json.dumps(names, ensure_ascii=False)
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    """Property names for a note on stderr: the first few, each cut to 40 characters."""
+    text = ", ".join(one_line(n if len(n) <= 40 else n[:40] + "…") for n in names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _output_closed() -> bool:
