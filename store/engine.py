@@ -1503,6 +1503,8 @@ class Store(Forwarding):
         def one(t: Write) -> list[Message]:
             nonlocal after
             src, dst = addressing.lookup(t, source), addressing.lookup(t, target)
+            if src.qid == dst.qid:  # two names of one queue (a format name): each pass would find its own moves again
+                raise InvalidArgument(f"source and target are the same queue ({src.name!r})")
             fresh = src.name in _DEAD_LETTER_QUEUES and dst.name not in _DEAD_LETTER_QUEUES
             if tx is not None:  # the transaction and the queues' rules first, found or not
                 if src.name != DEAD_LETTER_TX:  # it holds transactional queues' dead letters

@@ -459,6 +459,18 @@ def test_move_dry_run_counts_and_changes_nothing(cli):
     cli.fails(6, "move", "q", "nope", "--dry-run")
 
 
+def test_a_move_to_the_same_queue_by_another_name_is_refused(cli):
+    # 'move q DIRECT=OS:.\\q' moved q's messages to its own end for ever ("moved 459000" of 2,500);
+    # with --copy to PUBLIC=<q's guid> the queue grew without end
+    cli.put("q", "a", "--count", "3")
+    guid = cli.json("queue", "show", "q")["guid"]
+    for other in ("DIRECT=OS:.\\q", f"PUBLIC={guid}", "Q"):
+        for args in ([], ["--copy"], ["--dry-run"]):
+            r = cli.fails(2, "move", "q", other, *args)
+            assert "source and target are the same queue" in cli.error_line(r), (other, args)
+    assert [m["body"] for m in cli.json("browse", "q")] == ["a"] * 3
+
+
 def test_move_with_a_filter_and_to_a_missing_queue(cli):
     cli.ok("queue", "create", "r", "-q")
     cli.put("q", "a")

@@ -274,7 +274,8 @@ def move(
                              priority=priority, where=where)
     with s.open() as st:
         if dry_run:
-            st.queue_info(target)
+            if st.queue_info(target).qid == st.queue_info(source).qid:  # as the move itself says
+                raise UsageError(f"source and target are the same queue ({st.queue_info(source).name!r})")
             n = len(st.browse(source, limit=count, **filters))
             s.out.document({"source": source, "target": target, "would_move": n, "dry_run": True})
             return
