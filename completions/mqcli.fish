@@ -291,7 +291,7 @@ complete -c mqcli -n '__mqcli_at \'sweep\'' -s q -l quiet -d 'No diagnostics on 
 complete -c mqcli -n '__mqcli_at \'sweep\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli stats
-complete -c mqcli -n '__mqcli_at \'stats\'' -l watch -d 'Refresh a live table until Ctrl-C.'
+complete -c mqcli -n '__mqcli_at \'stats\'' -l watch -d 'Refresh until Ctrl-C: a live table on a terminal; to a pipe or file, or with -o jsonl, a snapshot appended per interval.'
 complete -c mqcli -n '__mqcli_at \'stats\'' -l interval -x -d 'Refresh interval with --watch.'
 complete -c mqcli -n '__mqcli_at \'stats\'' -l prometheus -d 'Print Prometheus metrics (text exposition format 0.0.4).'
 complete -c mqcli -n '__mqcli_at \'stats\'' -l textfile -r -F -d 'With --prometheus: write the metrics to PATH atomically (node_exporter\'s textfile collector) instead of stdout.'

@@ -1,29 +1,53 @@
-"""`mqcli stats --watch`: a live table of the queues that fits the terminal at any width.
+"""`mqcli stats --watch`: a live table of the queues on a terminal, a snapshot per interval
+anywhere else.
 
 Each refresh reads the per-queue counters once (`Store.stats`, one read transaction, no walk over
-the messages: docs/design.md) and draws them at the terminal's width at that moment, so a resize
-takes effect at once. Put and get rates are the change of the cumulative counters
+the messages: docs/design.md). Put and get rates are the change of the cumulative counters
 (store/queue_counters.py) between two refreshes, divided by the time between them, like
-`rate()` over Prometheus counters. A queue name too long for its column is shortened in the
-middle, where names of one family differ least (`dead-l…r` and `dead-l…r-tx`), and never to a
-text another name also shows: when no shortening keeps them apart, the names wrap whole. A
+`rate()` over Prometheus counters; a terminal, a pipe and a file get the same rates.
+
+On a terminal (text output), the table is redrawn in place at the terminal's width at that
+moment, so a resize takes effect at once. A queue name too long for its column is shortened in
+the middle, where names of one family differ least (`dead-l…r` and `dead-l…r-tx`), and never to
+a text another name also shows: when no shortening keeps them apart, the names wrap whole. A
 terminal too narrow for any table gets a record per queue instead (its name whole on a line,
-then its figures). Ctrl-C ends the watch with exit 0, like `watch` and `top`.
+then its figures).
+
+To a pipe or a file (or with `-o jsonl` anywhere), each interval's snapshot is appended and
+flushed, as `vmstat 1` does: in text a line `mqcli stats — <UTC time> — every <interval>`, then
+the table with every column and every name whole, then an empty line; in jsonl one object per
+queue per interval, the object `stats -o jsonl` prints for the queue plus `time` (when the
+counters were read, the same for every queue of one interval) and `put_rate` and `get_rate`
+(messages per second, null until a second reading). `-o json` is one document and a watch never
+ends, so the command refuses it. A reader that goes away (`| head -1`) ends the watch at once
+with exit 141 (README.md#exit-codes), also while it waits for the next interval.
+
+Ctrl-C ends the watch with exit 0, like `watch` and `top`; SIGTERM stays exit 143. A snapshot
+being written when either comes is finished first (a file never ends in half a line), unless
+its reader has stalled (mqcli/signals.py Deferral.writing).
 """
 
 from __future__ import annotations
 
+import os
+import select
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .render import age, human_bytes
+from .signals import Terminated, deferred
 
 if TYPE_CHECKING:
     from store import Store
     from store.engine import QueueStats
+
+    from .render import Output
+
+    # what `stats -o jsonl` prints for one queue, given the time its counters were read (µs)
+    Record = Callable[[QueueStats, int], dict[str, Any]]
 
 ELLIPSIS = "…"
 WIDE = 160  # from this many columns each in-flight state and the last put/get get a column
@@ -125,11 +149,16 @@ COLUMNS = [
 ]
 
 
+def queue_rates(q: QueueStats, rates: Rates, at: float) -> dict[str, float | None]:
+    """The put and get rates of `q` read at `at`: the one source of the rates every output shows."""
+    return rates.update(q.name, {"put": q.totals.get("put_messages", 0), "get": q.totals.get("got_messages", 0)}, at)
+
+
 def rows(stats: Sequence[QueueStats], rates: Rates, now_us: int, at: float) -> list[dict[str, str]]:
     """The cells of each queue, as text."""
     out = []
     for q in stats:
-        r = rates.update(q.name, {"put": q.totals.get("put_messages", 0), "get": q.totals.get("got_messages", 0)}, at)
+        r = queue_rates(q, rates, at)
         row = {
             "queue": q.name, "depth": str(q.depth), "bytes": human_bytes(q.bytes),
             "put_rate": rate_text(r["put"]), "get_rate": rate_text(r["get"]),
@@ -213,19 +242,35 @@ class _Frame:
         yield table(self.cells, options.max_width, self.title)
 
 
-def watch(st: Store, seconds: float) -> None:
-    """Redraw the table every `seconds` until Ctrl-C (exit 0); SIGTERM stays exit 143."""
+def watch(st: Store, seconds: float, out: Output, record: Record) -> None:
+    """Show the queues every `seconds` until Ctrl-C (exit 0); SIGTERM stays exit 143. A live
+    table on a terminal in text; else a snapshot appended per interval, in text or jsonl
+    (`record` gives a queue's object); `-o json` is the caller's to refuse."""
+    rates = Rates(window=max(seconds, RATE_WINDOW))
+    fd = _fileno(out)
+    try:
+        if out.mode != "jsonl" and fd is not None and os.isatty(fd):
+            _live(st, seconds, rates)
+        else:
+            _snapshots(st, seconds, rates, out, record, fd)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Terminated):
+            raise
+
+
+def _read(st: Store) -> tuple[list[QueueStats], float, int]:
+    """The counters of every queue, when they were read (for the rates) and the time (µs)."""
+    at = time.monotonic()
+    stats = st.stats()
+    return stats, at, int(time.time() * 1_000_000)
+
+
+def _live(st: Store, seconds: float, rates: Rates) -> None:
     from rich.console import Console
     from rich.live import Live
 
-    from .signals import Terminated, deferred
-
-    rates = Rates(window=max(seconds, RATE_WINDOW))
-
     def frame() -> _Frame:
-        at = time.monotonic()
-        stats = st.stats()
-        now_us = int(time.time() * 1_000_000)
+        stats, at, now_us = _read(st)
         return _Frame(rows(stats, rates, now_us, at),
                       f"mqcli stats — {time.strftime('%H:%M:%S')} — every {seconds:g}s, Ctrl-C to end")
 
@@ -236,10 +281,74 @@ def watch(st: Store, seconds: float) -> None:
         while True:
             time.sleep(seconds)
             live.update(frame(), refresh=True)
-    except Terminated:
-        raise
-    except KeyboardInterrupt:
-        return
     finally:
         with deferred():
             live.stop()
+
+
+def _snapshots(st: Store, seconds: float, rates: Rates, out: Output, record: Record, fd: int | None) -> None:
+    """Append a snapshot each interval, each written whole and flushed (Output._write: a reader
+    that went away is OutputClosed, exit 141)."""
+    from .render import iso, json_line
+
+    watching = fd  # the output whose reader's going ends the wait for the next interval
+    while True:
+        stats, at, now_us = _read(st)
+        if out.mode == "jsonl":
+            when = iso(now_us)
+            data = b"".join(json_line({"time": when, **record(q, now_us), **_rate_fields(queue_rates(q, rates, at))})
+                            + b"\n" for q in stats)
+        else:
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_us // 1_000_000))
+            data = _text_snapshot(rows(stats, rates, now_us, at), f"mqcli stats — {when} — every {seconds:g}s")
+        with deferred() as gate, gate.writing(lambda: None):  # a signal waits for the snapshot's end
+            out._write(data)
+        if watching is None:
+            time.sleep(seconds)
+        elif _reader_left(watching, seconds):
+            # a snapshot is written at once: a closed pipe raises there. If the write goes
+            # through (a hang-up that still takes writes), the intervals go back to sleeping,
+            # so that an event that stays raised does not make this loop spin.
+            watching = None
+
+
+def _rate_fields(rates: dict[str, float | None]) -> dict[str, float | None]:
+    return {f"{k}_rate": None if v is None else round(v, 3) for k, v in rates.items()}
+
+
+def _text_snapshot(cells: list[dict[str, str]], title: str) -> bytes:
+    """The title line, the table with every column and every name whole (a file has no width
+    to fit), no colour, then an empty line."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    width = max(WIDE, sum(max([len(c.header), *(len(r[c.key]) for r in cells)]) + 2 for c in COLUMNS))
+    buffer = StringIO()
+    # markup off: a cell is text, never rich markup
+    Console(file=buffer, width=width, color_system=None, force_terminal=False, markup=False,
+            highlight=False).print(table(cells, width, ""))
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
+    return "\n".join([title, *lines, "", ""]).encode("utf-8")
+
+
+def _fileno(out: Output) -> int | None:
+    """The descriptor `out` writes to; None for one in memory (a `batch` line's output)."""
+    try:
+        return out.out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _reader_left(fd: int, seconds: float) -> bool:
+    """Wait `seconds`; True, early, when `fd` reports an error or hang-up: a pipe whose reader
+    closed (`| head -1`) reports POLLERR, a socket whose peer left POLLHUP. Asking for no event
+    keeps a file or a pipe with room from waking the wait (those two conditions are reported
+    whatever is asked)."""
+    poller = select.poll()
+    poller.register(fd, 0)
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if poller.poll(min(left, 86400) * 1000):  # poll takes at most 2**31 ms at a time
+            return True
+    return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -16,6 +16,9 @@ from ..exits import UsageError
 from ..options import Session, shared_options
 from ..session import unshare
 from ..render import age, iso
+
+if TYPE_CHECKING:
+    from store.engine import QueueStats
 
 qmgr_app = typer.Typer(
     help="Queue manager settings.\n\n\b\nExample:\n  mqcli qmgr set --quota 10GiB",
@@ -178,25 +181,27 @@ _STATE_COLUMNS = [("put-unconfirmed", "put-unc"), ("available", "avail"), ("lock
 
 def _stats_rows(st: Store) -> list[dict]:
     now = int(time.time() * 1_000_000)
-    rows = []
-    for q in st.stats():
-        row = {"queue": q.name, "depth": q.depth, "bytes": q.bytes}
-        row.update({state: q.by_state[state] for state, _ in _STATE_COLUMNS})
-        row["by_priority"] = {str(p): n for p, n in q.by_priority.items() if n}
-        row["oldest"] = iso(q.oldest_put_time)
-        row["oldest_age_s"] = None if q.oldest_put_time is None else round((now - q.oldest_put_time) / 1e6, 3)
-        row["age"] = age(q.oldest_put_time, now)
-        # IBM MQ's LPUTTIME / LGETTIME: is anything still putting, is anyone still getting?
-        row["last_put"], row["last_get"] = iso(q.last_put), iso(q.last_get)
-        row["put_age"], row["get_age"] = age(q.last_put, now), age(q.last_get, now)
-        rows.append(row)
-    return rows
+    return [_stats_row(q, now) for q in st.stats()]
+
+
+def _stats_row(q: QueueStats, now: int) -> dict:
+    """What `stats -o json|jsonl` prints for one queue (`stats --watch -o jsonl` too), at `now` (µs)."""
+    row = {"queue": q.name, "depth": q.depth, "bytes": q.bytes}
+    row.update({state: q.by_state[state] for state, _ in _STATE_COLUMNS})
+    row["by_priority"] = {str(p): n for p, n in q.by_priority.items() if n}
+    row["oldest"] = iso(q.oldest_put_time)
+    row["oldest_age_s"] = None if q.oldest_put_time is None else round((now - q.oldest_put_time) / 1e6, 3)
+    row["age"] = age(q.oldest_put_time, now)
+    # IBM MQ's LPUTTIME / LGETTIME: is anything still putting, is anyone still getting?
+    row["last_put"], row["last_get"] = iso(q.last_put), iso(q.last_get)
+    row["put_age"], row["get_age"] = age(q.last_put, now), age(q.last_get, now)
+    return row
 
 
 @shared_options
 def stats(
     s: Session,
-    watch: Annotated[bool, typer.Option("--watch", help="Refresh a live table until Ctrl-C.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C: a live table on a terminal; to a pipe or file, or with -o jsonl, a snapshot appended per interval.")] = False,
     interval: Annotated[str, typer.Option("--interval", help="Refresh interval with --watch.")] = "1s",
     prometheus: Annotated[bool, typer.Option("--prometheus", help="Print Prometheus metrics (text exposition format 0.0.4).")] = False,
     textfile: Annotated[Optional[Path], typer.Option("--textfile", metavar="PATH", help="With --prometheus: write the metrics to PATH atomically (node_exporter's textfile collector) instead of stdout.")] = None,
@@ -208,17 +213,22 @@ def stats(
     backed out, dead-lettered by reason), quota use and the oldest in-flight age. --watch
     redraws a table that fits the terminal: put and get rates per second, bytes in KiB/MiB,
     quota use, messages by priority, long queue names shortened in the middle; Ctrl-C ends it
-    with exit 0.
+    with exit 0. To a pipe or a file it appends a snapshot each interval instead: a table
+    under a `mqcli stats — TIME — every N` line, or with -o jsonl the object -o jsonl prints
+    per queue plus time, put_rate and get_rate (-o json is refused: a watch is no one document).
 
     \b
     Example:
       mqcli stats --watch
+      mqcli stats --watch --interval 10s -o jsonl >> stats.jsonl
       mqcli stats --prometheus --textfile /var/lib/node_exporter/textfile/mqcli.prom
     """
     if textfile is not None and not prometheus:
         raise UsageError("--textfile goes with --prometheus")
     if prometheus and watch:
         raise UsageError("--prometheus does not go with --watch (a scraper or cron runs it)")
+    if watch and s.out.mode == "json":
+        raise UsageError("--watch does not go with -o json (one document, and a watch never ends): use -o jsonl")
     if prometheus:
         from ..prometheus import store_metrics, write_textfile
 
@@ -247,7 +257,7 @@ def stats(
         from ..watch import watch as watch_stats
 
         seconds = parse_duration(interval, allow_forever=False, what="interval") or 1.0
-        watch_stats(st, seconds)
+        watch_stats(st, seconds, s.out, _stats_row)
 
 
 def register(app: typer.Typer) -> None:
