@@ -36,8 +36,10 @@ already in their places. See docs/holders.md.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 import struct
 import time
 import weakref
@@ -45,7 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import StoreCorrupt, StoreUnavailable
+from .errors import StoreCorrupt, StorePermission, StoreUnavailable
+from .ownership import open_checked
 from .records import AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, Message
 
 if TYPE_CHECKING:
@@ -212,7 +215,7 @@ class Holder:
         if seen is not None and now - seen < _ALIVE_FOR:
             return True
         alive = _locked(self.dir / holder.hex())
-        if alive is None:  # no file: deleted by someone (a clean-up script), or its holder died
+        if alive is None:  # no holder's file: deleted or replaced (a clean-up script), or its holder died
             alive = _process_lives(hold.pid, hold.since)
         if alive:
             self._alive[holder] = now
@@ -273,14 +276,26 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _locked(path: Path) -> bool | None:
-    """Whether a live process holds the lock on `path`; None if there is no such file."""
+    """Whether a live process holds the lock on `path`; None if no holder's file is there.
+
+    Only a regular file can be a holder's (`Holder.ensure` makes it with O_EXCL). Anything else
+    there (a FIFO, a socket, a symbolic link, a directory) took the place of a holder's file
+    that someone removed, so, as for a missing file, the holder's process decides
+    (`Holder.is_alive`): taken for alive, a dead holder's messages would stay held for good;
+    taken for dead, a live holder's would be handed out twice. The open follows no link and
+    does not wait (this runs in the write transaction: a FIFO's open would block every writer),
+    and fstat checks what it opened."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+        fd, st = open_checked(path, os.O_RDONLY | os.O_NONBLOCK, f"holder file {path}")
+    except (FileNotFoundError, StorePermission):  # no entry, or a symbolic link
         return None
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket
+            return None
         return True  # cannot tell (another user's file?): never take a live holder's messages
     try:
+        if not stat.S_ISREG(st.st_mode):
+            return None
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
         return True  # EWOULDBLOCK: its holder lives; anything else: cannot tell, so alive
@@ -297,7 +312,7 @@ def _process_lives(pid: int, since: int) -> bool:
     as before."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+            proc_stat = f.read()
         with open("/proc/stat", "rb") as f:
             boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
     except (OSError, StopIteration, ValueError):
@@ -305,7 +320,7 @@ def _process_lives(pid: int, since: int) -> bool:
     # fields after the command name, which is in parentheses and may hold spaces: the 22nd
     # field of the line (starttime, clock ticks after boot) is the 20th after it
     try:
-        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        ticks = int(proc_stat[proc_stat.rindex(b")") + 2:].split()[19])
     except (ValueError, IndexError):
         return False
     # btime is whole seconds, rounded down: `started` is at most a second early, so a process

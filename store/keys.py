@@ -60,6 +60,8 @@ from __future__ import annotations
 import struct
 from functools import lru_cache
 
+from .errors import InvalidArgument
+
 DATABASES = (b"meta", b"queues", b"qids", b"pos", b"msg", b"idx", b"txs", b"links", b"outq", b"seen",
              b"holders", b"ids")
 
@@ -99,6 +101,10 @@ _TIME_SEQ = struct.Struct(">cqQ")
 
 SEQ_SIZE = 8
 LOOKUP_SEQ_MASK = (1 << 56) - 1
+# LMDB's longest key, in bytes (mdb_env_get_maxkeysize; py-lmdb's Environment.max_key_size()): 511
+# as LMDB is built by default and as py-lmdb bundles it. A longer key fails the put with
+# MDB_BAD_VALSIZE, which says nothing of the name that made it.
+MAX_KEY = 511
 
 
 _LOCATION = struct.Struct(">IB")
@@ -114,10 +120,16 @@ def seq_key(seq: int) -> bytes:
     return U64.pack(seq)
 
 
-def queue_key(name: str) -> bytes:
-    """The key of a queue in ``queues`` (and ``outq``): names are case-insensitive, so the key is
-    the casefolded name."""
-    return name.casefold().encode("utf-8")
+def queue_key(name: str, most: int = MAX_KEY) -> bytes:
+    """The key of a queue in ``queues`` (and ``outq``, and of a link in ``links``): names are
+    case-insensitive, so the key is the casefolded name. A key longer than `most` bytes is
+    InvalidArgument: LMDB cannot hold it, so no queue has that name (queues.validate_name asks
+    for less, leaving room for the journal's)."""
+    key = name.casefold().encode("utf-8")
+    if len(key) > most:
+        raise InvalidArgument(f"queue name {name!r} is too long in bytes: {len(key)} case-folded (UTF-8), "
+                              f"at most {most}")
+    return key
 
 
 @lru_cache(maxsize=4096)  # few queues, asked on every put and get

@@ -8,6 +8,7 @@ from typing import TypedDict, Unpack
 
 from .arguments import is_int
 from .errors import InvalidArgument, StoreCorrupt
+from .keys import MAX_KEY, queue_key
 
 DEAD_LETTER = "dead-letter"
 DEAD_LETTER_TX = "dead-letter-tx"
@@ -58,6 +59,9 @@ _STORED = ("name", "qid", "guid", "label", "quota", "transactional", "journal", 
 
 
 JOURNAL_SUFFIX = ";journal"
+# the longest key of a queue name, case-folded: its journal's, NAME;journal, is the longest key
+# made from it (store/keys.py), and must fit in LMDB's too
+MAX_NAME_KEY = MAX_KEY - len(JOURNAL_SUFFIX)
 
 
 def journal_name(name: str) -> str:
@@ -74,6 +78,7 @@ def validate_name(name: str) -> str:
         raise InvalidArgument(
             f"queue name {name!r} has {bad[0]!r}; use letters, digits and . _ - /"
         )
+    queue_key(name, MAX_NAME_KEY)  # 124 characters may case-fold to more bytes than a key holds
     return name
 
 

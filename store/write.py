@@ -223,15 +223,22 @@ class Write:
                      or self._qcounters_dirty or self._qreasons)
         for name in self._meta_dirty:
             self.lt.put(name, U64.pack(self._meta[name]), db=meta)
-        if self._counters is not None:
-            self.lt.put(keys.META_COUNTERS, self._counters.encode(), db=meta)
-        for qid, (count, size) in self._qstats.items():
-            self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
-        for qid in self._qtimes:
-            times = self._qtimes_stored[qid] = self._times(qid)
-            self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(*times), db=meta)
-        for qid in self._qcounters_dirty:
-            self.lt.put(queue_counters.counters_key(qid), self._qcounters[qid].encode(), db=meta)
+        qid: int | None = None  # the queue whose counters are being written
+        try:
+            if self._counters is not None:
+                self.lt.put(keys.META_COUNTERS, self._counters.encode(), db=meta)
+            for qid, (count, size) in self._qstats.items():
+                self.lt.put(keys.qstats_key(qid), keys.QSTATS.pack(count, size), db=meta)
+            for qid in self._qtimes:
+                times = self._qtimes_stored[qid] = self._times(qid)
+                self.lt.put(keys.qtimes_key(qid), keys.QTIMES.pack(*times), db=meta)
+            for qid in self._qcounters_dirty:
+                self.lt.put(queue_counters.counters_key(qid), self._qcounters[qid].encode(), db=meta)
+        except struct.error:
+            # counters are trusted as read, not checked on every change: one that went below zero
+            # or past its 64 bits here was read from a damaged store
+            whose = "the store's counters" if qid is None else f"the counters of queue {self.queue_name(qid)!r}"
+            raise StoreCorrupt(f"{whose} are out of range (a damaged store); run `mqcli check`") from None
         for qid, reasons in self._qreasons.items():
             self.lt.put(queue_counters.reasons_key(qid), queue_counters.encode_reasons(reasons), db=meta)
         return wrote
