@@ -85,10 +85,8 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                         done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
                                            extend=extend)
                     with gate.writing(_ids_stalled(out, total + len(done))):
-                        stream.extend(done)
+                        _announcing(out, confirm_id, stream.extend)(done)
                 if confirm_id is not None and not extend and done:
-                    if confirm_id == AUTO:
-                        _note_id(out, "confirm id", done[0].confirm_id)
                     confirm_id, extend = done[0].confirm_id, True
                 total += len(done)
                 step(len(batch))
@@ -135,6 +133,21 @@ def _note_id(out: Output, what: str, ident: Optional[int]) -> None:
     carry it; -q silences it)."""
     if out.mode not in ("json", "jsonl"):
         out.note(f"{what}: {ident}")
+
+
+def _announcing(out: Output, confirm_id: Optional[int | str],
+                write: Callable[[list[Message]], None]) -> Callable[[list[Message]], None]:
+    """`write`, saying first the confirm id `auto` drew (the messages carry it): what is
+    written whole stays pending under it even when the output is cut part way, so the id is
+    known before the first message goes out."""
+    if confirm_id != AUTO:
+        return write
+
+    def announced(messages: list[Message]) -> None:
+        if messages:
+            _note_id(out, "confirm id", messages[0].confirm_id)
+        write(messages)
+    return announced
 
 
 class _ids:
@@ -275,9 +288,8 @@ def get(s: Session, queue: str, wait: str = "0", msg_id: Optional[str] = None, u
                    lease=optional_seconds(lease, "lease"), tx=tx)
     with s.open() as st:
         if count is None and not all_:
-            m = _delivered(st.get, queue, wait=seconds, deliver=lambda got: s.out.message(got[0]), **filters)
-            if confirm_id == AUTO:
-                _note_id(s.out, "confirm id", m.confirm_id)
+            _delivered(st.get, queue, wait=seconds,
+                       deliver=_announcing(s.out, confirm_id, lambda got: s.out.message(got[0])), **filters)
             return
         left = count
         empty: Optional[errors.Timeout] = None
@@ -297,7 +309,8 @@ def get(s: Session, queue: str, wait: str = "0", msg_id: Optional[str] = None, u
             while left is None or left > 0:
                 try:
                     got = _delivered(st.get_many, queue, BATCH if left is None else min(left, BATCH),
-                                     wait=seconds if stream.count == 0 else 0, deliver=stream.extend, **filters)
+                                     wait=seconds if stream.count == 0 else 0,
+                                     deliver=_announcing(s.out, confirm_id, stream.extend), **filters)
                 except errors.Timeout as exc:
                     if stream.count == 0:
                         empty = exc  # still exit 3, after the stream ends: `-o json` prints []
@@ -307,10 +320,9 @@ def get(s: Session, queue: str, wait: str = "0", msg_id: Optional[str] = None, u
                         raise
                     break  # the lock has no more: what was got is the result
                 if confirm_id is not None and "extend" not in filters:
-                    if confirm_id == AUTO:
-                        _note_id(s.out, "confirm id", got[0].confirm_id)
                     # the later batches add to the id the first one took (one holder: this get)
-                    filters.update(confirm_id=got[0].confirm_id, extend=True)
+                    confirm_id = got[0].confirm_id
+                    filters.update(confirm_id=confirm_id, extend=True)
                 bar.advance(len(got))
                 if left is not None:
                     left -= len(got)

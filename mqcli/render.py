@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import bisect
 import errno
+import functools
 import os
 import select
+import signal
+import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ContextManager, TextIO, TypeVar
 
 from . import jsonl
 from .exits import one_line, to_devnull
-from .signals import Deferral
+from .signals import RAISING, Deferral
 
 if TYPE_CHECKING:
     from store import Message
@@ -141,6 +144,64 @@ def write_all(stream: BinaryIO, data: bytes) -> None:
         raise
 
 
+class _File:
+    """A file descriptor written so that the count of bytes the kernel took is never lost.
+
+    A write that a signal interrupts returns the part it took, and CPython runs the signal's
+    handler as soon as the call returns: a handler that raises there (Ctrl-C; the end of a
+    stalled write's grace, mqcli/signals.py) would lose that part from the count, and a
+    destructive get would put back messages its reader got whole. So the raising signals are
+    blocked over each write and its count, and no write may block, or a stalled reader would
+    hold them for ever: the waiting is done in select, where a signal acts with nothing in
+    flight. A pipe is written through a description of its own, non-blocking (on Linux,
+    /proc/self/fd), which takes what fits, as much as one blocking write would; the file's
+    own description stays as it is, since others share it (a shell, `2>&1`). A pipe without
+    one, a socket or a terminal takes PIPE_BUF bytes at a time, once select says there is
+    room for them."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.written = 0  # in all, since it was made
+        mode = os.fstat(fd).st_mode
+        self.pipe = stat.S_ISFIFO(mode)
+        stalls = self.pipe or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+        self.step = select.PIPE_BUF if stalls else None  # None: all at once (a file, /dev/null)
+        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # what each write puts back
+
+    def write(self, data: bytes) -> None:
+        own = None
+        if self.pipe:
+            try:
+                own = os.open(f"/proc/self/fd/{self.fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:  # not Linux; another user's pipe; no reader left (the write says so)
+                pass
+        try:
+            self._write(data, self.fd if own is None else own, self.step if own is None else None)
+        finally:
+            if own is not None:
+                os.close(own)
+
+    def _write(self, data: bytes, fd: int, step: int | None) -> None:
+        view = memoryview(data)
+        at, full = 0, step is not None
+        while at < len(view):
+            end = len(view) if step is None else min(len(view), at + step)
+            if full:
+                select.select([], [fd], [])
+            n = 0
+            try:  # a handler may still raise as the block returns: the finally unblocks then too
+                signal.pthread_sigmask(signal.SIG_BLOCK, RAISING)
+                try:
+                    n = os.write(fd, view[at:end])
+                except BlockingIOError:  # no room (a non-blocking description)
+                    pass
+                self.written += n
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+            at += n
+            full = step is not None or at < end
+
+
 class Output:
     """The renderer of one command invocation."""
 
@@ -173,21 +234,23 @@ class Output:
         """Write `data`, made of parts that end at the offsets `ends`, straight to the file
         (not into a buffer), so that when the write fails or is interrupted the exception
         can say in `delivered` how many parts went out whole (a destructive get removes just
-        those). Counted after each write returns: a signal in between undercounts, which
-        only shows a message again."""
+        those, and puts back the rest)."""
         out = self.out
-        raw = getattr(out, "raw", None)
+        file = self._file
+        before = file.written if file is not None else 0
         written = 0
         try:
-            if raw is not None:  # a buffered stdout: empty its buffer, then write past it
-                out.flush()
-                out = raw
-            write_all(out, data)
-            written = len(data)
-            if raw is None:
+            if file is not None:
+                out.flush()  # what a buffered stdout holds goes first; then past its buffer
+                file.write(data)
+            else:  # a stream in memory (a batch line's output): as it counts
+                write_all(out, data)
+                written = len(data)
                 out.flush()
         except BaseException as exc:
-            written = getattr(exc, "written", written)
+            # the descriptor's count is right whenever the exception came, a stream's only
+            # if it came out of the write
+            written = file.written - before if file is not None else getattr(exc, "written", written)
             delivered = bisect.bisect_right(ends, written)
             self.torn = written != (ends[delivered - 1] if delivered else 0)  # a part was cut
             # a closed pipe or a full device: the messages not written go back (a destructive
@@ -198,6 +261,14 @@ class Output:
                 raise exc from None
             exc.delivered = delivered  # type: ignore[attr-defined]  # read by Store.get's deliver
             raise
+
+    @functools.cached_property
+    def _file(self) -> _File | None:
+        """`out`'s file descriptor, None for a stream with none."""
+        try:
+            return _File(self.out.fileno())
+        except (AttributeError, OSError, ValueError):  # a buffer in memory, a closed file
+            return None
 
     def write_unless_stalled(self, data: bytes) -> None:
         """Write `data` (the end of a JSON array after a failure) if the output takes it within

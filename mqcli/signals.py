@@ -24,6 +24,10 @@ from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+# every signal whose handler may raise: the two above, and SIGALRM, which ends the grace a
+# stalled write gets (Deferral); a write whose count matters blocks them (render.py: _File)
+RAISING = (*SIGNALS, signal.SIGALRM)
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where a KeyboardInterrupt would be (exit 143)."""
@@ -167,7 +171,9 @@ class WritingGate(Deferral):
     A write stalled `GRACE` seconds after the signal is interrupted (Deferral.writing): the
     messages written whole are removed, the rest go back to the queue (the one cut part
     way may have partly gone out: a get may show a message again, never lose one), and the
-    output is marked torn.
+    output is marked torn. The interruption comes while the write waits for room, never
+    between a write and its count (render.py: _File), or messages the reader got whole
+    would go back too.
     """
 
     def start_writing(self) -> None:
