@@ -27,8 +27,8 @@ from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .consumer import Consumer
 from .environment import (
-    DEFAULT_MAP_SIZE, MAP_SIZES, check_permissions, creation_lock, discard_unfinished_data, layout_error,
-    open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, sync_directory,
+    DEFAULT_MAP_SIZE, MAP_SIZES, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
+    layout_error, open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, sync_directory,
     write_marker,
 )
 from .errors import (
@@ -440,7 +440,7 @@ class Store(Forwarding):
         Only in a directory of the running user's (checked before anything is changed in it)."""
         if name:
             _qmgr_name(name)
-        if map_size is not None and (type(map_size) is not int or map_size not in MAP_SIZES):
+        if map_size is not None and not is_map_size(map_size):
             raise InvalidArgument(f"map_size must be an int from {MAP_SIZES.start} to {MAP_SIZES.stop - 1}, "
                                   f"got {map_size!r:.40}")
         with OPENING:

@@ -37,6 +37,11 @@ MARKER = "mqcli-store.json"
 STORE_FORMAT = 3  # 3: available records live in their position entries, a table of their own
 DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space, sparse on disk
 MAP_SIZES = range(1 << 16, 1 << 63)  # a marker's map size outside it is no size mqcli chose
+
+
+def is_map_size(value: object) -> bool:
+    """Whether `value` is a map size mqcli would choose (an int, not a bool, in MAP_SIZES)."""
+    return type(value) is int and value in MAP_SIZES
 MAX_READERS = 1024
 
 
@@ -179,7 +184,7 @@ def sync_directory(path: Path) -> None:
 def read_marker(path: Path) -> Marker:
     try:
         marker: Marker = json.loads((path / MARKER).read_text())
-        if type(marker.get("map_size")) is not int or marker["map_size"] not in MAP_SIZES:
+        if not is_map_size(marker.get("map_size")):
             raise ValueError(f"no map size mqcli would choose: {marker.get('map_size')!r:.40}")
     except FileNotFoundError:
         raise no_store(path) from None
