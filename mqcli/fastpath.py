@@ -88,6 +88,12 @@ _FILTERS = {
     "--lookup-id": Opt("lookup_id", _text),
     "--priority": _PRIORITY,
     "--where": Opt("where", values.selector),
+    # the shorthands: mqcli/shorthands.py makes them terms of the selector, as the command runs
+    "--label": Opt("label", _text),
+    "--prop": Opt("prop", _text, multiple=True),
+    "--older-than": Opt("older_than", _text),
+    "--newer-than": Opt("newer_than", _text),
+    "--body-contains": Opt("body_contains", _text),
 }
 
 

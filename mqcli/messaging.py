@@ -19,11 +19,12 @@ if TYPE_CHECKING:
 
     from .template import Template
 
-from . import inputs
+from . import inputs, shorthands
 from .durations import parse_duration
 from .exits import UsageError
 from .render import Output, counting, progress
 from .session import Session
+from .shorthands import key_values
 from .signals import Terminated, WritingGate, deferred
 from .values import AUTO
 
@@ -173,12 +174,7 @@ def put(s: Session, queue: str, body: Optional[str] = None, file: Optional[Path]
         tx: Optional[int] = None, count: int = 1, jsonl: Optional[str] = None, new_ids: bool = False,
         lines: Optional[str] = None) -> None:
     """mqcli put (its help: mqcli/commands/message.py)."""
-    props = {}
-    for item in prop or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--prop wants K=V, got {item!r}")
-        props[key] = value
+    props = key_values(prop)
     if trace and not report_queue:
         raise UsageError("--trace needs --report-queue")
     if sum(x is not None for x in (jsonl, lines)) > 1:
@@ -267,12 +263,15 @@ def to_take(st: Store, queue: str, count: Optional[int], filters: Mapping[str, A
 
 def get(s: Session, queue: str, wait: str = "0", msg_id: Optional[str] = None, unique_id: Optional[str] = None,
         correl_id: Optional[str] = None, lookup_id: Optional[str] = None, priority: Optional[int] = None,
-        where: Optional[str] = None, count: Optional[int] = None, all_: bool = False,
+        where: Optional[str] = None, label: Optional[str] = None, prop: Optional[list[str]] = None,
+        older_than: Optional[str] = None, newer_than: Optional[str] = None, body_contains: Optional[str] = None,
+        count: Optional[int] = None, all_: bool = False,
         confirm_id: Optional[int | str] = None, lock_id: Optional[int] = None, lease: Optional[str] = None,
         tx: Optional[int] = None, follow: bool = False, idle: Optional[str] = None,
         template: Optional[Template] = None) -> None:
     """mqcli get (its help: mqcli/commands/message.py)."""
     _formatted(s, template)
+    where = shorthands.selector(locals())
     if follow:
         return _get_follow(s, queue, where=where, count=count, idle=idle, all_=all_, wait=wait,
                            others=(msg_id, unique_id, correl_id, lookup_id, priority, confirm_id, lock_id, lease, tx))
@@ -401,12 +400,15 @@ def _delivered(get, *args, deliver, **kw):
 
 def browse(s: Session, queue: str, msg_id: Optional[str] = None, unique_id: Optional[str] = None,
            correl_id: Optional[str] = None, lookup_id: Optional[str] = None, priority: Optional[int] = None,
-           where: Optional[str] = None, limit: Optional[int] = None, state: Optional[list[str]] = None,
+           where: Optional[str] = None, label: Optional[str] = None, prop: Optional[list[str]] = None,
+           older_than: Optional[str] = None, newer_than: Optional[str] = None, body_contains: Optional[str] = None,
+           limit: Optional[int] = None, state: Optional[list[str]] = None,
            lock: bool = False, lock_id: Optional[int | str] = None, lease: Optional[str] = None,
            follow: bool = False, idle: Optional[str] = None, from_start: bool = False,
            template: Optional[Template] = None) -> None:
     """mqcli browse (its help: mqcli/commands/message.py)."""
     _formatted(s, template)
+    where = shorthands.selector(locals())
     filters: Filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=parse_lookup(lookup_id),
                              priority=priority, where=where)
     if not lock and (lock_id is not None or lease is not None):

@@ -909,7 +909,7 @@ def validate_fields(m: Message) -> None:
 class RecordView:
     """A version-1 record as a selector reads it (store/selectors.py FIELDS), without decoding
     it: the fixed header is unpacked once, a string field or a property is read from the bytes
-    when the expression asks for it, the body never. The candidate loop of a `--where` scan
+    when the expression asks for it, the body only for a selector on `body`. The candidate loop of a `--where` scan
     (store/write.py `candidates`) tests each record through one and decodes only those that
     match (README.md#selectors). A part of a malformed record is read as it lies; the
     full decode of a match still raises BadData (`mqcli check` finds the others)."""

@@ -12,7 +12,7 @@ header fields and properties (`--where`).
     literal    = 'string' ('' is a quote) / [+|-] number / duration (10m, 250ms, 2h, 1d) / TRUE / FALSE
     field      = priority / label / correl_id / msg_id / size / put_time / age / backouts / hops /
                  class / delivery / state / app_specific / expires / dead_letter_reason /
-                 original_queue
+                 original_queue / body
     property   = props.NAME / "props.any name"
 
 Keywords are case-insensitive; `compare` is one of = <> < <= > >=.
@@ -48,7 +48,7 @@ from typing import Any
 from .errors import BadData, SelectorError
 from .records import Message, parse_iso_time
 
-__all__ = ["FIELDS", "Selector", "SelectorError", "compile_selector"]
+__all__ = ["FIELDS", "Selector", "SelectorError", "all_of", "compile_selector", "shorthand"]
 
 NUMBER, STRING, BOOL, TIME = "number", "string", "boolean", "time"
 
@@ -70,6 +70,9 @@ FIELDS: dict[str, tuple[str, Callable[[Message, int], Any]]] = {
     "expires": (TIME, lambda m, now: m.expires),
     "dead_letter_reason": (STRING, lambda m, now: m.dead_letter_reason),
     "original_queue": (STRING, lambda m, now: m.original_queue),
+    # the body as text: its bytes read as UTF-8, a byte that is not UTF-8 matching no character
+    # typed (`--body-contains` is `body LIKE '%TEXT%'`); JMS selectors do not see the body
+    "body": (STRING, lambda m, now: bytes(m.body).decode("utf-8", "surrogateescape")),
 }
 PROPERTY_PREFIX = "props."
 INDEXED = ("correl_id", "priority")
@@ -194,6 +197,38 @@ def compile_selector(text: str) -> Selector:
     parser = _Parser(text)
     condition, index = parser.parse()
     return Selector(text, condition, frozenset(parser.fields), index)
+
+
+def shorthand(*, label: str | None = None, props: dict[str, str] | None = None,
+              older_than: float | None = None, newer_than: float | None = None,
+              body_contains: str | None = None) -> list[str]:
+    """The selector terms the command line's shorthands stand for (SPEC section 6): `label =`,
+    `props.K =` for each property, `age >` / `age <` in seconds, and `body LIKE '%TEXT%'`,
+    each written so that any text (quotes, `%`, `_`) is matched as itself."""
+    terms = []
+    if label is not None:
+        terms.append(f"label = {_quoted(label)}")
+    for name, value in (props or {}).items():
+        terms.append(f'"{PROPERTY_PREFIX}{name.replace(chr(34), chr(34) * 2)}" = {_quoted(value)}')
+    if older_than is not None:
+        terms.append(f"age > {older_than!r}")
+    if newer_than is not None:
+        terms.append(f"age < {newer_than!r}")
+    if body_contains is not None:
+        escaped = "".join("!" + ch if ch in "!%_" else ch for ch in body_contains)
+        terms.append(f"body LIKE {_quoted('%' + escaped + '%')} ESCAPE '!'")
+    return terms
+
+
+def all_of(where: str | None, terms: list[str]) -> str | None:
+    """`where` and every one of `terms`, as one selector (None: no condition at all)."""
+    if not terms:
+        return where
+    return " AND ".join(([f"({where})"] if where is not None else []) + terms)
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 class _Parser:

@@ -25,13 +25,13 @@ import typer
 
 from store import Message
 
-from .. import signals
+from .. import shorthands, signals
 from ..durations import parse_duration
 from ..exits import UsageError, one_line
 from ..lifeline import Lifeline
 from ..options import Session, shared_options
 from ..render import OutputClosed, iso
-from .message import QueueArg, WhereOpt
+from .message import BodyHasOpt, LabelIsOpt, NewerOpt, OlderOpt, PropIsOpt, QueueArg, WhereOpt
 
 DEFAULT_LEASE = "5m"
 # the store's lease outlives the command's by this much (up to 30s), so that a command killed
@@ -100,7 +100,8 @@ def consume(
     parallel: Annotated[int, typer.Option("--parallel", "-P", min=1, max=256, help="Run up to N commands at once.")] = 1,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="Stop after N messages.")] = None,
     idle: Annotated[Optional[str], typer.Option("--idle", help="Stop after this long with no command running and no message to take (default: wait for more, until Ctrl-C).")] = None,
-    where: WhereOpt = None,
+    where: WhereOpt = None, label: LabelIsOpt = None, prop: PropIsOpt = None, older_than: OlderOpt = None, newer_than: NewerOpt = None,
+    body_contains: BodyHasOpt = None,
 ) -> None:
     """Run a command for each message of a queue; exit 0 confirms it, anything else undoes it.
 
@@ -130,6 +131,7 @@ def consume(
       mqcli consume mail --exec 'sendmail -t' --parallel 4 --lease 2m
       mqcli consume jobs --exec './run-job.sh' --where "props.kind = 'nightly'" --idle 30s
     """
+    where = shorthands.selector(locals())
     lease_s = parse_duration(lease, allow_forever=False, what="lease")
     if lease_s < 0.001:  # below a millisecond every command is killed as it starts
         raise UsageError(f"invalid lease {lease!r}: a command needs some time to run (250ms at least is sensible)")

@@ -6,8 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import shorthands
 from ..options import Session, shared_options
-from .message import WhereOpt
+from .message import BodyHasOpt, LabelIsOpt, NewerOpt, OlderOpt, PropIsOpt, WhereOpt
 
 
 @shared_options
@@ -17,7 +18,8 @@ def redrive(
                                        show_default=True)] = "dead-letter",
     to: Annotated[Optional[str], typer.Option("--to", metavar="QUEUE",
                                               help="Move them all to QUEUE instead of each to its original queue.")] = None,
-    where: WhereOpt = None,
+    where: WhereOpt = None, label: LabelIsOpt = None, prop: PropIsOpt = None, older_than: OlderOpt = None, newer_than: NewerOpt = None,
+    body_contains: BodyHasOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would move where, change nothing.")] = False,
 ) -> None:
     """Move dead letters back to their original queues (or --to QUEUE), fresh, atomically per batch of 1,000.
@@ -35,6 +37,7 @@ def redrive(
       mqcli redrive dead-letter-tx --to orders.retry --dry-run
       mqcli redrive --where "age < 1h" -o json
     """
+    where = shorthands.selector(locals())
     with s.open() as st:
         result = st.redrive(dlq, to=to, where=where, dry_run=dry_run)
     verb = "would move" if dry_run else "moved"

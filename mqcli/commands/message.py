@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import messaging, values
+from .. import messaging, shorthands, values
 from ..template import option as template_option
 from ..exits import UsageError
 from ..messaging import Filters, parse_lookup, optional_seconds, to_take
@@ -30,6 +30,17 @@ WhereOpt = Annotated[Optional[str], typer.Option(
     help="Only messages the selector selects: SQL92 conditions on header fields and props.NAME, "
          "e.g. \"priority > 4 AND props.region = 'eu'\" or \"age > 10m AND label LIKE 'inv%'\" "
          "(README: Selectors).")]
+# the selector shorthands (mqcli/shorthands.py): each ANDs a term to --where
+LabelIsOpt = Annotated[Optional[str], typer.Option(
+    "--label", help="Only messages with exactly this label (a pattern: --where \"label LIKE 'inv%'\").")]
+PropIsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--prop", metavar="K=V", help="Only messages whose property K is V (repeatable: each must hold).")]
+OlderOpt = Annotated[Optional[str], typer.Option(
+    "--older-than", metavar="DURATION", help="Only messages put longer ago than this (age > D).")]
+NewerOpt = Annotated[Optional[str], typer.Option(
+    "--newer-than", metavar="DURATION", help="Only messages put less long ago than this (age < D).")]
+BodyHasOpt = Annotated[Optional[str], typer.Option(
+    "--body-contains", metavar="TEXT", help="Only messages whose body holds TEXT (its UTF-8 bytes).")]
 FormatOpt = Annotated[Optional[str], typer.Option(
     "--format", metavar="TEMPLATE", callback=template_option,
     help="Write each message as TEMPLATE fills it (kcat -f): {msg_id} {priority} {label} {correl_id} "
@@ -99,6 +110,8 @@ def get(
     wait: Annotated[str, typer.Option("--wait", "-w", help="How long to wait for a message: 0, 250ms, 30s, 5m, 2h, forever.")] = "0",
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
     lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
+    label: LabelIsOpt = None, prop: PropIsOpt = None, older_than: OlderOpt = None, newer_than: NewerOpt = None,
+    body_contains: BodyHasOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="Get up to N messages.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Get every available message.")] = False,
     confirm_id: NewConfirmOpt = None, lock_id: LockOpt = None, lease: LeaseOpt = None,
@@ -135,6 +148,8 @@ def browse(
     queue: QueueArg,
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
     lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
+    label: LabelIsOpt = None, prop: PropIsOpt = None, older_than: OlderOpt = None, newer_than: NewerOpt = None,
+    body_contains: BodyHasOpt = None,
     limit: Annotated[Optional[int], typer.Option("--limit", "--count", "-n", min=1, help="At most N messages (with --follow: stop after N).")] = None,
     state: Annotated[Optional[list[str]], typer.Option("--state", metavar="put-unconfirmed|available|locked-browse|get-unconfirmed|browse-get-unconfirmed|tx-locked|all", help="Show messages in this state (repeatable). Default: available.")] = None,
     lock: Annotated[bool, typer.Option("--lock", help="Browse with lock: lock each match and print the lock id.")] = False,
@@ -186,7 +201,7 @@ def undo(
     confirm_id: ConfirmOpt = None, lock_id: LockOpt = None,
     older_than: Annotated[Optional[str], typer.Option("--older-than", help="Operators: undo every in-flight message older than this.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Operators: undo every in-flight message.")] = False,
-    where: WhereOpt = None,
+    where: WhereOpt = None, label: LabelIsOpt = None, prop: PropIsOpt = None, body_contains: BodyHasOpt = None,
 ) -> None:
     """Undo a pending put or get (--confirm-id) or a browse lock (--lock-id); operators can
     undo everything in flight (--all, --older-than).
@@ -201,8 +216,10 @@ def undo(
         raise UsageError("give exactly one of --confirm-id, --lock-id, --older-than and --all")
     if queue is None and (confirm_id is not None or lock_id is not None):
         raise UsageError("--confirm-id and --lock-id need the QUEUE")
+    where = shorthands.where(where, label=label, prop=prop, body_contains=body_contains)  # its own --older-than
     if where is not None and (confirm_id is not None or lock_id is not None):
-        raise UsageError("--where goes with --all or --older-than (a confirm or lock id names its messages)")
+        raise UsageError("--where (--label, --prop, --body-contains) goes with --all or --older-than "
+                         "(a confirm or lock id names its messages)")
     with s.open() as st:
         if confirm_id is not None or lock_id is not None:
             n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]  # QUEUE given
@@ -255,6 +272,8 @@ def move(
     copy: Annotated[bool, typer.Option("--copy", help="Copy instead of moving: each copy is a new message (new msg_id and put time) naming its source in the property mqcli.copy_of.")] = False,
     msg_id: MsgIdOpt = None, unique_id: UniqueOpt = None, correl_id: CorrelOpt = None,
     lookup_id: LookupOpt = None, priority: PriorityOpt = None, where: WhereOpt = None,
+    label: LabelIsOpt = None, prop: PropIsOpt = None, older_than: OlderOpt = None, newer_than: NewerOpt = None,
+    body_contains: BodyHasOpt = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, help="At most N messages.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would move, change nothing.")] = False,
     tx: TxOpt = None,
@@ -271,7 +290,7 @@ def move(
       mqcli move inbox work --count 10 --tx "$T"
     """
     filters: Filters = dict(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=parse_lookup(lookup_id),
-                             priority=priority, where=where)
+                             priority=priority, where=shorthands.selector(locals()))
     with s.open() as st:
         if dry_run:
             if st.queue_info(target).qid == st.queue_info(source).qid:  # as the move itself says

@@ -11,12 +11,12 @@ import typer
 if TYPE_CHECKING:
     from store import QueueInfo, Store
 
-from .. import values
+from .. import shorthands, values
 from ..durations import parse_size
 from ..exits import Declined, UsageError
 from ..options import Session, shared_options
 from ..render import iso
-from .message import WhereOpt
+from .message import BodyHasOpt, LabelIsOpt, NewerOpt, OlderOpt, PropIsOpt, WhereOpt
 
 app = typer.Typer(
     help="Queue administration.\n\n\b\nExample:\n  mqcli queue create orders --max-backouts 5\n  mqcli queue list",
@@ -141,7 +141,8 @@ def _remove_all(s: Session, name: str, action: str, yes: bool, dry_run: bool,
 @app.command("purge")
 @shared_options
 def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False,
-          where: WhereOpt = None) -> None:
+          where: WhereOpt = None, label: LabelIsOpt = None, prop: PropIsOpt = None, older_than: OlderOpt = None, newer_than: NewerOpt = None,
+          body_contains: BodyHasOpt = None) -> None:
     """Remove every message of a queue, in any state (with --where, those it selects); refused
     (exit 10) while an open transaction holds one of them.
 
@@ -149,7 +150,9 @@ def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = F
     Examples:
       mqcli queue purge orders --yes
       mqcli queue purge orders --where "age > 7d" --dry-run
+      mqcli queue purge orders --older-than 168h --prop region=test --yes
     """
+    where = shorthands.selector(locals())
     _remove_all(s, name, "purge", yes, dry_run,
                 lambda st: {"removed": st.purge_queue(name, where=where)},
                 None if where is None else lambda st: st.purge_queue(name, where=where, dry_run=True))

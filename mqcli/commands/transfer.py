@@ -11,10 +11,10 @@ import typer
 
 from store import Message, errors
 
-from .. import inputs
+from .. import inputs, shorthands
 from ..exits import UsageError
 from ..messaging import BATCH
-from .message import WhereOpt
+from .message import BodyHasOpt, LabelIsOpt, NewerOpt, OlderOpt, PropIsOpt, WhereOpt
 from ..options import Session, shared_options
 from ..outfile import written_whole
 from ..render import OutputClosed, json_line, progress, write_all, writing_to
@@ -30,7 +30,8 @@ def export(
         "--format", metavar="jsonl|parquet",
         help="jsonl (default), or parquet: the analyze pipeline's message table (needs --to and "
              "`pip install 'mqcli[spark]'`).")] = "jsonl",
-    where: WhereOpt = None,
+    where: WhereOpt = None, label: LabelIsOpt = None, prop: PropIsOpt = None, older_than: OlderOpt = None, newer_than: NewerOpt = None,
+    body_contains: BodyHasOpt = None,
 ) -> None:
     """Dump queues as JSONL, one message a line with every field (any state), in queue order.
 
@@ -44,10 +45,11 @@ def export(
       mqcli export --format parquet --to qm1.parquet
       mqcli export orders --where "props.region = 'eu'" --to eu.jsonl
     """
+    where = shorthands.selector(locals())
     if fmt not in ("jsonl", "parquet"):
         raise UsageError(f"--format must be jsonl or parquet, got {fmt!r}")
     if fmt == "parquet" and where is not None:
-        raise UsageError("--where goes with the JSONL export (the Parquet table is for analysis: filter it there)")
+        raise UsageError("--where (and its shorthands) goes with the JSONL export (the Parquet table is for analysis: filter it there)")
     if fmt == "parquet":
         _export_parquet(s, queues, to)
         return
