@@ -36,9 +36,13 @@ def header(m: Message) -> list[tuple[str, object]]:
         ("msg_id", m.msg_id), ("correl_id", m.correl_id), ("priority", m.priority), ("label", m.label),
         ("put_time", _iso(m.put_time)), ("expires", _iso(m.expires)), ("size", m.size),
         ("backouts", m.backouts), ("hops", m.hops), ("app_specific", m.app_specific),
-        ("class", m.msg_class), ("delivery", m.delivery), ("queue", m.queue), ("state", m.state),
-        ("lookup_id", m.lookup_id), ("unique_id", m.unique_id),
+        ("class", m.msg_class), ("delivery", m.delivery), ("dead_letter", _yes(m.dead_letter)),
+        ("trace", _yes(m.trace)), ("report_queue", m.report_queue), ("queue", m.queue), ("state", m.state),
     ]
+    if m.in_flight:  # who holds it, as `-o json` says
+        fields += [("confirm_id", m.confirm_id), ("lock_id", m.lock_id), ("tx", m.tx),
+                   ("lease_expires", _iso(m.lease_expires))]
+    fields += [("lookup_id", m.lookup_id), ("unique_id", m.unique_id)]
     if m.dead_letter_reason is not None:
         from store.deadletters import dead_letter_status
 
@@ -58,6 +62,10 @@ def message(m: Message, number: int | None = None) -> bytes:
     width = max(len(k) for k, _ in pairs)
     block = "".join(f"{k:<{width}}  {v}\n" for k, v in pairs)
     return (title + block + "\n" + dump(m.body)).encode("utf-8")
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
 def _iso(us: int | None) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager, Optional, TypedDict
@@ -378,6 +379,19 @@ def _browse_follow(st: Store, out: Output, queue: str, *, where: Optional[str], 
             batches.close()
 
 
+def _must_exist(st: Store, queue: str, filters: Filters) -> None:
+    """Raise get's MessageNotFound (exit 4) when no message of `queue`, in any state, has the
+    id `filters` name. One that is held, or in a state --state leaves out, is there to browse
+    (`--state all` shows it), so a browse that shows none of it is exit 0. Reads the id's index
+    and the queue's messages in flight, not the whole queue."""
+    from store.filters import Filter
+
+    f = Filter(**filters)
+    now = int(time.time() * 1_000_000)  # what a selector's `age` is measured from
+    if not st.browse(queue, limit=1, **filters) and not any(f.matches(m, now) for m in st.inflight(queue)):
+        raise f.not_found(st.queue_info(queue).name)
+
+
 def _delivered(get, *args, deliver, **kw):
     """`get(*args, deliver=...)`, the store calling `deliver` with each batch with no write
     transaction open. Ctrl-C and SIGTERM act at once while the get waits; once output has
@@ -417,7 +431,7 @@ def browse(s: Session, queue: str, msg_id: Optional[str] = None, unique_id: Opti
         raise UsageError("--idle and --from-start go with --follow")
     if follow and (lock or state or any(v is not None for k, v in filters.items() if k != "where")):
         raise UsageError("--follow goes with --where, --count, --idle and --from-start only")
-    with s.open() as st:
+    with s.open(reading=not lock) as st:
         if follow:
             return _browse_follow(st, s.out, queue, where=where, count=limit, idle=idle, from_start=from_start)
         if lock:
@@ -438,6 +452,15 @@ def browse(s: Session, queue: str, msg_id: Optional[str] = None, unique_id: Opti
         states: str | list[str] | None = None
         if state:
             states = "all" if "all" in state else [x for part in state for x in part.split(",")]
+        if msg_id is not None or unique_id is not None or lookup_id is not None:
+            # an id names one message (or its few copies): read at once, and known to exist
+            # before any output, so that an id that names none is get's exit 4 alone
+            found = st.browse(queue, limit=limit, states=states, **filters)
+            if not found:
+                _must_exist(st, queue, filters)
+            with s.out.messages() as stream:
+                stream.extend(found)
+            return
         # read a page at a time (no read transaction open while output is written, nor every
         # message in memory); the output shows each as it comes
         with s.out.messages() as stream:

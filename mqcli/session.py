@@ -53,32 +53,43 @@ class Session:
         self.allow_unsafe = base.allow_unsafe
         self.allow_foreign = base.allow_foreign
         self._warned_foreign: set[str] = set()  # stores said_foreign named
+        self._said_stale = False  # a reading command said once that it shows the store as committed
 
     @cached_property
     def store_path(self) -> Path:
         return self.given_store or default_store_path()
 
-    def open(self, *, create: bool = False, name: str | None = None) -> Store:
+    def open(self, *, create: bool = False, name: str | None = None, reading: bool = False) -> Store:
         """Open the store; only `init` passes `create` (docs/design.md#store: a typo makes no new store).
-        Inside `mqcli batch` the store is opened once and lent to each command (shared_stores)."""
+        `reading`: a command that only reads (Store.open: no LMDB write lock, ever). Inside
+        `mqcli batch` the store is opened once, writable, and lent to each command (shared_stores)."""
         if _shared is not None:
             key = os.path.abspath(self.store_path)
             if key not in _shared:
                 _shared[key] = self._open(create=create, name=name)
             return _Lent(_shared[key])  # type: ignore[return-value]  # a Store proxy
-        return self._open(create=create, name=name)
+        return self._open(create=create, name=name, reading=reading)
 
-    def _open(self, *, create: bool, name: str | None) -> Store:
+    def _open(self, *, create: bool, name: str | None, reading: bool = False) -> Store:
         from store import Store
 
         try:
             st = Store.open(self.store_path, create=create, name=name,
                             allow_unsafe_permissions=self.allow_unsafe,
-                            allow_foreign_owner=self.allow_foreign)
+                            allow_foreign_owner=self.allow_foreign, reading=reading)
+            st.on_stale = self._stale
         except (PermissionError, NotADirectoryError, FileExistsError) as exc:
             raise unusable_store(self.store_path, exc) from None
         self.said_foreign(st.foreign_owner)
         return st
+
+    def _stale(self, why: str) -> None:
+        """A reading command shows the store as last committed (Store._maintain_aside): say
+        why once, on stderr (docs/design.md#store, "Reads take no write lock")."""
+        if not self._said_stale:
+            self._said_stale = True
+            self.out.note(f"mqcli: note: showing the store as last committed, without the lapsed "
+                          f"leases, expired messages or timed-out transactions now due: {why}")
 
     def said_foreign(self, owner: str | None, path: str | os.PathLike[str] | None = None) -> None:
         """Say once per store (stderr, even with -q) that root uses another user's store."""

@@ -38,7 +38,8 @@ from .errors import (
 from .filters import Filter
 from .forwarding import Forwarding
 from .ids import AUTO
-from .keys import U32, U64, queue_key
+from .keys import DATABASES, U32, U64, queue_key
+from .maintenance_process import maintain_in_child
 from .notify import WAIT_DIR, Waiter, wake
 from .ownership import OPENING, StoreFiles, as_owner, check_parents, check_store, open_checked
 from .queues import (
@@ -335,16 +336,22 @@ def _mark_backup(target: Path, map_size: int, now: int) -> None:
         env.close()
 
 
+# a reading handle's maintenance in a child (Store._maintain_aside): how long a read waits for
+# it, and how long after one that could not be done the next is tried
+ASIDE_WAIT = 2.0
+ASIDE_RETRY = 10.0
+
 # this process's id, kept current across fork() (read on every operation by Store._env)
 _PID = [os.getpid()]
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
-def _open_verified(path: Path, map_size: int, checked: StoreFiles) -> tuple[lmdb.Environment, dict[str, Any]]:
+def _open_verified(path: Path, map_size: int, checked: StoreFiles,
+                   readonly: bool = False) -> tuple[lmdb.Environment, dict[str, Any]]:
     """The store's environment, opened by path after `checked`, and only if the directory and
     files LMDB opened are still the ones checked (StoreFiles.verify_unchanged)."""
-    env, dbs = open_environment(path, map_size)
+    env, dbs = open_environment(path, map_size, readonly=readonly, reserve=True)
     try:
         checked.verify_unchanged()
     except BaseException:
@@ -370,15 +377,29 @@ class Store(Forwarding):
         self._holder = holders.Holder(path)
         self._as_is = 0  # > 0: inside `as_is()`, reads run no maintenance
         self._carry: Carry | None = None  # what this process's last commit left (write.Carry)
+        # opened `reading` (LMDB read-only): maintenance runs in a child (maintenance_process.py)
+        self.reading = False
+        self._allow = (False, False)  # allow_unsafe_permissions, allow_foreign_owner: for that child
+        self._aside_failed = -1e9  # when the child last could not do it (time.monotonic)
+        self._guid = ""  # the store's identity, read at open: the child maintains no other store
+        # told why a read shows the store as last committed, without what is due (the CLI's note)
+        self.on_stale: Callable[[str], None] | None = None
 
     # ---- opening -----------------------------------------------------------------------
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, create: bool = False, name: str | None = None,
              map_size: int | None = None, allow_unsafe_permissions: bool = False,
-             allow_foreign_owner: bool = False, clock: Callable[[], float] | None = None) -> Store:
+             allow_foreign_owner: bool = False, clock: Callable[[], float] | None = None,
+             reading: bool = False) -> Store:
         """Open the store in directory `path`; with `create`, make it first if there is none
         (only `mqcli init` does: a mistyped path must not become a new, empty queue manager).
+
+        `reading`, for a handle that only reads (stats, browse, inflight): the environment is
+        opened read-only, without LMDB's write lock, so that another process's write, even one
+        stopped inside its commit, holds up none of its reads (docs/design.md#store, "Reads
+        take no write lock"). Maintenance a read finds due runs in a child process, waited for
+        a while (store/maintenance_process.py); an operation that writes is InvalidArgument.
 
         The directory and mqcli's files in it must belong to the running user (store/ownership.py);
         root may open another user's store with `allow_foreign_owner`, and the handle's
@@ -388,12 +409,13 @@ class Store(Forwarding):
             raise InvalidArgument(f"a store path must be a non-empty path, got {path!r:.60}")
         path = Path(path)
         with OPENING:  # the files mapped meanwhile are this open's (StoreFiles.verify_unchanged)
-            return cls._open(path, create, name, map_size, allow_unsafe_permissions, allow_foreign_owner, clock)
+            return cls._open(path, create, name, map_size, allow_unsafe_permissions, allow_foreign_owner,
+                             clock, reading)
 
     @classmethod
     def _open(cls, path: Path, create: bool, name: str | None, map_size: int | None,
               allow_unsafe_permissions: bool, allow_foreign_owner: bool,
-              clock: Callable[[], float] | None) -> Store:
+              clock: Callable[[], float] | None, reading: bool = False) -> Store:
         checked = check_store(path, allow_foreign=allow_foreign_owner)  # before reading anything
         if checked is None or not store_exists(path) or read_marker(path).get("creating"):
             if not create:
@@ -410,15 +432,23 @@ class Store(Forwarding):
         with as_owner(checked):  # root in another user's store: by path, with the owner's ids
             if not allow_unsafe_permissions:
                 check_permissions(path)
-            marker = read_marker(path)
-            env, dbs = _open_verified(path, max(map_size or 0, marker["map_size"]), checked)
+            map_size = max(map_size or 0, read_marker(path)["map_size"])
+            env, dbs = _open_verified(path, map_size, checked, readonly=reading)
+            if reading and len(dbs) < len(DATABASES):  # a table of a later version still to make
+                env.close()
+                env, dbs = _open_verified(path, map_size, checked)
+                reading = False
         store = cls(path, env, dbs, clock or time.time)
         store.foreign_owner = checked.foreign_owner
+        store.reading = reading
+        store._allow = (allow_unsafe_permissions, allow_foreign_owner)
         with env.begin() as lt:
-            if lt.get(keys.META_GUID, db=dbs["meta"]) is None:  # a finished store always has one
+            guid = lt.get(keys.META_GUID, db=dbs["meta"])
+            if guid is None:  # a finished store always has one
                 env.close()
                 raise StoreCorrupt(f"the store at {path} has no queue manager identity (its data "
                                    f"file was replaced or cut short); restore it from a backup")
+            store._guid = guid_text(bytes(guid))
         return store
 
     @classmethod
@@ -556,6 +586,9 @@ class Store(Forwarding):
                 return result  # type: ignore[return-value]  # fn's
 
     def _write_once(self, fn: Callable[[Write], T], maintain: bool) -> T | _Backlog:
+        if self.reading:
+            raise InvalidArgument("this handle on the store is open for reading only "
+                                  "(Store.open(reading=True)); open the store again to write")
         try:
             env = self._env
             with env.begin(write=True) as lt:
@@ -631,15 +664,32 @@ class Store(Forwarding):
         """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due
         (not inside `as_is()`)."""
         if not self._as_is and self._maintenance_due():
-            try:
-                self._write(lambda t: None)
-            except StoreFull:
-                pass  # a full map: show the store as it is (what is due shows as such)
+            if self.reading:
+                self._maintain_aside()
+            else:
+                try:
+                    self._write(lambda t: None)
+                except StoreFull:
+                    pass  # a full map: show the store as it is (what is due shows as such)
         try:
             with self._env.begin() as lt:
                 return fn(Write(lt, self._dbs, self._now(), self._queue_cache))
         except lmdb.Error as exc:
             raise StoreCorrupt(f"LMDB failed: {exc}") from None
+
+    def _maintain_aside(self) -> None:
+        """A reading handle's maintenance: done by another process that opens the store
+        writable, waited for up to ASIDE_WAIT seconds. Not done (another process holds the write
+        lock that long, or the store cannot be written: read-only media), the read shows the
+        store as last committed, and `on_stale` says why; the handle tries again after
+        ASIDE_RETRY seconds, not on every read."""
+        if time.monotonic() - self._aside_failed < ASIDE_RETRY:
+            return
+        why = maintain_in_child(self.path, self._guid, *self._allow, wait=ASIDE_WAIT)
+        if why is not None:
+            self._aside_failed = time.monotonic()
+            if self.on_stale is not None:
+                self.on_stale(why)
 
     def _maintenance_due(self) -> bool:
         with self._env.begin() as lt:

@@ -309,10 +309,17 @@ def reserve_lock_file(path: Path) -> None:
 _ADDED_LATER = frozenset((b"ids",))
 
 
-def open_environment(path: Path, map_size: int, readonly: bool = False,
+def open_environment(path: Path, map_size: int, readonly: bool = False, reserve: bool | None = None,
                      ) -> tuple[lmdb.Environment, dict[str, lmdb._Database]]:
+    """The store's LMDB environment and its tables. Writable, the tables are opened in a write
+    transaction (LMDB's write lock, briefly). `readonly`, in a read transaction: no lock is
+    taken, and a table a later version added is left out if this store lacks it (the caller
+    sees it missing from the dict). `reserve`: allocate the lock file first (by default when
+    writable), and make its files 0600 again; a read-only open of a copy (a snapshot, read-only
+    media) does neither."""
     verify_data_file(path)
-    if not readonly:
+    ours = (not readonly) if reserve is None else reserve  # a store of ours, not a copy to read
+    if ours:
         reserve_lock_file(path)
     try:
         env = lmdb.open(
@@ -331,7 +338,7 @@ def open_environment(path: Path, map_size: int, readonly: bool = False,
         raise StoreUnavailable(f"cannot open the store at {path}: {exc}") from None
     for file_name in ("data.mdb", "lock.mdb"):
         file = path / file_name
-        if not readonly and file.exists() and stat.S_IMODE(file.stat().st_mode) != 0o600:
+        if ours and file.exists() and stat.S_IMODE(file.stat().st_mode) != 0o600:
             os.chmod(file, 0o600)
     env.reader_check()
     try:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .arguments import is_int
-from .errors import InvalidArgument
+from .errors import InvalidArgument, MessageNotFound
 from .records import MAX_PRIORITY, Message, parse_msg_id, parse_unique_id
 
 if TYPE_CHECKING:
@@ -79,12 +79,20 @@ class Filter:
                 and (self.selector is None or self.selector.matches(m, now)))
 
     def describe(self) -> str:
+        """The filter as an error names it: `with msg_id X and where ...`, or "" for none."""
+        # an equality the index took from the selector is named once, in its `where`
+        stated = self.selector.index if self.selector is not None else {}
         parts = [f"{name} {value}" for name, value in (
             ("msg_id", self.msg_id), ("unique_id", self.unique_id), ("lookup_id", self.lookup_id),
-            ("correl_id", self.correl_id), ("priority", self.priority)) if value is not None]
+            ("correl_id", self.correl_id), ("priority", self.priority))
+            if value is not None and stated.get(name) != value]
         if self.where is not None:
             parts.append(f"where {self.where}")
         return "with " + " and ".join(parts) if parts else ""
+
+    def not_found(self, queue: str) -> MessageNotFound:
+        """The error for an exact id that names no message of `queue` (its name as stored)."""
+        return MessageNotFound(f"no message {self.describe()} in queue {queue!r}")
 
 
 def _is_str(value: object) -> bool:

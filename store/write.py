@@ -27,7 +27,7 @@ import lmdb
 
 from . import holders, identity, ids, keys, queue_counters
 from .errors import (
-    AlreadyReceived, InvalidArgument, MessageExpired, MessageNotFound, QueueExists, QueueNotAvailable,
+    AlreadyReceived, InvalidArgument, MessageExpired, QueueExists, QueueNotAvailable,
     QueueQuotaExceeded,
     MessageTooLarge, StoreCorrupt, StoreQuotaExceeded, Throttled,
 )
@@ -1221,7 +1221,7 @@ class Write:
                 source = self.by_lookup_id(q, f.lookup_id)  # type: ignore[arg-type]  # f.exact: it is set
             found = [m for m in source if m.qid == q.qid and f.matches(m, self.now) and not m.hidden]
             if not found:
-                raise MessageNotFound(f"no message {f.describe()} in queue {q.name!r}")
+                raise f.not_found(q.name)
             eligible = [m for m in found if m.state == AVAILABLE]
             if not eligible:
                 raise AlreadyReceived(f"message {f.describe()} is held by a lock, confirm id or transaction")

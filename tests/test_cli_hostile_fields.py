@@ -66,8 +66,8 @@ def test_hex_shows_each_field_and_property_name_on_one_line(cli):
     lines = _lines(cli.subprocess("browse", "q", "-o", "hex").out)
     assert [line for line in lines if line.startswith("----")] == ["---- message 1 ----", "---- message 2 ----"]
     first, second = lines[:lines.index("---- message 2 ----")], lines[lines.index("---- message 2 ----"):]
-    # the title, 16 fields and 2 properties, a blank line, one line of dump and its end offset
-    assert len(first) - 1 == len(second) == 21, (first, second)
+    # the title, 19 fields and 2 properties, a blank line, one line of dump and its end offset
+    assert len(first) - 1 == len(second) == 24, (first, second)
     assert (_field(first, "label"), _field(first, "correl_id")) == (LABEL_SHOWN, CORREL_SHOWN)
     assert f"props.{NAME_SHOWN}  {VALUE_SHOWN}" in first  # the longest name: two blanks after it
     assert _field(first, "props.x") == r"\u202eevil\r" and _field(second, "props.k") == TYPED_SHOWN
@@ -87,6 +87,17 @@ def test_a_dead_letters_fields_are_shown_escaped(cli):
     assert _field(lines, "dead_letter_reason") == r"r\x1b[2J\nX"
     assert _field(lines, "original_queue") == r"oq\x1b]0;t\x07\u202e"
     assert _field(lines, "props.mqcli.dead_letter_time") == r"\x1b[2Jnow\n"
+
+
+def test_a_replayed_report_queue_is_shown_escaped(cli):
+    record = cli.put("q", "x")
+    cli.ok("get", "q", "-q")
+    record.update(trace=True, report_queue="rq\x1b[2J\n---- message 2 ----\u202e")
+    cli.ok("put", "q", "--jsonl", "-", input=json.dumps(record) + "\n")
+    lines = _lines(cli.subprocess("browse", "q", "-o", "hex").out)
+    assert _field(lines, "report_queue") == r"rq\x1b[2J\n---- message 2 ----\u202e"
+    assert _field(lines, "trace") == "yes"
+    assert cli.json("browse", "q")[0]["report_queue"] == record["report_queue"]
 
 
 def test_json_keeps_the_exact_fields(cli):

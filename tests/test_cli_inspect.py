@@ -70,6 +70,36 @@ def test_hex_of_one_get_is_one_block(cli):
     assert undump(out.partition("\n\n")[2]) == (b"\x00\x01hello\xff", 8)
 
 
+def _header_of(record):
+    """The header fields `-o hex` shows for a `-o json` record: every key but the body, each
+    property as props.NAME."""
+    return set(record) - {"body", "body_b64", "props"} | {f"props.{k}" for k in record["props"]}
+
+
+def test_hex_shows_every_field_json_has(cli):
+    cli.ok("queue", "create", "R", "-q")
+    cli.put("q", "traced", "--trace", "--report-queue", "R", "--no-dead-letter", "-p", "5")
+    held = cli.put("q", "held")
+    cli.put("q", "late", "--ttl", "1ms")
+    time.sleep(0.01)
+    cli.ok("sweep", "-q")
+    lock_id = cli.ok("browse", "q", "--lock", "--msg-id", held["msg_id"], "--lease", "1h").out.strip()
+    for browse in (("browse", "q", "--state", "all"), ("browse", "dead-letter")):
+        records = cli.json(*browse)
+        shown = [fields for fields, _ in blocks(cli.ok(*browse, "-o", "hex").out)]
+        assert [_header_of(r) for r in records] == [set(fields) for fields in shown]
+        assert [f["msg_id"] for f in shown] == [r["msg_id"] for r in records]
+    traced, locked = blocks(cli.ok("browse", "q", "--state", "all", "-o", "hex").out)
+    report_queue = cli.json("browse", "q", "--priority", "5")[0]["report_queue"]
+    assert (traced[0]["trace"], traced[0]["report_queue"], traced[0]["dead_letter"]) == ("yes", report_queue, "no")
+    assert (locked[0]["trace"], locked[0]["report_queue"], locked[0]["dead_letter"]) == ("no", "-", "yes")
+    assert (locked[0]["state"], locked[0]["lock_id"], locked[0]["confirm_id"]) == ("locked-browse", lock_id, "-")
+    (dead, _), = blocks(cli.ok("browse", "dead-letter", "-o", "hex").out)
+    assert (dead["dead_letter_reason"], dead["dead_letter_status"], dead["original_queue"]) == (
+        "expired", "MQ_ERROR_MESSAGE_TIMED_OUT", "q")
+    assert dead["props.mqcli.dead_letter_time"] >= dead["put_time"]
+
+
 def test_format_writes_fields_and_binary_bodies_as_bytes(cli):
     a = cli.put("q", b"\x00\xff\nA", "--prop", "region=eu", "--correl-id", "c1", "--label", "L")
     b = cli.put("q", b"plain")

@@ -206,6 +206,45 @@ def test_get_with_unknown_ids_exits_4(cli):
     assert cli.json("queue", "show", "q")["available"] == 1
 
 
+def test_browse_by_an_id_that_names_no_message_exits_4_as_get_does(cli):
+    guid = cli.guid()
+    a = cli.put("q", "x")
+    for option, value in (("--msg-id", f"{guid}\\99"), ("--unique-id", f"{guid}:1"), ("--lookup-id", "999")):
+        for output in ((), ("-o", "json"), ("-o", "jsonl")):
+            browsed = cli.fails(4, "browse", "q", option, value, *output)
+            got = cli.fails(4, "get", "q", option, value, *output)
+            assert browsed.stdout == b"" and browsed.stderr == got.stderr
+    r = cli.fails(4, "browse", "q", "--msg-id", f"{guid}\\99")
+    assert cli.error_line(r) == (f"mqcli: error: no message with msg_id {guid}\\99 in queue 'q' "
+                                 "[MQ_ERROR_MESSAGE_NOT_FOUND]")
+    r = cli.fails(4, "browse", "q", "--msg-id", a["msg_id"], "--where", "priority = 7")  # get's too
+    assert cli.error_line(r) == (f"mqcli: error: no message with msg_id {a['msg_id']} and where priority = 7 "
+                                 "in queue 'q' [MQ_ERROR_MESSAGE_NOT_FOUND]")
+    # a listing that selects nothing is empty
+    for selecting in (("--correl-id", "none"), ("--priority", "7"), ("--where", "label = 'none'")):
+        assert cli.json("browse", "q", *selecting) == []
+    # a message that is there, held or in a state --state leaves out, is there to browse
+    lock_id = cli.ok("browse", "q", "--lock", "--msg-id", a["msg_id"]).out.strip()
+    assert cli.json("browse", "q", "--msg-id", a["msg_id"]) == []
+    locked = cli.json("browse", "q", "--lookup-id", str(a["lookup_id"]), "--state", "all")
+    assert [m["lock_id"] for m in locked] == [int(lock_id)]
+    cli.ok("unlock", "q", "--lock-id", lock_id)
+    assert cli.json("browse", "q", "--unique-id", a["unique_id"], "--state", "tx-locked") == []
+    assert [m["body"] for m in cli.json("browse", "q", "--msg-id", a["msg_id"])] == ["x"]
+
+
+def test_get_names_an_equality_of_its_where_once(cli):
+    cli.put("q", "x", "--correl-id", "c")
+    r = cli.fails(3, "get", "q", "--where", "priority = 5")
+    assert cli.error_line(r) == "mqcli: error: no message with where priority = 5 in queue 'q' [MQ_ERROR_IO_TIMEOUT]"
+    r = cli.fails(3, "get", "q", "--where", "correl_id = 'c' AND priority = 5")
+    assert cli.error_line(r) == ("mqcli: error: no message with where correl_id = 'c' AND priority = 5 "
+                                 "in queue 'q' [MQ_ERROR_IO_TIMEOUT]")
+    r = cli.fails(3, "get", "q", "--priority", "4", "--where", "priority = 5")  # two conditions, each once
+    assert cli.error_line(r) == ("mqcli: error: no message with priority 4 and where priority = 5 "
+                                 "in queue 'q' [MQ_ERROR_IO_TIMEOUT]")
+
+
 def test_get_on_an_empty_queue_exits_3(cli):
     r = cli.fails(3, "get", "q")
     assert r.stdout == b""

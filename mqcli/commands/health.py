@@ -90,7 +90,7 @@ def health(
             "dead_letters": _threshold(dead_letters, "--dead-letters", False),
             "quota_pct": _threshold(quota_pct, "--quota-pct", False),
         }
-        with s.open(create=False) as st:
+        with s.open(reading=True) as st:
             stats = {q.name: q for q in st.stats()}
         checks = _checks(stats, queues, limits, time.time())
     except Exception as exc:  # the plugin API: whatever stops the check is UNKNOWN

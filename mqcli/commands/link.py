@@ -64,7 +64,7 @@ def list_(s: Session) -> None:
     Example:
       mqcli link list -o json
     """
-    with s.open() as st:
+    with s.open(reading=True) as st:
         rows = [link_doc(link) for link in st.links()]
     s.out.table(rows, COLUMNS)
 

@@ -329,7 +329,7 @@ def inflight(s: Session,
       mqcli inflight orders
     """
     now = int(time.time() * 1_000_000)
-    with s.open() as st:
+    with s.open(reading=True) as st:
         rows = [{
             "queue": m.queue, "msg_id": m.msg_id, "state": m.state, "confirm_id": m.confirm_id,
             "lock_id": m.lock_id, "tx": m.tx, "since": iso(m.since), "age": age(m.since, now),

@@ -64,7 +64,7 @@ def list_(s: Session) -> None:
       mqcli outgoing list -o json
     """
     now = _now()
-    with s.open() as st:
+    with s.open(reading=True) as st:
         rows = [outgoing_doc(o, now) for o in st.outgoing_list()]
     if s.out.mode == "text":
         for row in rows:
@@ -82,7 +82,7 @@ def show(s: Session, queue: QueueArg) -> None:
     Example:
       mqcli outgoing show 'DIRECT=OS:qm2\\orders'
     """
-    with s.open() as st:
+    with s.open(reading=True) as st:
         doc = outgoing_doc(st.outgoing_show(queue), _now())
     if s.out.mode == "text":
         history = doc.pop("history")

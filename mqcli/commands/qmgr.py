@@ -70,7 +70,7 @@ def info(s: Session) -> None:
     Example:
       mqcli info -o json
     """
-    with s.open() as st:
+    with s.open(reading=True) as st:
         s.out.document(_info_doc(st.info()))
 
 
@@ -232,7 +232,7 @@ def stats(
     if prometheus:
         from ..prometheus import store_metrics, write_textfile
 
-        with s.open() as st:
+        with s.open(reading=True) as st:
             text = store_metrics(st.stats(), st.info(), len(st.tx_list()), st.outgoing_list())
         if textfile is None:
             sys.stdout.write(text)
@@ -245,7 +245,7 @@ def stats(
     columns = [("queue", "queue"), ("depth", "depth"), ("bytes", "bytes"),
                *[(k, h) for k, h in _STATE_COLUMNS], ("age", "oldest"), ("put_age", "last put"),
                ("get_age", "last get")]
-    with s.open() as st:
+    with s.open(reading=True) as st:
         if not watch:
             rows = _stats_rows(st)
             if s.out.mode == "text":

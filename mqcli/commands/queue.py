@@ -73,7 +73,7 @@ def list_(s: Session) -> None:
     Example:
       mqcli queue list -o json
     """
-    with s.open() as st:
+    with s.open(reading=True) as st:
         rows = [queue_doc(q) for q in st.list_queues(outgoing=False)]  # those are `outgoing list`
     s.out.table(rows, COLUMNS)
 
@@ -87,7 +87,7 @@ def show(s: Session, name: NameArg) -> None:
     Example:
       mqcli queue show orders
     """
-    with s.open() as st:
+    with s.open(reading=True) as st:
         q = st.queue_info(name)
         qm_guid = st.info().guid
         # every queue has a public (GUID) and a private (number) format name ([MS-MQMQ] 2.1)

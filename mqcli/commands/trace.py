@@ -108,7 +108,7 @@ def show(
       mqcli trace show reports
       mqcli trace show reports -o json | jq '.[] | select(.hops > 0)'
     """
-    with s.open() as st:
+    with s.open(reading=True) as st:
         messages = st.browse(report_queue, limit=limit)
     rows = [reports.describe(m) for m in messages if m.report]
     s.out.table(_shown(rows, text=s.out.mode == "text"), SHOW_COLUMNS, title=f"trace reports in {report_queue}")
@@ -149,7 +149,7 @@ def route(
         _print_route(s, _file_route_rows(reports_file, msg_id), msg_id, str(reports_file))
         return
     assert report_queue is not None
-    with s.open() as st:
+    with s.open(reading=True) as st:
         messages = st.browse(report_queue, correl_id=msg_id)
     _print_route(s, [reports.describe(m) for m in messages if m.report], msg_id, report_queue)
 

@@ -54,7 +54,7 @@ def export(
         _export_parquet(s, queues, to)
         return
     # reads do not write: the store is exported as it is, expired and lapsed messages included
-    with s.open() as st, st.as_is(), writing_to(None if to is None else str(to)):
+    with s.open(reading=True) as st, st.as_is(), writing_to(None if to is None else str(to)):
         if to is None:
             count = _write_jsonl(st, queues, sys.stdout.buffer, where)
         else:
@@ -98,7 +98,7 @@ def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path])
     require(("pyarrow",), "export --format parquet")
     from store.analytics.parquet import write_messages
 
-    with s.open() as st, progress("export", total=lambda: _depth(st, queues)) as bar, writing_to(str(to)), \
+    with s.open(reading=True) as st, progress("export", total=lambda: _depth(st, queues)) as bar, writing_to(str(to)), \
             written_whole(to) as path:
         count = write_messages(st, queues, path, bar.advance)
     s.out.note(f"exported {count} messages to {to}")

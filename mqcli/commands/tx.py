@@ -127,7 +127,7 @@ def list_(s: Session) -> None:
       mqcli tx list -o json
     """
     now = _now()
-    with s.open() as st:
+    with s.open(reading=True) as st:
         rows = [tx_doc(info, now) for info in st.tx_list()]
     if s.out.mode == "text":
         for row in rows:
@@ -147,7 +147,7 @@ def show(s: Session, tx: TxArg) -> None:
       mqcli tx show 17 -o json
     """
     now = _now()
-    with s.open() as st:
+    with s.open(reading=True) as st:
         info, messages = st.tx_show(tx)
     doc = tx_doc(info, now)
     doc["puts"] = sum(m.tx_put for m in messages)

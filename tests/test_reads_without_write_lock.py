@@ -1,0 +1,182 @@
+"""Commands that only read take no LMDB write lock (Store.open(reading=True); docs/design.md#store,
+"Reads take no write lock"): another process holding the write lock (a writer stopped inside
+its commit: Ctrl-Z, SIGSTOP, a debugger) holds up none of them. Maintenance a read finds due is
+done by a child process (store/maintenance_process.py), waited for a while: with the lock held,
+the read shows the store as last committed and says so."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from store import Store
+from store.errors import InvalidArgument
+
+# a process inside a write transaction, holding LMDB's write lock until it is killed
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from store import Store
+    st = Store.open(sys.argv[1])
+    txn = st._env.begin(write=True)
+    print("locked", flush=True)
+    time.sleep(120)
+""")
+
+READS = [
+    ("stats",), ("stats", "-o", "json"), ("browse", "q"), ("browse", "q", "-o", "jsonl"), ("info",),
+    ("inflight",), ("queue", "list"), ("queue", "show", "q"), ("export", "q"), ("tx", "list"),
+    ("outgoing", "list"), ("link", "list"), ("health", "q", "--depth", "5:10"),
+    ("browse", "q", "--label", "none"),
+]
+
+
+@pytest.fixture
+def write_lock_held(cli):
+    """The store's write lock, held by another process (SIGKILLed at teardown)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"locked\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_read_commands_run_while_another_process_holds_the_write_lock(cli, write_lock_held):
+    for args in READS:
+        result = cli.subprocess(*args, timeout=30)
+        assert result.code == 0, result
+
+
+@pytest.fixture
+def two_messages(cli):
+    cli.put("q", "one")
+    cli.put("q", "two")
+    return cli
+
+
+def test_what_they_read_is_the_store_as_committed(two_messages, write_lock_held, spawn):
+    cli = two_messages
+    stats = {q["queue"]: q for q in cli.subprocess("stats", "-o", "json", timeout=30).json()}
+    assert stats["q"]["depth"] == 2
+    bodies = [m["body"] for m in cli.subprocess("browse", "q", "-o", "jsonl", timeout=30).jsonl()]
+    assert bodies == ["one", "two"]
+    # a writer waits for the lock meanwhile (LMDB has one writer): it is still running
+    put = spawn(cli, "put", "q", "three", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    assert put.poll() is None
+    write_lock_held.kill()  # the holder dies: its transaction is gone, the put goes through
+    assert put.wait(timeout=30) == 0
+    assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one", "two", "three"]
+
+
+def lapsed_lease(cli):
+    """A message got under a lease that lapsed: the next access undoes it (maintenance, a write)."""
+    cli.put("q", "one")
+    cli.ok("get", "q", "--confirm-id", "7", "--lease", "1ms", "-q")
+    time.sleep(0.05)
+
+
+def states(cli, *args, **kw):
+    stats = cli.subprocess("stats", "-o", "json", *args, timeout=30, **kw)
+    assert stats.code == 0, stats
+    return {k: v for k, v in next(q for q in stats.json() if q["queue"] == "q").items()
+            if k in ("available", "get-unconfirmed")}, stats
+
+
+def test_a_read_that_finds_maintenance_due_has_it_done_aside(cli):
+    lapsed_lease(cli)
+    # the lease is undone by a child process that writes: the reading command still wrote nothing
+    shown, _ = states(cli)
+    assert shown == {"available": 1, "get-unconfirmed": 0}
+    assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
+    assert cli.json("inflight") == []
+
+
+def test_with_the_write_lock_held_a_due_read_shows_the_store_as_committed_and_says_so(cli):
+    lapsed_lease(cli)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        shown, stats = states(cli)
+        assert shown == {"available": 0, "get-unconfirmed": 1}  # as committed: the lapse not applied
+        assert "showing the store as last committed" in stats.stderr
+        assert "held the store's write lock" in stats.stderr
+        assert states(cli, "-q")[1].stderr == ""  # -q: no note
+    finally:
+        holder.kill()
+        holder.wait()
+    shown, stats = states(cli)  # the lock free again: applied
+    assert shown == {"available": 1, "get-unconfirmed": 0} and stats.stderr == ""
+
+
+def children_of_command(marker):
+    """Processes whose command line holds `marker` (the store path given with --store)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_it_waits_ends_it_and_its_child(cli, spawn, sig):
+    lapsed_lease(cli)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        browse = spawn(cli, "--store", cli.store, "browse", "q", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        running: set[int] = set()
+        while len(running) < 2 and time.monotonic() < deadline:  # started its maintenance process
+            time.sleep(0.05)
+            running = set(children_of_command(str(cli.store))) - {holder.pid}
+        assert len(running) == 2 and browse.pid in running, running  # the browse and its child
+        time.sleep(0.2)
+        assert browse.poll() is None  # in the wait for its child, which waits for the lock
+        browse.send_signal(sig)
+        code = browse.wait(timeout=30)
+        assert code == 128 + sig, code
+        assert b"mqcli: error:" in browse.stderr.read()
+        assert set(children_of_command(str(cli.store))) == {holder.pid}  # killed with it
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
+
+
+def test_a_reading_handle_reads_and_refuses_to_write(cli):
+    lapsed_lease(cli)
+    with Store.open(cli.store, reading=True) as st:
+        assert st.queue_stats("q").by_state["available"] == 1  # the lapsed lease undone aside
+        with pytest.raises(InvalidArgument, match="open for reading only"):
+            st.put("q", b"two")
+    assert cli.ok("check").code == 0
+
+
+def test_a_batch_that_reads_then_writes_shares_one_handle(cli):
+    result = cli.ok("batch", "-", input=b"stats\nput q one\nbrowse q -o body\nget q -o body\nstats -o json\n")
+    assert "one" in result.out
+    assert {q["queue"]: q["depth"] for q in cli.json("stats")}["q"] == 0
+
+
+def test_a_store_replaced_at_its_path_is_not_maintained_for_the_reader_of_the_first(cli, tmp_path):
+    lapsed_lease(cli)
+    said = []
+    with Store.open(cli.store, reading=True) as st:
+        st.on_stale = said.append
+        cli.store.rename(tmp_path / "moved")  # the reader keeps the store it opened
+        with Store.open(cli.store, create=True) as other:
+            other.create_queue("q")
+        assert st.queue_stats("q").by_state["get-unconfirmed"] == 1  # shown as committed
+        assert len(said) == 1 and "it was replaced" in said[0]
+    with Store.open(tmp_path / "moved") as moved:  # its own maintenance, by its own next access
+        assert moved.queue_stats("q").by_state["available"] == 1
