@@ -338,8 +338,9 @@ def _mark_backup(target: Path, map_size: int, now: int) -> None:
 
 # a reading handle's maintenance in a child (Store._maintain_aside): how long a read waits for
 # it, and how long after one that could not be done the next is tried
-ASIDE_WAIT = 2.0
+ASIDE_WAIT = 5.0
 ASIDE_RETRY = 10.0
+ASIDE_EVERY = 1.0  # and at most one a second
 
 # this process's id, kept current across fork() (read on every operation by Store._env)
 _PID = [os.getpid()]
@@ -381,6 +382,7 @@ class Store(Forwarding):
         self.reading = False
         self._allow = (False, False)  # allow_unsafe_permissions, allow_foreign_owner: for that child
         self._aside_failed = -1e9  # when the child last could not do it (time.monotonic)
+        self._aside_last = -1e9  # when the last child started
         self._guid = ""  # the store's identity, read at open: the child maintains no other store
         # told why a read shows the store as last committed, without what is due (the CLI's note)
         self.on_stale: Callable[[str], None] | None = None
@@ -682,9 +684,12 @@ class Store(Forwarding):
         writable, waited for up to ASIDE_WAIT seconds. Not done (another process holds the write
         lock that long, or the store cannot be written: read-only media), the read shows the
         store as last committed, and `on_stale` says why; the handle tries again after
-        ASIDE_RETRY seconds, not on every read."""
-        if time.monotonic() - self._aside_failed < ASIDE_RETRY:
+        ASIDE_RETRY seconds, not on every read. A handle that reads again and again (`stats
+        --watch`, `browse --follow`) starts one at most every ASIDE_EVERY seconds."""
+        now = time.monotonic()
+        if now - self._aside_failed < ASIDE_RETRY or now - self._aside_last < ASIDE_EVERY:
             return
+        self._aside_last = now
         why = maintain_in_child(self.path, self._guid, *self._allow, wait=ASIDE_WAIT)
         if why is not None:
             self._aside_failed = time.monotonic()

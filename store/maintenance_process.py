@@ -16,6 +16,8 @@ untouched: Ctrl-C while it waits is its usual Ctrl-C (the process is killed firs
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Callable
 import subprocess
 import sys
 from pathlib import Path
@@ -52,16 +54,21 @@ def maintain_in_child(path: Path, guid: str, allow_unsafe: bool, allow_foreign: 
     committed)."""
     here = str(Path(__file__).resolve().parent.parent)  # where `store` is imported from
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))}
-    argv = [sys.executable, "-c", _CHILD, os.fspath(path), guid, str(int(allow_unsafe)), str(int(allow_foreign))]
+    # -P: no current directory first on sys.path (a store.py there would run instead, as this
+    # user: as root, for a root reader); -s: no user site-packages either
+    argv = [sys.executable, "-P", "-s", "-c", _CHILD, os.fspath(path), guid, str(int(allow_unsafe)),
+            str(int(allow_foreign))]
     try:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, env=env, close_fds=True)
+                                 stderr=subprocess.DEVNULL, env=env, close_fds=True,
+                                 preexec_fn=_die_with_parent(os.getpid()))
     except OSError as exc:
         return f"cannot start the process that applies them: {exc.strerror or exc}"
     try:
         said, _ = child.communicate(timeout=wait)
     except subprocess.TimeoutExpired:
-        return f"another process has held the store's write lock for {wait:g}s (a writer stopped inside its commit?)"
+        return (f"they were not applied within {wait:g}s: another process holds the store's write lock "
+                f"(a writer stopped inside its commit?), or this host is very busy")
     finally:
         if child.poll() is None:  # timed out, or this process is interrupted: not left behind
             child.kill()
@@ -70,3 +77,19 @@ def maintain_in_child(path: Path, guid: str, allow_unsafe: bool, allow_foreign: 
     if text == _DONE:
         return None
     return text or f"the process that applies them ended with status {child.returncode}"
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """In the child before exec: killed when the reader dies (Linux's PR_SET_PDEATHSIG), even by
+    a signal it does not handle (SIGHUP) or SIGKILL, so that no process waits on the write lock
+    for a reader long gone; and gone at once if the reader died before this was set."""
+    def setup() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass  # not Linux: the reader's kill on its way out is all there is
+        if os.getppid() != parent:
+            os._exit(1)
+    return setup

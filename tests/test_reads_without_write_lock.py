@@ -4,6 +4,7 @@ its commit: Ctrl-Z, SIGSTOP, a debugger) holds up none of them. Maintenance a re
 done by a child process (store/maintenance_process.py), waited for a while: with the lock held,
 the read shows the store as last committed and says so."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import mqcli_command
 from store import Store
 from store.errors import InvalidArgument
 
@@ -105,7 +107,7 @@ def test_with_the_write_lock_held_a_due_read_shows_the_store_as_committed_and_sa
         shown, stats = states(cli)
         assert shown == {"available": 0, "get-unconfirmed": 1}  # as committed: the lapse not applied
         assert "showing the store as last committed" in stats.stderr
-        assert "held the store's write lock" in stats.stderr
+        assert "holds the store's write lock" in stats.stderr
         assert states(cli, "-q")[1].stderr == ""  # -q: no note
     finally:
         holder.kill()
@@ -180,3 +182,61 @@ def test_a_store_replaced_at_its_path_is_not_maintained_for_the_reader_of_the_fi
         assert len(said) == 1 and "it was replaced" in said[0]
     with Store.open(tmp_path / "moved") as moved:  # its own maintenance, by its own next access
         assert moved.queue_stats("q").by_state["available"] == 1
+
+
+def test_the_maintenance_process_runs_no_store_py_of_the_current_directory(cli, tmp_path, monkeypatch):
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    (trap / "store.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').write('ran')\n")
+    lapsed_lease(cli)
+    result = subprocess.run([*mqcli_command(), "--store", str(cli.store), "stats", "-o", "json"],
+                            cwd=trap, capture_output=True, timeout=60)
+    assert result.returncode == 0, result
+    assert not (tmp_path / "ran").exists()
+    q = next(q for q in json.loads(result.stdout) if q["queue"] == "q")
+    assert (q["available"], q["get-unconfirmed"]) == (1, 0)  # done by the store package, not the trap
+
+
+def test_the_maintenance_process_dies_with_its_reader(cli, spawn):
+    lapsed_lease(cli)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        browse = spawn(cli, "--store", cli.store, "browse", "q", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        running: set[int] = set()
+        while len(running) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            running = set(children_of_command(str(cli.store))) - {holder.pid}
+        assert len(running) == 2, running
+        browse.send_signal(signal.SIGHUP)  # no handler: the reader dies, and can kill nothing
+        assert browse.wait(timeout=30) == -signal.SIGHUP
+        deadline = time.monotonic() + 10
+        while children_of_command(str(cli.store)) != [holder.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert children_of_command(str(cli.store)) == [holder.pid]  # its maintenance process went too
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_ages_are_taken_after_the_read_never_negative(cli, spawn):
+    """A read that waits for its maintenance sees what was committed meanwhile: its ages are
+    measured from after the read (before, a message put during the wait was -1.3 s old)."""
+    cli.ok("queue", "create", "fresh", "-q")
+    lapsed_lease(cli)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        stats = spawn(cli, "stats", "-o", "json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        inflight = spawn(cli, "inflight", "-o", "json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        put = spawn(cli, "put", "fresh", "x", "--confirm-id", "3", stdout=subprocess.DEVNULL)
+        time.sleep(1.0)  # the readers wait for their maintenance, the put for the lock
+    finally:
+        holder.kill()
+        holder.wait()
+    assert put.wait(timeout=30) == 0
+    shown = {q["queue"]: q for q in json.loads(stats.communicate(timeout=30)[0])}
+    assert shown["fresh"]["oldest_age_s"] is None or shown["fresh"]["oldest_age_s"] >= 0
+    for row in json.loads(inflight.communicate(timeout=30)[0]):
+        assert row["age_s"] >= 0, row

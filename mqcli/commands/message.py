@@ -328,8 +328,9 @@ def inflight(s: Session,
     Example:
       mqcli inflight orders
     """
-    now = int(time.time() * 1_000_000)
     with s.open(reading=True) as st:
+        found = st.inflight(queue)
+        now = int(time.time() * 1_000_000)  # after the read: no age of what it found is negative
         rows = [{
             "queue": m.queue, "msg_id": m.msg_id, "state": m.state, "confirm_id": m.confirm_id,
             "lock_id": m.lock_id, "tx": m.tx, "since": iso(m.since), "age": age(m.since, now),
@@ -337,7 +338,7 @@ def inflight(s: Session,
             "lease_expires": iso(m.lease_expires),
             "lease_left": None if m.lease_expires is None else f"{max(0, m.lease_expires - now) / 1e6:.1f}s",
             "backouts": m.backouts,
-        } for m in st.inflight(queue)]
+        } for m in found]
     s.out.table(rows, [("queue", "queue"), ("msg_id", "msg_id"), ("state", "state"),
                        ("confirm_id", "confirm id"), ("lock_id", "lock id"), ("tx", "tx"), ("age", "age"),
                        ("lease_left", "lease left"), ("backouts", "backouts")])

@@ -63,9 +63,10 @@ def list_(s: Session) -> None:
     Example:
       mqcli outgoing list -o json
     """
-    now = _now()
     with s.open(reading=True) as st:
-        rows = [outgoing_doc(o, now) for o in st.outgoing_list()]
+        found = st.outgoing_list()
+    now = _now()  # after the read: no age of what it found is negative
+    rows = [outgoing_doc(o, now) for o in found]
     if s.out.mode == "text":
         for row in rows:
             row.pop("history")

@@ -180,8 +180,9 @@ _STATE_COLUMNS = [("put-unconfirmed", "put-unc"), ("available", "avail"), ("lock
 
 
 def _stats_rows(st: Store) -> list[dict]:
-    now = int(time.time() * 1_000_000)
-    return [_stats_row(q, now) for q in st.stats()]
+    stats = st.stats()
+    now = int(time.time() * 1_000_000)  # after the read: no age of what it found is negative
+    return [_stats_row(q, now) for q in stats]
 
 
 def _stats_row(q: QueueStats, now: int) -> dict:

@@ -126,9 +126,10 @@ def list_(s: Session) -> None:
     Example:
       mqcli tx list -o json
     """
-    now = _now()
     with s.open(reading=True) as st:
-        rows = [tx_doc(info, now) for info in st.tx_list()]
+        infos = st.tx_list()
+    now = _now()  # after the read: no age of what it found is negative
+    rows = [tx_doc(info, now) for info in infos]
     if s.out.mode == "text":
         for row in rows:
             row["queues"] = ",".join(row["queues"]) or None
@@ -146,10 +147,9 @@ def show(s: Session, tx: TxArg) -> None:
     Example:
       mqcli tx show 17 -o json
     """
-    now = _now()
     with s.open(reading=True) as st:
         info, messages = st.tx_show(tx)
-    doc = tx_doc(info, now)
+    doc = tx_doc(info, _now())  # after the read: no age of what it found is negative
     doc["puts"] = sum(m.tx_put for m in messages)
     doc["gets"] = len(messages) - doc["puts"]
     if s.out.mode in ("json", "jsonl"):
