@@ -25,6 +25,7 @@ from .records import (
     TX_LOCKED,
     Message,
     decode,
+    iso_time,
     validate_fields,
 )
 from .write import Write, index_entries
@@ -196,6 +197,7 @@ def _check(t: Write, report: Callable[[str], None]) -> None:
         identities[seq] = (m.origin, m.msg_n, m.put_time, location)
 
     _check_holds(t, queues, report)
+    put_orders = _put_orders(identities)
 
     have: dict[bytes, bytes] = {}
     runs = []
@@ -223,10 +225,11 @@ def _check(t: Write, report: Callable[[str], None]) -> None:
         total[0] += actual[0]
         total[1] += actual[1]
         counters_raw = t.lt.get(queue_counters.counters_key(qid), db=t.dbs["meta"])
-        if counters_raw is not None and len(counters_raw) == queue_counters.SIZE:  # absent: computed when first used
+        if counters_raw is not None and len(counters_raw) in queue_counters.SIZES:  # absent: computed when first used
             stored_c, found = QueueCounters.decode(counters_raw), shapes[qid]
             if (stored_c.in_flight, stored_c.by_priority) != (found.in_flight, found.by_priority):
                 report(f"queue {q.name!r}: counters say {_shape(stored_c)}, found {_shape(found)}")
+            _check_put_order(q, stored_c, put_orders, report)
     store_counts = [t.counters.count, t.counters.bytes]
     if store_counts != total:
         report(f"store counters say {store_counts[0]} messages / {store_counts[1]} bytes, found {total[0]} / {total[1]}")
@@ -292,9 +295,9 @@ def _check_links(t: Write, report: Callable[[str], None]) -> None:
 def _check_queue_meta(t: Write, queues: dict[int, QueueInfo], report: Callable[[str], None]) -> None:
     """The per-queue meta entries (counters ``q``, put and get times ``t``) name live queues."""
     cur = t.lt.cursor(db=t.dbs["meta"])
-    for tag, size, what in ((b"q", keys.QSTATS.size, "counters"), (b"t", keys.QTIMES.size, "put and get times"),
-                            (b"k", queue_counters.SIZE, "state and priority counters"),
-                            (b"r", None, "dead-letter reasons")):
+    for tag, sizes, what in ((b"q", (keys.QSTATS.size,), "counters"), (b"t", (keys.QTIMES.size,), "put and get times"),
+                             (b"k", queue_counters.SIZES, "state and priority counters"),
+                             (b"r", None, "dead-letter reasons")):
         if not cur.set_range(tag):
             continue
         for key, raw in cur:
@@ -302,7 +305,7 @@ def _check_queue_meta(t: Write, queues: dict[int, QueueInfo], report: Callable[[
                 break
             if bytes(key) in keys.META_NAMES:  # "quota", "qidn", "txid", "throttled"
                 continue
-            if len(key) != 5 or (size is not None and len(raw) != size) or (size is None and not _reasons_ok(raw)):
+            if len(key) != 5 or (sizes is not None and len(raw) not in sizes) or (sizes is None and not _reasons_ok(raw)):
                 report(f"meta entry {bytes(key)!r}: not the {what} of a queue")
             elif (qid := keys.U32.unpack(key[1:])[0]) not in queues:
                 report(f"meta entry {bytes(key)!r}: {what} of queue number {qid}, which does not exist")
@@ -368,6 +371,35 @@ def _check_holds(t: Write, queues: dict[int, QueueInfo], report: Callable[[str],
             if t.lt.get(keys.POS_KEY.pack(keys.POS, hold.qid, p7, seq), db=t.dbs["pos"]) is None:
                 report(f"hold {hold.token} holds message seq {seq} in place, but queue "
                        f"{queues[hold.qid].name!r} has no such position")
+
+
+def _put_orders(identities: dict[int, tuple[bytes, int, int, bytes]]) -> dict[bytes, tuple[int, int | None]]:
+    """By location (queue and priority): the latest put time of its messages, and the first
+    message by seq that was put before one ahead of it (None: the location is in put order)."""
+    found: dict[bytes, tuple[int, int | None]] = {}
+    for seq in sorted(identities):
+        put, location = identities[seq][2], identities[seq][3]
+        latest, behind = found.get(location, (put, None))
+        if put < latest and behind is None:
+            behind = seq
+        found[location] = (max(latest, put), behind)
+    return found
+
+
+def _check_put_order(q: QueueInfo, c: QueueCounters, put_orders: dict[bytes, tuple[int, int | None]],
+                     report: Callable[[str], None]) -> None:
+    """A priority the counters call in put order is (store/queue_counters.py): `stats` takes its
+    first message for its oldest."""
+    for priority in range(8):
+        if not c.in_put_order(priority) or (found := put_orders.get(keys.location(q.qid, priority))) is None:
+            continue
+        latest, behind = found
+        if behind is not None:
+            report(f"queue {q.name!r}: counters say priority {priority} is in put order, but message seq {behind} "
+                   "was put before a message ahead of it")
+        elif c.latest_put[priority] < latest:
+            report(f"queue {q.name!r}: counters say the latest put time at priority {priority} is "
+                   f"{iso_time(c.latest_put[priority])}, found {iso_time(latest)}")
 
 
 def _shape(c: QueueCounters) -> str:

@@ -171,7 +171,7 @@ class QueueStats:
     system: bool
     by_state: dict[str, int]
     by_priority: dict[int, int]
-    oldest_put_time: int | None = None
+    oldest_put_time: int | None = None  # the earliest put time of its messages in any state, µs
     last_put: int | None = None  # when a message was last put on the queue, µs since the epoch
     last_get: int | None = None  # when one was last got from it (None: never)
     quota: int = 0  # bytes, 0: none
@@ -1706,14 +1706,17 @@ class Store(Forwarding):
         return self._read(read)
 
     def queue_stats(self, name: str) -> QueueStats:
-        """One queue's `stats`, from its counters (no walk over its messages): how many a
-        drain or a move of the whole queue will take, for a progress bar."""
+        """One queue's `stats`, from its counters (no walk over its messages but for the
+        oldest, `_queue_stats`): how many a drain or a move of the whole queue will take, for
+        a progress bar."""
         return self._read(lambda t: self._queue_stats(t, addressing.lookup(t, name)))
 
     @staticmethod
     def _queue_stats(t: Write, q: QueueInfo) -> QueueStats:
         """From the queue's counters and the ends of its position lists: no walk over its
-        messages but the in-flight ones (store/queue_counters.py)."""
+        messages but the in-flight ones (store/queue_counters.py), and for the oldest put time
+        (of every message, in any state) the available ones of each priority out of put order
+        (`Write.oldest_times`)."""
         count, size = t.qstats(q.qid)
         c = t.queue_counters(q.qid)
         by_state = {s: c.in_flight.get(s, 0) for s in STATES}

@@ -86,6 +86,9 @@ _AT_STATE = struct.calcsize(">BB")
 _AT_CONFIRM = struct.calcsize(">BBBBIQB16sIqqiHH")
 _AT_SINCE = struct.calcsize(">BBBBIQB16sIqqiHHqqqq")
 _Q = struct.Struct(">q")
+# a record's format version and put time, all a walk for the oldest message reads of it
+# (store/write.py `oldest_times`): one unpack a record instead of decode's
+VERSION_AND_PUT_TIME = struct.Struct(f">B{struct.calcsize('>BBBBIQB16sI') - 1}xq")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # the times this store writes and reads (µs since the epoch): ISO-8601's four-digit years
@@ -401,6 +404,13 @@ _FLAG_FIELDS = tuple((bool(f & _F_REPORT), bool(f & _F_EXPRESS), bool(f & _F_TRA
 def decode(buf: bytes, queue: str = "") -> Message:
     """Decode a record; raises BadData for anything that is not a valid record."""
     return decode_many((buf,), queue)[0]
+
+
+def put_time_of(buf: bytes) -> int:
+    """A record's put time (µs), read from its header alone (VERSION_AND_PUT_TIME)."""
+    if len(buf) >= _FIXED and buf[0] == FORMAT_V1:
+        return int(VERSION_AND_PUT_TIME.unpack_from(buf)[1])
+    return decode(buf).put_time  # another format, or no record: decode says what is wrong
 
 
 def decode_many(bufs: Iterable[bytes], queue: str = "") -> list[Message]:
