@@ -129,6 +129,16 @@ def children_of_command(marker):
     return found
 
 
+def started_maintenance(cli, holder, reader):
+    """Wait until `reader` (a Popen started with --store) has started its maintenance process."""
+    deadline = time.monotonic() + 20
+    running: set[int] = set()
+    while len(running) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        running = set(children_of_command(str(cli.store))) - {holder.pid}
+    assert len(running) == 2 and reader.pid in running, running  # the reader and its child
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_it_waits_ends_it_and_its_child(cli, spawn, sig):
     lapsed_lease(cli)
@@ -136,12 +146,7 @@ def test_a_signal_while_it_waits_ends_it_and_its_child(cli, spawn, sig):
     try:
         assert holder.stdout.readline() == b"locked\n"
         browse = spawn(cli, "--store", cli.store, "browse", "q", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
-        running: set[int] = set()
-        while len(running) < 2 and time.monotonic() < deadline:  # started its maintenance process
-            time.sleep(0.05)
-            running = set(children_of_command(str(cli.store))) - {holder.pid}
-        assert len(running) == 2 and browse.pid in running, running  # the browse and its child
+        started_maintenance(cli, holder, browse)
         time.sleep(0.2)
         assert browse.poll() is None  # in the wait for its child, which waits for the lock
         browse.send_signal(sig)
@@ -203,12 +208,7 @@ def test_the_maintenance_process_dies_with_its_reader(cli, spawn):
     try:
         assert holder.stdout.readline() == b"locked\n"
         browse = spawn(cli, "--store", cli.store, "browse", "q", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        running: set[int] = set()
-        while len(running) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-            running = set(children_of_command(str(cli.store))) - {holder.pid}
-        assert len(running) == 2, running
+        started_maintenance(cli, holder, browse)
         browse.send_signal(signal.SIGHUP)  # no handler: the reader dies, and can kill nothing
         assert browse.wait(timeout=30) == -signal.SIGHUP
         deadline = time.monotonic() + 10
