@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,16 +37,23 @@ READS = [
 ]
 
 
-@pytest.fixture
-def write_lock_held(cli):
-    """The store's write lock, held by another process (SIGKILLed at teardown)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
+@contextmanager
+def holding_write_lock(store):
+    """The write lock of `store`, held by another process inside the block (SIGKILLed after)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(store)], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"locked\n"
         yield proc
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def write_lock_held(cli):
+    """The store's write lock, held by another process (SIGKILLed at teardown)."""
+    with holding_write_lock(cli.store) as proc:
+        yield proc
 
 
 def test_read_commands_run_while_another_process_holds_the_write_lock(cli, write_lock_held):
@@ -101,17 +109,12 @@ def test_a_read_that_finds_maintenance_due_has_it_done_aside(cli):
 
 def test_with_the_write_lock_held_a_due_read_shows_the_store_as_committed_and_says_so(cli):
     lapsed_lease(cli)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout.readline() == b"locked\n"
+    with holding_write_lock(cli.store):
         shown, stats = states(cli)
         assert shown == {"available": 0, "get-unconfirmed": 1}  # as committed: the lapse not applied
         assert "showing the store as last committed" in stats.stderr
         assert "holds the store's write lock" in stats.stderr
         assert states(cli, "-q")[1].stderr == ""  # -q: no note
-    finally:
-        holder.kill()
-        holder.wait()
     shown, stats = states(cli)  # the lock free again: applied
     assert shown == {"available": 1, "get-unconfirmed": 0} and stats.stderr == ""
 
@@ -142,9 +145,7 @@ def started_maintenance(cli, holder, reader):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_it_waits_ends_it_and_its_child(cli, spawn, sig):
     lapsed_lease(cli)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout.readline() == b"locked\n"
+    with holding_write_lock(cli.store) as holder:
         browse = spawn(cli, "--store", cli.store, "browse", "q", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         started_maintenance(cli, holder, browse)
         time.sleep(0.2)
@@ -154,9 +155,6 @@ def test_a_signal_while_it_waits_ends_it_and_its_child(cli, spawn, sig):
         assert code == 128 + sig, code
         assert b"mqcli: error:" in browse.stderr.read()
         assert set(children_of_command(str(cli.store))) == {holder.pid}  # killed with it
-    finally:
-        holder.kill()
-        holder.wait()
     assert [m["body"] for m in cli.jsonl("browse", "q")] == ["one"]
 
 
@@ -204,9 +202,7 @@ def test_the_maintenance_process_runs_no_store_py_of_the_current_directory(cli, 
 
 def test_the_maintenance_process_dies_with_its_reader(cli, spawn):
     lapsed_lease(cli)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout.readline() == b"locked\n"
+    with holding_write_lock(cli.store) as holder:
         browse = spawn(cli, "--store", cli.store, "browse", "q", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started_maintenance(cli, holder, browse)
         browse.send_signal(signal.SIGHUP)  # no handler: the reader dies, and can kill nothing
@@ -215,9 +211,6 @@ def test_the_maintenance_process_dies_with_its_reader(cli, spawn):
         while children_of_command(str(cli.store)) != [holder.pid] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert children_of_command(str(cli.store)) == [holder.pid]  # its maintenance process went too
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_ages_are_taken_after_the_read_never_negative(cli, spawn):
@@ -225,16 +218,11 @@ def test_ages_are_taken_after_the_read_never_negative(cli, spawn):
     measured from after the read (before, a message put during the wait was -1.3 s old)."""
     cli.ok("queue", "create", "fresh", "-q")
     lapsed_lease(cli)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.store)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout.readline() == b"locked\n"
+    with holding_write_lock(cli.store):
         stats = spawn(cli, "stats", "-o", "json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         inflight = spawn(cli, "inflight", "-o", "json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         put = spawn(cli, "put", "fresh", "x", "--confirm-id", "3", stdout=subprocess.DEVNULL)
         time.sleep(1.0)  # the readers wait for their maintenance, the put for the lock
-    finally:
-        holder.kill()
-        holder.wait()
     assert put.wait(timeout=30) == 0
     shown = {q["queue"]: q for q in json.loads(stats.communicate(timeout=30)[0])}
     assert shown["fresh"]["oldest_age_s"] is None or shown["fresh"]["oldest_age_s"] >= 0
