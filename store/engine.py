@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import itertools
 import os
 import shutil
 import struct
@@ -53,6 +52,7 @@ from .records import (
 )
 from . import addressing, deadletters, holders, ids, msmq_transactions
 from .msmq_transactions import TxInfo
+from .view import View
 from .write import GONE, MAINTENANCE_BATCH, Carry, Write, new_guid
 
 T = TypeVar("T")
@@ -1291,8 +1291,9 @@ class Store(Forwarding):
                      limit: int | None = None, states: str | Iterable[str] | None = None,
                      where: str | None = None, page: int = 1000) -> Iterator[list[Message]]:
         """What `browse` returns, in pages: snapshots of `page` messages, each resuming after the
-        last one's place (as `export_messages` reads): a browse of a deep queue holds neither
-        every message in memory nor one long read transaction while its output is written.
+        last one's place: a browse of a deep queue holds neither every message in memory nor one
+        long read transaction while its output is written (an export reads one moment instead:
+        `view()`).
         A message's place (priority, seq) never changes, so between pages none is shown twice,
         and one there all along is shown; one that changed meanwhile is shown as the page that
         reached its place found it (docs/design.md#states: browse between pages)."""
@@ -1732,30 +1733,31 @@ class Store(Forwarding):
                                                         "expired", "backed_out", "dead_lettered")},
             dead_lettered_by_reason=dict(t.reasons(q.qid)))
 
-    def export_messages(self, queues: Iterable[str] | None = None, batch: int = 1000, *,
-                        hidden: bool = False, where: str | None = None) -> Iterator[Message]:
-        """Every message of the queues (default: all), in queue order, in any state; without
-        `hidden`, not the hidden ones: a put awaiting its confirm or inside an open transaction
-        is not a message yet (docs/design.md#states), and an import would make it one (the JSONL export
-        leaves them out; the Parquet one, for analysis, keeps them like a direct scan). Read
-        in snapshots of `batch` messages, each starting where the last ended, so a large
-        export holds no long read transaction. With `where`, only the messages the selector
-        selects (README.md#selectors)."""
-        f = Filter(where=where) if where is not None else None
-        if isinstance(queues, str):
-            queues = [queues]  # one queue's name, not its letters
-        names = list(queues) if queues is not None else [q.name for q in self.list_queues()]
-        for name in names:
-            after: tuple[int, int] | None = None
-            while True:
-                def read(t: Write, name: str = name, after: tuple[int, int] | None = after,
-                         ) -> tuple[list[Message], int]:
-                    return list(itertools.islice(t.queue_messages(addressing.lookup(t, name), after), batch)), t.now
-                chunk, now = self._read(read)
-                yield from (m for m in chunk if (hidden or not m.hidden) and (f is None or f.matches(m, now)))
-                if len(chunk) < batch:
-                    break
-                after = (7 - chunk[-1].priority, chunk[-1].seq)
+    @contextmanager
+    def view(self) -> Iterator[View]:
+        """Reads that all see one moment of the store (store/view.py): one LMDB read
+        transaction, held until the block ends. No maintenance runs first (as in `as_is()`).
+        Writers go on meanwhile, but the pages they free cannot be reused until the block ends,
+        so a long block grows the data file: read in it, and do not wait on output or input
+        (export spools what it writes: mqcli/spool.py)."""
+        try:
+            with self._env.begin() as lt:
+                yield View(Write(lt, self._dbs, self._now(), self._queue_cache), self._queue_info)
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"LMDB failed: {exc}") from None
+
+    def export_messages(self, queues: Iterable[str] | None = None, *, hidden: bool = False,
+                        where: str | None = None) -> Iterator[Message]:
+        """Every message of the queues (default: all), in queue order, in any state, as of one
+        moment (`view()`: a message moved between queues meanwhile is where it was, once; the
+        read transaction is held while you iterate). Without `hidden`, not the hidden ones: a
+        put awaiting its confirm or inside an open transaction is not a message yet
+        (docs/design.md#states), and an import would make it one (the JSONL export leaves them
+        out; the Parquet one, for analysis, keeps them like a direct scan). With `where`, only
+        the messages the selector selects (README.md#selectors)."""
+        with self.view() as v:
+            for q in v.queues(queues):
+                yield from v.messages(q, hidden=hidden, where=where)
 
     def backup(self, target: str | os.PathLike[str]) -> Path:
         """A consistent, compacted copy of the store taken while writers run (LMDB mdb_env_copy).

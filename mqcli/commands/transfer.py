@@ -17,8 +17,9 @@ from ..messaging import BATCH
 from .message import BodyHasOpt, LabelIsOpt, NewerOpt, OlderOpt, PropIsOpt, WhereOpt
 from ..options import Session, shared_options
 from ..outfile import written_whole
-from ..render import OutputClosed, json_line, progress, write_all, writing_to
+from ..render import OutputClosed, json_line, progress, writing_to
 from ..signals import deferred
+from ..spool import spooled
 
 
 @shared_options
@@ -68,23 +69,25 @@ _DEFINED = ("label", "quota", "transactional", "journal", "max_backouts")
 
 
 def _write_jsonl(st, queues: Optional[list[str]], sink, where: Optional[str] = None) -> int:
+    """One moment of the store (Store.view: each message once, where it was, also while moves
+    run), written through a spool so that a slow reader of the output does not hold the view."""
     count = 0
-    infos = st.list_queues() if queues is None else [st.queue_info(name) for name in queues]
     try:
-        # the depths (an upper bound: messages awaiting a confirm or a commit are left out)
-        with progress("export", total=sum(q.depth for q in infos)) as bar:
-            for q in infos:
-                # a queue's definition goes first, so that an import makes the queue as it was
-                # (a restored queue without its max-backouts would cycle its poison messages);
-                # system, journal and outgoing queues are made by the importing store itself
-                if not q.system and q.outgoing is None and not q.name.casefold().endswith(";journal"):
-                    definition = {"name": q.name, **{k: getattr(q, k) for k in _DEFINED}}
-                    write_all(sink, json_line({DEFINITION: definition}) + b"\n")
-                for m in st.export_messages([q.name], where=where):
-                    write_all(sink, json_line(m.to_dict()) + b"\n")
-                    count += 1
-                    bar.advance()
-        sink.flush()
+        with spooled(sink) as out, st.view() as v:  # the view ends before the spool is waited for
+            infos = v.queues(queues)
+            # the depths (an upper bound: messages awaiting a confirm or a commit are left out)
+            with progress("export", total=sum(q.depth for q in infos)) as bar:
+                for q in infos:
+                    # a queue's definition goes first, so that an import makes the queue as it was
+                    # (a restored queue without its max-backouts would cycle its poison messages);
+                    # system, journal and outgoing queues are made by the importing store itself
+                    if not q.system and q.outgoing is None and not q.name.casefold().endswith(";journal"):
+                        definition = {"name": q.name, **{k: getattr(q, k) for k in _DEFINED}}
+                        out.write(json_line({DEFINITION: definition}) + b"\n")
+                    for m in v.messages(q, where=where):
+                        out.write(json_line(m.to_dict()) + b"\n")
+                        count += 1
+                        bar.advance()
     except BrokenPipeError:  # `mqcli export q | head`: exit 141, as for get
         raise OutputClosed() from None
     return count

@@ -37,28 +37,32 @@ def write_messages(st: Store, queues: Iterable[str] | None, target: str | Path,
 
     with st.as_is():
         info = st.info()
-        names = [q.name for q in st.list_queues()] if queues is None else [st.queue_info(q).name for q in queues]
     where = StoreIdentity(path=str(Path(st.path).absolute()), name=info.name, guid=info.guid)
-    table = [{"store": where.path, "store_name": where.name, "store_guid": where.guid, "queue": name}
-             for name in names]
-    schema = arrow_schema(MESSAGE_COLUMNS).with_metadata({QUEUES_KEY: json.dumps(table).encode()})
     written = 0
     pending: list[Message] = []
-    with pq.ParquetWriter(str(target), schema, compression="zstd") as out, st.as_is():
-        def flush() -> None:
-            nonlocal written
-            if pending:
-                out.write_batch(message_batch(pending, where), row_group_size=ROW_GROUP)
-                written += len(pending)
-                if progress is not None:
-                    progress(len(pending))
-                pending.clear()
+    # one moment of the store (Store.view): each message once, also while moves run; the file
+    # is written inside it (a local file, not a consumer that could stall the view)
+    with st.view() as v:
+        infos = v.queues(queues)
+        table = [{"store": where.path, "store_name": where.name, "store_guid": where.guid, "queue": q.name}
+                 for q in infos]
+        schema = arrow_schema(MESSAGE_COLUMNS).with_metadata({QUEUES_KEY: json.dumps(table).encode()})
+        with pq.ParquetWriter(str(target), schema, compression="zstd") as out:
+            def flush() -> None:
+                nonlocal written
+                if pending:
+                    out.write_batch(message_batch(pending, where), row_group_size=ROW_GROUP)
+                    written += len(pending)
+                    if progress is not None:
+                        progress(len(pending))
+                    pending.clear()
 
-        for m in st.export_messages(names, hidden=True):
-            pending.append(m)
-            if len(pending) >= ROW_GROUP:
-                flush()
-        flush()
+            for q in infos:
+                for m in v.messages(q, hidden=True):
+                    pending.append(m)
+                    if len(pending) >= ROW_GROUP:
+                        flush()
+            flush()
     return written
 
 

@@ -12,10 +12,11 @@ Safe while other processes write: LMDB readers are MVCC snapshots and take no wr
 environment is opened read-only with the store's own settings (environment.open_environment:
 the map size from the store's marker, never resized; the same table count), and each batch is
 read in a read transaction of its own, closed before the batch is handed on, so a long scan
-holds no snapshot that would keep writers from reusing pages (like `Store.export_messages`).
-Each batch is therefore consistent in itself; a message that changes state while a store is
-being read (leaving `pos` for `msg`, or back) can show up in two ranges or in none, as with any
-scan split over transactions. A message a get holds in place (store/holders.py) stays in `pos`
+holds no snapshot that would keep writers from reusing pages (unlike `Store.view()`, which
+`export` reads). Each batch is therefore consistent in itself; a message that changes state
+while a live store is being read (leaving `pos` for `msg`, or back) can show up in two ranges
+or in none, as with any scan split over transactions: an analysis that must count each message
+once reads a snapshot (`mqcli snapshot`, `--snapshots`). A message a get holds in place (store/holders.py) stays in `pos`
 and is read as `get-unconfirmed`, as the store shows it. Nothing is written: lapsed leases and expired messages are read
 as they are (`analyze health` counts them; `mqcli sweep` acts on them).
 """
