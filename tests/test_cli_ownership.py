@@ -108,6 +108,12 @@ def test_a_forged_store_another_user_swapped_in_is_never_read(neighbour, shared,
     assert said.code == 0 and said.stdout == b"FORGED: pay mallory\n", said
     assert said.err_lines == [f"mqcli: warning: using the store at {trap}, owned by {user} (uid {uid}) "
                               f"(--allow-foreign-owner)"], said
+    # and so do the lines of a batch it runs (they were refused: the switch stayed with the batch)
+    batch = run_mqcli(["--store", trap, "--allow-foreign-owner", "batch"], input=b"browse payroll -o body\ninfo -q\n")
+    assert batch.code == 0 and batch.stdout.startswith(b"FORGED: pay mallory\n"), batch
+    assert batch.err_lines == said.err_lines, batch
+    refused = run_mqcli(["--store", trap, "batch"], input=b"browse payroll -o body\n")
+    assert refused.code == 11 and refused.stdout == b"" and f"owned by {user} (uid {uid})" in refused.err_lines[0], refused
 
 
 def test_a_key_file_another_user_owns_is_refused(neighbour, shared, tmp_path):

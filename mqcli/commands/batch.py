@@ -59,6 +59,8 @@ def batch(
         prefix += ["--store", str(s.given_store)]
     if s.out.quiet:
         prefix.append("-q")
+    # the root's switches for a store others may write to or another user owns hold for every line
+    prefix += ["--allow-unsafe-permissions"] * s.allow_unsafe + ["--allow-foreign-owner"] * s.allow_foreign
     as_json = s.out.mode in ("json", "jsonl")
     if as_json:
         prefix += ["-o", "json"]
