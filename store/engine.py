@@ -40,7 +40,7 @@ from .ids import AUTO
 from .keys import DATABASES, U32, U64, queue_key
 from .maintenance_process import maintain_in_child
 from .notify import WAIT_DIR, Waiter, wake
-from .ownership import OPENING, StoreFiles, as_owner, check_parents, check_store, open_checked
+from .ownership import OPENING, StoreFiles, as_owner, check_parents, check_store, open_checked, private_dir
 from .queues import (
     DEAD_LETTER, DEAD_LETTER_TX, SYSTEM_QUEUES, QueueAttrs, QueueInfo, encode_queue, validate_attrs,
     validate_name,
@@ -475,6 +475,11 @@ class Store(Forwarding):
         if map_size is not None and not is_map_size(map_size):
             raise InvalidArgument(f"map_size must be an int from {MAP_SIZES.start} to {MAP_SIZES.stop - 1}, "
                                   f"got {map_size!r:.40}")
+        try:
+            os.fspath(path).encode()
+        except UnicodeEncodeError:  # py-lmdb takes UTF-8 paths only: found out after the directory was made
+            raise InvalidArgument(f"the store path {os.fsdecode(path)!a} is not valid UTF-8; "
+                                  f"a store's path must be (LMDB opens it as UTF-8)") from None
         with OPENING:
             return cls._make_checked(path, name, map_size, clock)
 
@@ -1781,7 +1786,7 @@ class Store(Forwarding):
             _seal(building / "data.mdb")
             map_size = read_marker(self.path)["map_size"]
             _mark_backup(building, map_size, self._now())
-            (building / WAIT_DIR).mkdir(mode=0o700)
+            private_dir(building / WAIT_DIR)
             write_marker(building, map_size)  # a whole copy is a store; synced with its directory
             try:
                 os.rename(building, target)  # onto nothing, or onto an empty directory

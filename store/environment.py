@@ -32,6 +32,7 @@ import lmdb
 
 from .errors import StoreCorrupt, StoreFull, StorePermission, StoreUnavailable
 from .keys import DATABASES
+from .ownership import private_dir
 
 MARKER = "mqcli-store.json"
 STORE_FORMAT = 3  # 3: available records live in their position entries, a table of their own
@@ -103,7 +104,7 @@ def prepare_directory(path: Path) -> None:
                 f"{path} holds a store's data.mdb but not its {MARKER}; restore the marker from a "
                 f"backup (or remove data.mdb and lock.mdb to start afresh, losing its messages)")
         os.chmod(path, 0o700)
-        (path / "wait").mkdir(mode=0o700, exist_ok=True)  # FIFOs of waiting getters (notify.py)
+        private_dir(path / "wait")  # FIFOs of waiting getters (notify.py)
     except OSError as exc:
         raise layout_error(path, exc) from None
 

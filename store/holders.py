@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import StoreCorrupt, StorePermission, StoreUnavailable
-from .ownership import open_checked
+from .ownership import open_checked, private_dir
 from .records import AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, Message
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class Holder:
         if self._fd is not None:
             return
         try:
-            self.dir.mkdir(mode=0o700, exist_ok=True)
+            private_dir(self.dir)
             fd = os.open(self.dir / self.id.hex(),  # a fresh random name: never an existing file
                          os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:  # not our bug: the store's directory is not as `mqcli init` made it

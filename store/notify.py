@@ -17,6 +17,8 @@ import select
 import time
 from pathlib import Path
 
+from .ownership import private_dir
+
 WAIT_DIR = "wait"
 
 
@@ -25,7 +27,7 @@ class Waiter:
 
     def __init__(self, store_dir: Path, qid: int) -> None:
         self.dir = store_dir / WAIT_DIR
-        self.dir.mkdir(mode=0o700, exist_ok=True)
+        private_dir(self.dir)
         name = f"{qid}.{os.getpid()}.{os.urandom(4).hex()}"
         self.path = self.dir / name
         # made and opened under a name no writer looks at, then renamed into place: a writer

@@ -109,12 +109,23 @@ def open_checked(path: str | os.PathLike[str], flags: int, what: str, *, dir_fd:
         raise
 
 
+def private_dir(path: Path) -> None:
+    """Make directory `path` for its maker alone (0700) whatever the umask, which masks
+    mkdir's mode (under umask 0777 a store's wait/ and holders/ were made mode 000: no waits
+    and no two-phase gets for a user who is not root). One that exists is left as it is."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return
+    os.chmod(path, 0o700)
+
+
 def private_folder(path: Path, what: str) -> None:
     """Make folder `path` (0700) or accept it only if it is the running user's and no one
     else may enter it: exit 11 (StorePermission) otherwise, so nothing is written into
     another user's folder. For mqcli's own folders under $TMPDIR."""
     try:
-        path.mkdir(mode=0o700, exist_ok=True)
+        private_dir(path)
         fd, st = open_checked(path, os.O_RDONLY | os.O_DIRECTORY, what)
     except StorePermission:
         raise

@@ -71,6 +71,31 @@ def test_an_empty_store_path_is_a_usage_error(tmp_path):
     assert os.listdir(tmp_path) == []  # not the current directory, not the default store
 
 
+
+def test_init_on_a_path_that_is_not_utf8_is_exit_2_and_makes_nothing(tmp_path):
+    # LMDB opens UTF-8 paths only: init found out after it had made the directory, its wait/,
+    # the marker and lock.mdb, and left them (exit 2 all the same)
+    path = os.path.join(os.fsencode(tmp_path), b"qm\xff")
+    proc = subprocess.run([*mqcli_command(), "--store", path, "init"], capture_output=True, timeout=60,
+                          env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    errors = [line for line in proc.stderr.decode().splitlines() if line.startswith(ERROR_PREFIX)]
+    assert proc.returncode == 2 and len(errors) == 1 and "not valid UTF-8" in errors[0], proc
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_store_made_and_used_under_umask_0777_keeps_its_directories_usable(tmp_path):
+    # mkdir's mode is masked by the umask: under 0777 the store's wait/ and holders/ were made
+    # mode 000, and a user who is not root could neither wait for a message nor hold one
+    store = tmp_path / "qm1"
+    script = ("umask 777 && mqcli init -q && mqcli queue create q -q && mqcli put q hi -q && "
+              "mqcli get q --wait 10ms --confirm-id 7 -o body && (mqcli get q --wait 10ms; test $? = 3)")
+    proc = subprocess.run(["sh", "-c", script.replace("mqcli ", shlex.join(mqcli_command()) + " ")],
+                          capture_output=True, timeout=120,
+                          env={**os.environ, "MQCLI_STORE": str(store), "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert proc.returncode == 0 and proc.stdout.endswith(b"\nhi\n"), proc
+    modes = {name: oct(os.stat(store / name).st_mode & 0o777) for name in ("", "wait", "holders")}
+    assert modes == {"": "0o700", "wait": "0o700", "holders": "0o700"}
+
 # ---- names with control characters ----------------------------------------------------------
 
 @pytest.fixture
