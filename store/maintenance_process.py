@@ -24,7 +24,7 @@ from pathlib import Path
 
 _DONE = "done"
 # the other process: open writable, maintain until none is due, say `done` or why not on stdout
-_CHILD = """
+_CHILD = f"""
 import sys
 from store.engine import Store
 from store.errors import StoreError
@@ -35,7 +35,7 @@ try:
             found = st.info().guid
         if found == guid:
             st._write(lambda t: None)
-            said = "done"
+            said = {_DONE!r}
         else:
             said = "the store at " + path + " is another one now (queue manager " + found + "): it was replaced"
 except StoreError as exc:
