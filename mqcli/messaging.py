@@ -255,7 +255,7 @@ def to_take(st: Store, queue: str, count: Optional[int], filters: Mapping[str, A
     def known() -> Optional[int]:
         if any(filters.get(k) is not None for k in _SELECTING):
             return count
-        available = st.queue_stats(queue).by_state["available"]
+        available = st.queue_info(queue).available  # counters only (stats would find the oldest too)
         return available if count is None else min(count, available)
     return known
 

@@ -1713,8 +1713,8 @@ class Store(Forwarding):
 
     def queue_stats(self, name: str) -> QueueStats:
         """One queue's `stats`, from its counters (no walk over its messages but for the
-        oldest, `_queue_stats`): how many a drain or a move of the whole queue will take, for
-        a progress bar."""
+        oldest, `_queue_stats`). How many a drain or a move of the whole queue will take is
+        `queue_info(name).available`, counters only."""
         return self._read(lambda t: self._queue_stats(t, addressing.lookup(t, name)))
 
     @staticmethod
