@@ -16,7 +16,7 @@ from store import errors
 from store.records import Message
 
 if TYPE_CHECKING:
-    from store import NewMessage, Store
+    from store import NewMessage, Store, Undone
 
     from .template import Template
 
@@ -243,6 +243,16 @@ def _sizes(total: int, size: int) -> Iterator[int]:
     while total > 0:
         yield min(total, size)
         total -= size
+
+
+def say_left_in_flight(out: Output, n: Undone) -> None:
+    """Say on stderr what an undo or a purge left in flight, and why."""
+    for holder, count in n.delivering.items():
+        out.note(f"{count} left in flight: a {holder} is delivering them (writing them out or sending "
+                 f"them); it removes them once delivered, and gives them back if it fails or dies")
+    if n.tx_locked:
+        out.note(f"{n.tx_locked} left in flight: tx-locked (their transaction's commit or abort, "
+                 f"or its timeout, decides; `mqcli tx list`)")
 
 
 _SELECTING = ("msg_id", "unique_id", "correl_id", "lookup_id", "priority", "where", "lock_id")

@@ -127,9 +127,10 @@ class Imported(list[Message]):
 
 
 class Undone(int):
-    """How many messages an operators' undo released (`Store.undo_inflight`), with what it
-    left in flight: `delivering` counts by holder ("get in process 4711": a live process is
-    writing them out or sending them) and `tx_locked` those in a transaction."""
+    """How many messages an operators' undo released (`Store.undo_inflight`) or a purge
+    removed (`Store.purge_queue`), with what it left in flight: `delivering` counts by holder
+    ("get in process 4711": a live process is writing them out or sending them) and
+    `tx_locked` those in a transaction."""
 
     delivering: dict[str, int]
     tx_locked: int
@@ -820,12 +821,14 @@ class Store(Forwarding):
             return self._queue_info(t, q)
         return self._write(change)
 
-    def purge_queue(self, name: str, *, where: str | None = None, dry_run: bool = False) -> int:
+    def purge_queue(self, name: str, *, where: str | None = None, dry_run: bool = False) -> Undone:
         """Remove every message of the queue, in any state (with `where`, those the selector
-        selects); how many. With `dry_run` nothing is removed: how many would be. A message an
-        open transaction holds is not removed: the purge is refused (TransactionError), as
-        IBM MQ's CLEAR QLOCAL refuses uncommitted messages (the abort would have had nothing to
-        give back)."""
+        selects); how many (an `Undone`). With `dry_run` nothing is removed: how many would be.
+        A message an open transaction holds is not removed: the purge is refused
+        (TransactionError), as IBM MQ's CLEAR QLOCAL refuses uncommitted messages (the abort
+        would have had nothing to give back). Nor is one a live process is delivering (a get
+        writing it out, a dispatcher sending it): it is on its way out, and counted by holder in
+        `delivering`; the delivery's end removes it, or gives it back if the delivery failed."""
         f = Filter(where=where) if where is not None else None
 
         def doomed(t: Write) -> list[Message]:
@@ -835,14 +838,19 @@ class Store(Forwarding):
             return found
 
         if dry_run:
-            return len(self._read(doomed))
+            return Undone(len(self._read(doomed)))
 
-        def purge(t: Write) -> int:
-            found = doomed(t)
-            for m in found:
+        def purge(t: Write) -> Undone:
+            removed, delivering = 0, Counter[str]()
+            for m in doomed(t):
+                hold = holders.lookup(t, m.confirm_id) if m.confirm_id is not None else None
+                if hold is not None:
+                    delivering[hold.what] += 1
+                    continue
                 t.remove(m)
+                removed += 1
             t.durable = True
-            return len(found)
+            return Undone(removed, dict(delivering))
         return self._write(purge)
 
     def delete_queue(self, name: str) -> int:

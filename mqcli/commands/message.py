@@ -225,12 +225,7 @@ def undo(
             n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]  # QUEUE given
         else:
             n = st.undo_inflight(queue, older_than=optional_seconds(older_than, "age"), where=where)
-            for holder, count in n.delivering.items():  # undone, they would go twice
-                s.out.note(f"{count} left in flight: a {holder} is delivering them (writing them out or "
-                           f"sending them); they come back by themselves when it ends or dies")
-            if n.tx_locked:
-                s.out.note(f"{n.tx_locked} left in flight: tx-locked (their transaction's commit or abort, "
-                           f"or its timeout, decides; `mqcli tx list`)")
+            messaging.say_left_in_flight(s.out, n)  # undone, those being delivered would go twice
     s.out.document({"queue": queue, "undone": n})
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 from .. import shorthands, values
 from ..durations import parse_size
 from ..exits import Declined, UsageError
+from ..messaging import say_left_in_flight
 from ..options import Session, shared_options
 from ..render import iso
 from .message import BodyHasOpt, LabelIsOpt, NewerOpt, OlderOpt, PropIsOpt, WhereOpt
@@ -144,7 +145,8 @@ def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = F
           where: WhereOpt = None, label: LabelIsOpt = None, prop: PropIsOpt = None, older_than: OlderOpt = None, newer_than: NewerOpt = None,
           body_contains: BodyHasOpt = None) -> None:
     """Remove every message of a queue, in any state (with --where, those it selects); refused
-    (exit 10) while an open transaction holds one of them.
+    (exit 10) while an open transaction holds one of them. Messages a running get or dispatch
+    is delivering are left (said on stderr): that get removes them once delivered.
 
     \b
     Examples:
@@ -153,8 +155,12 @@ def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = F
       mqcli queue purge orders --older-than 168h --prop region=test --yes
     """
     where = shorthands.selector(locals())
-    _remove_all(s, name, "purge", yes, dry_run,
-                lambda st: {"removed": st.purge_queue(name, where=where)},
+    def remove(st: Store) -> dict:
+        removed = st.purge_queue(name, where=where)
+        say_left_in_flight(s.out, removed)
+        return {"removed": removed}
+
+    _remove_all(s, name, "purge", yes, dry_run, remove,
                 None if where is None else lambda st: st.purge_queue(name, where=where, dry_run=True))
 
 
