@@ -445,13 +445,19 @@ class Store(Forwarding):
         store.foreign_owner = checked.foreign_owner
         store.reading = reading
         store._allow = (allow_unsafe_permissions, allow_foreign_owner)
-        with env.begin() as lt:
-            guid = lt.get(keys.META_GUID, db=dbs["meta"])
-            if guid is None:  # a finished store always has one
-                env.close()
-                raise StoreCorrupt(f"the store at {path} has no queue manager identity (its data "
-                                   f"file was replaced or cut short); restore it from a backup")
-            store._guid = guid_text(bytes(guid))
+        try:
+            with env.begin() as lt:
+                guid = lt.get(keys.META_GUID, db=dbs["meta"])
+        except lmdb.Error as exc:  # a damaged page on the way (LMDB keeps no checksums)
+            env.close()
+            raise StoreCorrupt(f"the store at {path} is damaged: LMDB cannot read its identity ({exc}); "
+                               f"restore the store from a backup (`mqcli backup`) or a snapshot "
+                               f"(`mqcli snapshot`)") from None
+        if guid is None:  # a finished store always has one
+            env.close()
+            raise StoreCorrupt(f"the store at {path} has no queue manager identity (its data "
+                               f"file was replaced or cut short); restore it from a backup")
+        store._guid = guid_text(bytes(guid))
         return store
 
     @classmethod

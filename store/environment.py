@@ -9,9 +9,9 @@
   in-flight state) does not, so an OS crash may undo it, never corrupt the store. We do not use
   MDB_NOSYNC for express messages: with it an OS crash can corrupt the whole environment.
 - Stale reader slots of killed processes are cleared on open (`reader_check`).
-- A data file cut short (a full disk, a bad copy) before its B-tree roots is refused before it
-  is mapped: LMDB reads pages straight from the map, and a page past the end of the file is a
-  SIGBUS, not an error (`verify_data_file`).
+- A data file cut short (a full disk, a bad copy) is refused before it is mapped: LMDB reads
+  pages straight from the map, and a page past the end of the file is a SIGBUS, not an error
+  (`verify_data_file`; docs/design.md#store, "A damaged data file").
 """
 
 from __future__ import annotations
@@ -225,8 +225,9 @@ class MetaPage:
 
     psize: int
     txnid: int
-    last_pg: int
+    last_pg: int  # the highest page any commit took: the file's pages are 0 to last_pg
     roots: tuple[int, ...]  # root pages of the free-page and main B-trees (those that exist)
+    free_root: int | None = None  # the free-page B-tree's root (None: no page is free)
 
 
 def read_meta(data: BinaryIO) -> MetaPage | str:
@@ -246,7 +247,8 @@ def read_meta(data: BinaryIO) -> MetaPage | str:
             if psize < 512 or psize > 65536 or psize & (psize - 1):
                 return f"meta page 0 gives an impossible page size {psize}"
         roots = tuple(r for r in (meta[_FREE_ROOT], meta[_MAIN_ROOT]) if r != _NO_PAGE)
-        found.append(MetaPage(psize, meta[-1], meta[-2], roots))
+        free_root = meta[_FREE_ROOT] if meta[_FREE_ROOT] != _NO_PAGE else None
+        found.append(MetaPage(psize, meta[-1], meta[-2], roots, free_root))
     return max(found, key=lambda m: m.txnid)
 
 
@@ -260,29 +262,120 @@ def committed_txnid(path: Path) -> int:
     return meta.txnid
 
 
+RESTORE = "restore the store from a backup (`mqcli backup`) or a snapshot (`mqcli snapshot`)"
+
+
 def verify_data_file(path: Path) -> None:
     """Refuse a data file that LMDB would map and then crash on: LMDB reads pages straight
-    from the map, and a page past the end of a truncated file is a SIGBUS, not an error.
-    Cheap (two page reads), so it proves only what is sure: both meta pages are there, and
-    so are the B-tree roots the newest names (written at or before its commit). The file may
-    legitimately end before `last_pg`: pages a commit allocated and freed again are never
-    written. `mqcli check` walks everything, in a child process."""
+    from the map, and a page past the end of a file cut short (a copy stopped by a full disk,
+    `truncate`) is a SIGBUS wherever it is touched, not an error. So before LMDB maps it, the
+    file must hold every page its newest meta page says the environment uses, 0 to `last_pg`
+    (an fstat and a read of the two meta pages: about 0.1 ms). LMDB itself may leave the
+    file shorter: pages a transaction took and freed again before its commit are never
+    written (a large value put and deleted in one transaction), and it copies such a file
+    only as far as it goes (`mdb_env_copy`). Those pages are in the free list, which no read
+    follows, so a short file is accepted when every page it lacks is listed there
+    (`_free_pages`, read from the file, not through a map). Pages of zeros inside the file
+    are LMDB's to find (MDB_CORRUPTED), or `mqcli check`'s, which walks every table in a
+    child process."""
     file = path / "data.mdb"
-    if struct.calcsize("P") != 8 or not file.exists():
-        return  # another meta layout; or a store being created
-    for _attempt in (0, 1):  # twice: a meta page read while a commit rewrites it may be torn
-        with open(file, "rb") as data:
+    if struct.calcsize("P") != 8:
+        return  # another meta layout
+    for _attempt in range(3):  # a meta page read while a commit rewrites it may be torn
+        try:
+            data = open(file, "rb")  # noqa: SIM115  (closed below: the slow path reads on)
+        except FileNotFoundError:
+            return  # a store being created
+        with data:
             meta = read_meta(data)
             size = os.fstat(data.fileno()).st_size
-        if isinstance(meta, MetaPage) and all(r < size // meta.psize for r in meta.roots):
-            return
+            if isinstance(meta, str):
+                continue
+            in_file = size // meta.psize  # whole pages: a page cut anywhere is lost
+            if all(r < in_file for r in meta.roots):
+                if meta.last_pg < in_file:
+                    return
+                free = _free_pages(data, meta, in_file)
+                lacking = meta.last_pg + 1 - in_file
+                if free is not None and lacking <= len(free) and all(
+                        p in free for p in range(in_file, meta.last_pg + 1)):
+                    return
     if isinstance(meta, str):
         what = f"{file} is not a sound LMDB data file: {meta} ({size} bytes)"
     else:
-        root = max(meta.roots)
-        what = (f"{file} is truncated: {size} bytes, but its B-tree root is page {root} "
-                f"(byte {root * meta.psize})")
-    raise StoreCorrupt(f"the store at {path} is damaged: {what}; restore it from a backup")
+        needed = (max(meta.last_pg, *meta.roots) + 1) * meta.psize
+        what = (f"{file} is truncated: {size} bytes, but LMDB's meta page says it uses {needed} "
+                f"({needed // meta.psize} pages of {meta.psize} bytes)")
+    raise StoreCorrupt(f"the store at {path} is damaged: {what}; {RESTORE}")
+
+
+# LMDB's page layout (lmdb.h/mdb.c 0.9, 64-bit, native byte order): a page header, then on a
+# branch or leaf page an array of 16-bit node offsets up to `lower`; a node is lo, hi,
+# flags, key size, the key, then (leaf) the value or (F_BIGDATA) the number of its first
+# overflow page. A branch node's child page number is lo | hi << 16 | flags << 32, a leaf
+# node's value size lo | hi << 16. The free-page table maps a transaction id to the pages it
+# freed: a count, then that many page numbers.
+_PAGE_HEADER = struct.Struct("=QHHHH")  # pgno, pad, flags, lower, upper
+_NODE = struct.Struct("=HHHH")  # lo, hi, flags, key size
+_P_BRANCH, _P_LEAF, _P_OVERFLOW, _F_BIGDATA = 0x01, 0x02, 0x04, 0x01
+_U64 = struct.Struct("=Q")
+
+
+def _free_pages(data: BinaryIO, meta: MetaPage, in_file: int) -> set[int] | None:
+    """The pages LMDB's free-page table lists, read with plain reads of the file's first
+    `in_file` pages; None if the table does not read as one whole B-tree there."""
+    psize, free = meta.psize, set[int]()
+    if meta.free_root is None:
+        return free
+
+    def read(pgno: int, at: int, length: int) -> bytes | None:
+        if pgno >= in_file or (pgno * psize + at + length) > in_file * psize:
+            return None
+        data.seek(pgno * psize + at)
+        raw = data.read(length)
+        return raw if len(raw) == length else None
+
+    todo, seen = [meta.free_root], set()
+    while todo:
+        pgno = todo.pop()
+        page = read(pgno, 0, psize) if pgno not in seen else None
+        if page is None:
+            return None
+        seen.add(pgno)
+        number, _, flags, lower, _ = _PAGE_HEADER.unpack_from(page)
+        if number != pgno or not flags & (_P_BRANCH | _P_LEAF) or not _PAGE_HEADER.size <= lower <= psize:
+            return None
+        for i in range((lower - _PAGE_HEADER.size) // 2):
+            (at,) = struct.unpack_from("=H", page, _PAGE_HEADER.size + 2 * i)
+            if at + _NODE.size > psize:
+                return None
+            lo, hi, node_flags, key_size = _NODE.unpack_from(page, at)
+            if flags & _P_BRANCH:
+                todo.append(lo | hi << 16 | node_flags << 32)
+                continue
+            size, at = lo | hi << 16, at + _NODE.size + key_size
+            if node_flags & _F_BIGDATA:  # the value is on overflow pages of its own
+                first = _U64.unpack_from(page, at)[0] if at + _U64.size <= psize else in_file
+                value = read(first, 0, _PAGE_HEADER.size + size)
+                if value is None or not _overflow_page(value, first):
+                    return None
+                value = value[_PAGE_HEADER.size:]
+            elif at + size <= psize:
+                value = page[at:at + size]
+            else:
+                return None
+            if size < _U64.size:
+                return None
+            count = _U64.unpack_from(value)[0]
+            if count > size // _U64.size - 1:
+                return None
+            free.update(struct.unpack_from(f"={count}Q", value, _U64.size))
+    return free
+
+
+def _overflow_page(raw: bytes, pgno: int) -> bool:
+    number, _, flags, _, _ = _PAGE_HEADER.unpack_from(raw)
+    return number == pgno and bool(flags & _P_OVERFLOW)
 
 
 # LMDB's lock file: a header and a 64-byte slot per reader (MDB_txninfo, MDB_reader; 65,664
@@ -327,8 +420,8 @@ def open_environment(path: Path, map_size: int, readonly: bool = False, reserve:
             str(path), map_size=map_size, max_dbs=len(DATABASES) + 4, max_readers=MAX_READERS,
             metasync=False, sync=True, mode=0o600, readonly=readonly, lock=True, readahead=False,
         )
-    except lmdb.InvalidError as exc:
-        raise StoreCorrupt(f"the store at {path} is corrupt: {exc}") from None
+    except (lmdb.InvalidError, lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
+        raise StoreCorrupt(f"the store at {path} is damaged: LMDB: {exc}; {RESTORE}") from None
     except lmdb.Error as exc:
         if says_disk_full(exc):
             raise StoreFull(f"the disk is full: cannot open the store at {path} ({exc})") from None
