@@ -54,6 +54,7 @@ from . import addressing, deadletters, holders, ids, msmq_transactions
 from .msmq_transactions import TxInfo
 from .view import View
 from .write import GONE, MAINTENANCE_BATCH, Carry, Write, new_guid
+from .writer_lock import WriterLock
 
 T = TypeVar("T")
 FOREVER = None
@@ -377,6 +378,7 @@ class Store(Forwarding):
         self.foreign_owner: str | None = None  # set by open: the owner of another user's store
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
+        self._writers = WriterLock(path)  # the writers' waiting room (writer_lock.py), opened at the first write
         self._as_is = 0  # > 0: inside `as_is()`, reads run no maintenance
         self._carry: Carry | None = None  # what this process's last commit left (write.Carry)
         # opened `reading` (LMDB read-only): maintenance runs in a child (maintenance_process.py)
@@ -558,6 +560,7 @@ class Store(Forwarding):
         if not self._closed and os.getpid() == self._pid:
             self._lmdb.close()
             self._holder.close()
+            self._writers.close()
         self._closed = True
 
     def __enter__(self) -> Store:
@@ -605,7 +608,8 @@ class Store(Forwarding):
                                   "(Store.open(reading=True)); open the store again to write")
         try:
             env = self._env
-            with env.begin(write=True) as lt:
+            # the flock first: a signal ends the wait for it (writer_lock.py), not LMDB's mutex's
+            with self._writers, env.begin(write=True) as lt:
                 t = Write(lt, self._dbs, self._now(), self._queue_cache)
                 txn = lt.id()
                 carry, self._carry = self._carry, None  # used once: a write that fails leaves none

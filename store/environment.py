@@ -33,6 +33,7 @@ import lmdb
 from .errors import StoreCorrupt, StoreFull, StorePermission, StoreUnavailable
 from .keys import DATABASES
 from .ownership import private_dir
+from .writer_lock import WRITER_LOCK, in_room
 
 MARKER = "mqcli-store.json"
 STORE_FORMAT = 3  # 3: available records live in their position entries, a table of their own
@@ -46,7 +47,7 @@ def is_map_size(value: object) -> bool:
 MAX_READERS = 1024
 
 
-_OURS = (MARKER, "data.mdb", "lock.mdb", "wait")
+_OURS = (MARKER, "data.mdb", "lock.mdb", "wait", WRITER_LOCK)
 _MARKER_TEMP = f".{MARKER}.new"
 
 
@@ -447,11 +448,14 @@ def open_environment(path: Path, map_size: int, readonly: bool = False, reserve:
                     if name not in _ADDED_LATER:
                         raise
         else:
-            with env.begin(write=True) as txn:
+            with in_room(path), env.begin(write=True) as txn:  # a signal ends the wait (writer_lock.py)
                 dbs = {name.decode(): env.open_db(name, txn=txn) for name in DATABASES}
     except lmdb.Error as exc:
         env.close()
         if says_disk_full(exc):
             raise StoreFull(f"the disk is full: cannot make the tables of the store at {path}") from None
+        if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError)):
+            raise StoreCorrupt(f"the store at {path} is damaged: LMDB cannot open its tables ({exc}); "
+                               f"{RESTORE}") from None
         raise StoreCorrupt(f"the store at {path} lacks its tables: {exc}") from None
     return env, dbs

@@ -25,7 +25,7 @@ def test_store_is_created_0700_with_0600_files_whatever_the_umask(tmp_path):
     root = tmp_path / "s"
     assert mode(root) == 0o700
     assert {p.name: mode(p) for p in root.iterdir() if p.is_file()} == {
-        "data.mdb": 0o600, "lock.mdb": 0o600, "mqcli-store.json": 0o600}
+        "data.mdb": 0o600, "lock.mdb": 0o600, "mqcli-store.json": 0o600, "writer.lock": 0o600}
 
 
 def test_a_store_writable_by_others_is_refused(tmp_path):
