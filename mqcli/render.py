@@ -41,18 +41,23 @@ class OutputClosed(Exception):
     """stdout's reader went away. Not an OSError, so that click does not turn it into exit 1."""
 
 
-# errnos of a write that found no room: a full disk (or /dev/full), a full quota
-_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+# errnos of a write that found no room: a full disk (or /dev/full), a full quota, a file as
+# large as this process may write (`ulimit -f`: CPython ignores SIGXFSZ, so the write fails)
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def no_room(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in _NO_ROOM
 
 
-def disk_full(where: str | None) -> DiskFull:
-    """The error for a write that found no room: `where` is the file written, None for stdout."""
+def disk_full(where: str | None, exc: BaseException | None = None) -> DiskFull:
+    """The error for a write that found no room (`exc`, if known): `where` is the file
+    written, None for stdout."""
     from store.errors import DiskFull
 
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return DiskFull(f"{where or 'stdout'} reached the largest file this process may write "
+                        f"(`ulimit -f`): raise the limit, or write elsewhere")
     if where is None:
         return DiskFull("stdout's device is full: free some space on it, or send the output elsewhere")
     return DiskFull(f"the disk holding {where} is full: free some space on it, or write elsewhere")
@@ -65,7 +70,7 @@ def writing_to(where: str | None) -> Iterator[None]:
         yield
     except OSError as exc:
         if no_room(exc):
-            raise disk_full(where) from None
+            raise disk_full(where, exc) from None
         raise
 
 
@@ -256,7 +261,7 @@ class Output:
             # a closed pipe or a full device: the messages not written go back (a destructive
             # get removes only the `delivered` first ones)
             if isinstance(exc, BrokenPipeError) or no_room(exc):
-                exc = OutputClosed() if isinstance(exc, BrokenPipeError) else disk_full(self.where)
+                exc = OutputClosed() if isinstance(exc, BrokenPipeError) else disk_full(self.where, exc)
                 exc.delivered = delivered  # type: ignore[union-attr]  # read by Store.get's deliver
                 raise exc from None
             exc.delivered = delivered  # type: ignore[attr-defined]  # read by Store.get's deliver
@@ -315,7 +320,7 @@ class Output:
         except OSError as exc:
             self.torn = True
             if no_room(exc):
-                raise disk_full(self.where) from None
+                raise disk_full(self.where, exc) from None
             raise
         except BaseException:
             self.torn = True  # interrupted part-way: what follows could not be parsed

@@ -31,12 +31,14 @@ class View:
         return self._t.now
 
     def queues(self, names: Iterable[str] | None = None) -> list[QueueInfo]:
-        """The queues named (default every queue, in name order), with their depths."""
+        """The queues named (default every queue, in name order), with their depths; a queue
+        named twice (`export q Q`) is in the list once."""
         t = self._t
         if isinstance(names, str):
             names = [names]  # one queue's name, not its letters
         found = [t.queue(n) for n in t.queue_names()] if names is None else [addressing.lookup(t, n) for n in names]
-        return [self._info(t, q) for q in found]
+        once = {q.qid: q for q in found}  # popped where each queue is first named
+        return [self._info(t, q) for q in found if once.pop(q.qid, None) is not None]
 
     def messages(self, q: QueueInfo, *, hidden: bool = False, where: str | None = None) -> Iterator[Message]:
         """Every message of `q`, in queue order, in any state; without `hidden`, not the hidden

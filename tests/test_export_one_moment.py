@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -153,3 +154,64 @@ def test_spool_raises_the_sinks_failure_and_drops_the_rest():
                 out.write(b"y" * spool.CHUNK)  # raises once the thread's failure is known
                 time.sleep(0.01)
     assert sink.data == b""
+
+
+def test_spool_without_a_usable_temporary_directory_waits_for_its_sink(monkeypatch, tmp_path):
+    # no TMPDIR (or a read-only one, a full one): the export was an internal error, exit 1,
+    # after part of its output; now the writer waits for the sink, as without a spool
+    monkeypatch.setattr(spool, "MEMORY", 20_000)
+    monkeypatch.setattr(spool, "CHUNK", 1000)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    sink = _Sink(step=500)
+    want = b"".join(b"%05d" % i * 20 for i in range(2000))
+    with spool.spooled(sink) as out:
+        for i in range(2000):
+            out.write(b"%05d" % i * 20)
+        assert out._file is None and out._file_failed
+        assert out._in_memory <= spool.MEMORY + spool.CHUNK
+    assert bytes(sink.data) == want
+
+
+def test_spool_file_starts_afresh_once_its_sink_caught_up(monkeypatch):
+    monkeypatch.setattr(spool, "MEMORY", 5_000)
+    monkeypatch.setattr(spool, "CHUNK", 1000)
+    sink = _Sink(step=100_000)
+    with spool.spooled(sink) as out:
+        for round_ in range(3):
+            for i in range(50):
+                out.write(b"%d:%04d|" % (round_, i) * 125)  # 1,000-byte chunks, most to the file
+            deadline = time.monotonic() + 30
+            while out._waiting and time.monotonic() < deadline:  # the sink catches up
+                time.sleep(0.01)
+        ends = out._end
+    assert ends <= 50 * 1000  # one round's worth, not three
+    assert bytes(sink.data) == b"".join(b"%d:%04d|" % (r, i) * 125 for r in range(3) for i in range(50))
+
+
+def test_export_to_a_link_writes_the_file_it_leads_to_and_keeps_the_link(cli, tmp_path):
+    # renamed over, the link became a file: `--to /dev/stdout` with stdout a file, as root,
+    # replaced /dev/stdout itself and left the redirected file empty
+    cli.put("q", "hello")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
+    cli.ok("export", "q", "--to", tmp_path / "link.jsonl")
+    assert (tmp_path / "link.jsonl").is_symlink() and len(_ids((tmp_path / "real.jsonl").read_bytes())) == 1
+    with open(tmp_path / "redirected.jsonl", "wb") as f:
+        proc = subprocess.run([*mqcli_command(), "export", "q", "--to", "/dev/stdout"], stdout=f,
+                              stderr=subprocess.PIPE, env={**os.environ, **cli.env}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.islink("/dev/stdout") and len(_ids((tmp_path / "redirected.jsonl").read_bytes())) == 1
+
+
+def test_export_names_a_queue_named_twice_once(cli):
+    cli.put("q", "hello")
+    r = cli.ok("export", "q", "Q", "q")
+    assert len(_ids(r.stdout)) == 1 and r.stdout.count(b"queue_definition") == 1, r
+
+
+def test_a_parquet_export_to_a_fifo_is_a_usage_error(cli, tmp_path):
+    # it opened the view, then waited on the FIFO's open with the snapshot held (deaf to
+    # Ctrl-C), and failed on a seek anyway
+    fifo = tmp_path / "f.parquet"
+    os.mkfifo(fifo)
+    r = cli.fails(2, "export", "--format", "parquet", "--to", fifo)
+    assert "writes a regular file" in cli.error_line(r)

@@ -16,7 +16,7 @@ from ..exits import UsageError
 from ..messaging import BATCH
 from .message import BodyHasOpt, LabelIsOpt, NewerOpt, OlderOpt, PropIsOpt, WhereOpt
 from ..options import Session, shared_options
-from ..outfile import written_whole
+from ..outfile import regular_or_new, written_whole
 from ..render import OutputClosed, json_line, progress, writing_to
 from ..signals import deferred
 from ..spool import spooled
@@ -73,21 +73,21 @@ def _write_jsonl(st, queues: Optional[list[str]], sink, where: Optional[str] = N
     run), written through a spool so that a slow reader of the output does not hold the view."""
     count = 0
     try:
-        with spooled(sink) as out, st.view() as v:  # the view ends before the spool is waited for
-            infos = v.queues(queues)
-            # the depths (an upper bound: messages awaiting a confirm or a commit are left out)
-            with progress("export", total=sum(q.depth for q in infos)) as bar:
-                for q in infos:
-                    # a queue's definition goes first, so that an import makes the queue as it was
-                    # (a restored queue without its max-backouts would cycle its poison messages);
-                    # system, journal and outgoing queues are made by the importing store itself
-                    if not q.system and q.outgoing is None and not q.name.casefold().endswith(";journal"):
-                        definition = {"name": q.name, **{k: getattr(q, k) for k in _DEFINED}}
-                        out.write(json_line({DEFINITION: definition}) + b"\n")
-                    for m in v.messages(q, where=where):
-                        out.write(json_line(m.to_dict()) + b"\n")
-                        count += 1
-                        bar.advance()
+        # the depths (an upper bound: messages awaiting a confirm or a commit are left out), read
+        # when a bar is drawn; the bar ends after the view, the spool after both: neither a
+        # slow reader of the output nor a terminal that stopped scrolling (Ctrl-S) holds the view
+        with spooled(sink) as out, progress("export", total=lambda: _depth(st, queues)) as bar, st.view() as v:
+            for q in v.queues(queues):
+                # a queue's definition goes first, so that an import makes the queue as it was
+                # (a restored queue without its max-backouts would cycle its poison messages);
+                # system, journal and outgoing queues are made by the importing store itself
+                if not q.system and q.outgoing is None and not q.name.casefold().endswith(";journal"):
+                    definition = {"name": q.name, **{k: getattr(q, k) for k in _DEFINED}}
+                    out.write(json_line({DEFINITION: definition}) + b"\n")
+                for m in v.messages(q, where=where):
+                    out.write(json_line(m.to_dict()) + b"\n")
+                    count += 1
+                    bar.advance()
     except BrokenPipeError:  # `mqcli export q | head`: exit 141, as for get
         raise OutputClosed() from None
     return count
@@ -98,6 +98,8 @@ def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path])
 
     if to is None:
         raise UsageError("--format parquet writes a file: give --to FILE.parquet")
+    if not regular_or_new(to):  # a FIFO or device: Parquet's footer is written after a seek back
+        raise UsageError(f"--format parquet writes a regular file, and {to} is not one")
     require(("pyarrow",), "export --format parquet")
     from store.analytics.parquet import write_messages
 
@@ -108,8 +110,8 @@ def _export_parquet(s: Session, queues: Optional[list[str]], to: Optional[Path])
 
 
 def _depth(st, queues: Optional[list[str]]) -> int:
-    infos = st.list_queues() if queues is None else [st.queue_info(name) for name in queues]
-    return sum(q.depth for q in infos)
+    with st.view() as v:
+        return sum(q.depth for q in v.queues(queues))
 
 
 @shared_options
