@@ -26,7 +26,7 @@ from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .consumer import Consumer
 from .environment import (
-    DEFAULT_MAP_SIZE, MAP_SIZES, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
+    DEFAULT_MAP_SIZE, MAP_SIZES, ONE_HANDLE, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
     layout_error, open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, sync_directory,
     write_marker,
 )
@@ -551,8 +551,8 @@ class Store(Forwarding):
             raise StoreUnavailable(f"this handle on the store at {self.path} is closed; open the store again")
         if _PID[0] != self._pid:  # every operation asks: no getpid() system call each time
             raise StoreUnavailable(
-                f"this handle on the store at {self.path} was opened by process {self._pid}, "
-                f"before a fork; open the store again in process {os.getpid()}")
+                f"this handle on the store at {self.path} was opened by process {self._pid}, before "
+                f"process {os.getpid()} forked from it: {ONE_HANDLE}")
         return self._lmdb
 
     def close(self) -> None:

@@ -404,6 +404,12 @@ def reserve_lock_file(path: Path) -> None:
 _ADDED_LATER = frozenset((b"ids",))
 
 
+# why a process has one handle on a store, and what a forked one does instead
+ONE_HANDLE = ("LMDB allows one handle on a store a process, and a forked process keeps its parent's "
+              "registered though it may not use it; use the one open handle, and in a forked process "
+              "open the store in a process started anew (subprocess, or multiprocessing's 'spawn' start method)")
+
+
 def open_environment(path: Path, map_size: int, readonly: bool = False, reserve: bool | None = None,
                      ) -> tuple[lmdb.Environment, dict[str, lmdb._Database]]:
     """The store's LMDB environment and its tables. Writable, the tables are opened in a write
@@ -430,6 +436,8 @@ def open_environment(path: Path, map_size: int, readonly: bool = False, reserve:
             raise StoreUnavailable(
                 f"cannot open the store at {path}: its map needs {map_size:,} bytes of address "
                 f"space (reserved, not used); a limit on virtual memory (`ulimit -v`) forbids it") from None
+        if "already open in this process" in str(exc):
+            raise StoreUnavailable(f"cannot open the store at {path} again in this process: {ONE_HANDLE}") from None
         raise StoreUnavailable(f"cannot open the store at {path}: {exc}") from None
     for file_name in ("data.mdb", "lock.mdb"):
         file = path / file_name

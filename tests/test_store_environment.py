@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from store import NewMessage, Store, errors
+from store.environment import ONE_HANDLE
 
 
 def mode(path):
@@ -115,16 +116,22 @@ def test_a_handle_used_after_fork_is_refused_and_the_parent_keeps_working(tmp_pa
             st.put("q", b"from the child")
         except errors.StoreUnavailable as exc:
             said = str(exc).encode()
+        try:  # nor can it open its own (the error advised it): it is told what to do instead
+            Store.open(tmp_path / "s")
+            said += b"|opened"
+        except errors.StoreUnavailable as exc:
+            said += b"|" + str(exc).encode()
         st.close()
         os.write(write_end, said)
         os._exit(0)
     os.close(write_end)
     _, status = os.waitpid(pid, 0)
-    said = os.read(read_end, 4096).decode()
+    said, reopened = os.read(read_end, 8192).decode().split("|")
     os.close(read_end)
     assert os.waitstatus_to_exitcode(status) == 0
     assert said == (f"this handle on the store at {tmp_path / 's'} was opened by process {os.getpid()}, "
-                    f"before a fork; open the store again in process {pid}")
+                    f"before process {pid} forked from it: {ONE_HANDLE}")
+    assert reopened == f"cannot open the store at {tmp_path / 's'} again in this process: {ONE_HANDLE}"
     assert [m.body for m in st.browse("q")] == [b"before"]
     st.put("q", b"after")
     assert st.check() == [] and st.queue_info("q").depth == 2
