@@ -160,13 +160,7 @@ class WriterLock:
         if fd is None:
             fd = self._fd = open_room(self._dir)
         if fd != _NONE:
-            try:  # _enter, inlined: this is every write's path
-                flock(fd, _TAKE)
-            except BlockingIOError:
-                _wait(fd)
-            except BaseException:  # a signal's exception right after the flock was taken
-                flock(fd, LOCK_UN)
-                raise
+            _enter(fd)
 
     def __exit__(self, kind: object, value: object, traceback: object) -> None:
         if self._fd != _NONE:
