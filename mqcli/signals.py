@@ -15,7 +15,9 @@ import anyway.
 
 from __future__ import annotations
 
+import _thread
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,15 +67,55 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 def install() -> None:
     """Make SIGTERM raise `Terminated` (unless it is ignored, as `nohup` and some supervisors
-    start us). For the `mqcli` process only; `listen` and `dispatch` put their own handlers
-    over it while they serve."""
+    start us), and send again a signal whose exception Python dropped (`_dropped`). For the
+    `mqcli` process only; `listen` and `dispatch` put their own handlers over it while they
+    serve."""
+    global _next_unraisablehook
+    if sys.unraisablehook is not _dropped:
+        _next_unraisablehook, sys.unraisablehook = sys.unraisablehook, _dropped
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
+
+
+_next_unraisablehook: Callable[[sys.UnraisableHookArgs], Any] = sys.__unraisablehook__
+
+
+def _dropped(unraisable: sys.UnraisableHookArgs) -> None:
+    """sys.unraisablehook: an exception raised where Python cannot let it propagate (a weakref
+    callback, a __del__, a generator the garbage collector closes) is printed and dropped.
+
+    A handler that raises runs wherever the main thread is when Python next looks for signals,
+    and importlib frees each module's lock through a weakref callback as every import ends: a
+    Ctrl-C or SIGTERM that comes just then would be lost there (a `get --wait` would wait its
+    whole time and say that no message came). Such a signal is sent to the main thread again,
+    where its handler acts at the next point it can raise, and nothing is printed. It is sent
+    from a thread of its own: sent from here, its handler would run inside this hook, and be
+    dropped again."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _next_unraisablehook(unraisable)
+        return
+    signum = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
+    main = threading.main_thread().ident
+    assert main is not None  # it runs
+    try:
+        _thread.start_new_thread(signal.pthread_kill, (main, signum))
+    except RuntimeError:
+        pass  # the interpreter is shutting down: the exit code is decided
 
 
 def interruption() -> KeyboardInterrupt:
     """The exception to report for an interrupted command: Ctrl-C, or SIGTERM."""
     return Terminated() if _received == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _waiting_to_write() -> bool:
+    """Whether the main thread waits for its turn to write (store/writer_lock.py), with nothing
+    begun: a signal a Deferral holds acts at once there, or a put behind a stopped writer would
+    wait for it with the signal held. (A get's removal of what it delivered that waits so ends
+    too: what it delivered comes back, shown again, never lost.) Looked up, not imported: a
+    process that has not opened a store has no writer waiting."""
+    lock = sys.modules.get("store.writer_lock")
+    return lock is not None and lock.waiting()
 
 
 class Deferral:
@@ -97,6 +139,8 @@ class Deferral:
         self._pending.append(signum)
         if self.is_writing:
             self._arm()
+        elif _waiting_to_write():  # for its turn to write, behind another writer: nothing begun
+            self.act()
 
     def _arm(self) -> None:
         if self._alarm is None:
@@ -131,12 +175,23 @@ class Deferral:
         """Put the handlers back; then deliver a signal that came while they were held."""
         self.stop_writing()
         saved, self._saved = self._saved, {}
+        came: KeyboardInterrupt | None = None
         for signum, handler in saved.items():
-            signal.signal(signum, handler)
+            while True:
+                try:
+                    signal.signal(signum, handler)
+                    break
+                except KeyboardInterrupt as exc:
+                    # signal.signal first runs the handlers of signals that came, and one put
+                    # back raises there: the other still goes back, or its signals would only
+                    # be noted here from now on, and never acted on
+                    came = came or exc
         if self._pending:
             signum = self._pending[0]
             self._pending.clear()
             signal.raise_signal(signum)  # the restored handler raises here (or the default acts)
+        if came is not None:
+            raise came
 
     @contextmanager
     def writing(self, stalled: Callable[[], None]) -> Iterator[None]:
@@ -187,8 +242,8 @@ def deferred() -> Iterator[Deferral]:
     """Hold SIGINT and SIGTERM over the block; a signal that came is acted on at its end (also
     when the block failed: the interruption is what is reported, and no signal is lost)."""
     gate = Deferral()
-    gate.hold()
     try:
+        gate.hold()  # a signal may raise in it, between the two handlers: the first goes back too
         yield gate
     finally:
         gate.release()

@@ -296,6 +296,80 @@ def test_a_signal_during_start_up_is_one_line_and_the_documented_exit_code(cli, 
         assert (proc.returncode, out, err.decode()) == (CODE[signum], b"", MESSAGE[signum]), step
 
 
+# a trace function (sys.settrace) sends the signal at the first call of importlib's module-lock
+# callback once mqcli's handlers are in place again after start-up's deferral: its handler runs
+# inside the callback, as a real signal's does when it comes just as an import ends
+_AS_AN_IMPORT_ENDS = """\
+import os, signal, sys
+from mqcli import signals
+from mqcli.__main__ import main
+
+def trace(frame, event, arg):
+    if (frame.f_code.co_qualname == "_get_module_lock.<locals>.cb"
+            and signal.getsignal(signal.SIGTERM) is signals._terminate):
+        sys.settrace(None)
+        os.kill(os.getpid(), SIGNUM)
+
+SIGNUM = int(sys.argv[1])
+sys.argv = ["mqcli", "get", "q", "--wait", "5s"]
+sys.settrace(trace)
+main()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_that_comes_as_a_module_import_ends_is_not_lost(cli, tmp_path, signum):
+    # importlib frees a module's lock through a weakref callback, where Python drops an
+    # exception (it prints "Exception ignored"): a handler raising there lost the signal, and
+    # the get waited its 5 s for an exit 3. The store's modules are imported as the get opens
+    # the store, after start-up, so every get had such moments on its way to the wait
+    script = tmp_path / "signal_as_an_import_ends.py"
+    script.write_text(_AS_AN_IMPORT_ENDS)
+    result = subprocess.run([sys.executable, script, str(int(signum))], env={**os.environ, **cli.env},
+                            capture_output=True, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr.decode()) == (CODE[signum], b"", MESSAGE[signum])
+
+
+# the signal comes as a Deferral swaps SIGTERM's handler, SIGINT's swapped already (hold: both
+# to the Deferral's; release: both back): CPython runs the handlers of signals that came before it
+# changes one, and the one that runs raises, so that signal.signal never changes SIGTERM's
+_AS_THE_HANDLERS_ARE_SWAPPED = """\
+import os, signal, sys
+from mqcli import signals
+
+signals.install()
+swap = signal.signal
+armed = []
+
+def swap_after_a_signal(signum, handler):
+    if signum == signal.SIGTERM and armed:
+        os.kill(os.getpid(), armed.pop())
+    return swap(signum, handler)
+
+signal.signal = swap_after_a_signal
+if sys.argv[1] == "hold":
+    armed.append(signal.SIGTERM)
+try:
+    with signals.deferred():
+        if sys.argv[1] == "release":
+            armed.append(signal.SIGINT)
+except KeyboardInterrupt as exc:
+    print(type(exc).__name__, signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+          signal.getsignal(signal.SIGTERM) is signals._terminate)
+"""
+
+
+@pytest.mark.parametrize("moment", ["hold", "release"])
+def test_a_signal_as_a_deferral_swaps_the_handlers_leaves_both_of_the_commands_in_place(tmp_path, moment):
+    # a handler left as the Deferral's only notes its signal, for as long as the process runs
+    # (a `batch` after a follow that Ctrl-C ended): nothing acts on it
+    script = tmp_path / "signal_as_the_handlers_are_swapped.py"
+    script.write_text(_AS_THE_HANDLERS_ARE_SWAPPED)
+    result = subprocess.run([sys.executable, script, moment], capture_output=True, timeout=60)
+    raised = "Terminated" if moment == "hold" else "KeyboardInterrupt"
+    assert (result.returncode, result.stdout.decode(), result.stderr) == (0, f"{raised} True True\n", b"")
+
+
 def test_a_signal_while_a_get_waits_is_only_a_json_error(cli, spawn):
     proc = spawn(cli, "get", "q", "--wait", "forever", "-o", "json", stdout=subprocess.PIPE)
     time.sleep(0.8)

@@ -201,9 +201,6 @@ def test_a_lock_file_that_is_a_symbolic_link_is_refused(cli, tmp_path):
     assert not (tmp_path / "elsewhere").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="mqcli/signals.py's Deferral holds SIGTERM over a put's commit and "
-                   "prints: the put waits for its turn with the signal held. Deferral._note may act at once "
-                   "when store.writer_lock.waiting() (nothing begun yet)")
 def test_a_put_that_waits_for_its_turn_between_batches_ends_on_sigterm(cli, spawn):
     batch = spawn(cli, "batch", "-", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     batch.stdin.write(b"put q one\n")
