@@ -1,6 +1,7 @@
 """The consistency check behind `mqcli check`: records and indexes must agree (docs/design.md#store), and
 the store-and-forward tables (links, outq, seen) must hold what their modules read
-(docs/design.md#store-and-forward)."""
+(docs/design.md#store-and-forward); LMDB's own B-trees must read whole, its free list too
+(docs/design.md#store, "A damaged data file")."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import json
 import struct
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import lmdb
 
 from . import holders, identity, ids, keys, links, outgoing, queue_counters
+from .environment import free_list_problems
 from .errors import BadData, InvalidArgument, StoreCorrupt, StoreError
 from .queue_counters import QueueCounters
 from .keys import queue_key
@@ -60,13 +63,19 @@ def _index_name(key: bytes) -> str:
     return _INDEX_NAMES.get(key[:1], f"unknown ({key[:1]!r})")
 
 
-def check_store(t: Write) -> list[str]:
+def check_store(t: Write, path: Path | None = None) -> list[str]:
+    """The problems of the store read in `t`; with `path`, the store's directory, also of
+    LMDB's free list, read from its data file (environment.free_list_problems): no table
+    walk reads it, and a damaged one fails every write."""
     problems: list[str] = []
 
     def report(text: str) -> None:
         if len(problems) < _MAX_REPORTED:
             problems.append(text)
 
+    if path is not None:
+        for problem in free_list_problems(path, t.lt.id()):
+            report(problem)
     try:
         _check_tree(t, report)
         _check(t, report)

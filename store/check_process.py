@@ -14,6 +14,7 @@ import tempfile
 import lmdb
 
 from .engine import Store
+from .environment import RESTORE, lmdb_failed
 from .errors import StoreCorrupt, StoreError, StoreUnavailable
 
 # signals by which a process dies reading a damaged LMDB file: LMDB keeps no checksums and
@@ -41,7 +42,8 @@ def _check_here(path: str, allow_unsafe_permissions: bool, allow_foreign_owner: 
     except StoreError as exc:
         return {"error": type(exc).__name__, "message": exc.message}
     except lmdb.Error as exc:
-        return {"error": "StoreCorrupt", "message": f"the store at {path} is damaged: LMDB: {exc}"}
+        failed = lmdb_failed(exc, path)
+        return {"error": type(failed).__name__, "message": failed.message}
     except Exception as exc:  # noqa: BLE001  (not a damaged store: a bug, reported as one by the parent)
         return {"error": None, "message": f"{type(exc).__name__}: {exc}"}
 
@@ -89,7 +91,7 @@ def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bo
                 size = os.stat(os.path.join(path, "data.mdb")).st_size
                 why = f"SIGBUS: it read past the end of data.mdb ({size} bytes): the file is truncated"
             raise StoreCorrupt(f"the store at {path} is damaged: reading it killed the check "
-                               f"({why}); restore it from a backup")
+                               f"({why}); {RESTORE}")
         raise StoreUnavailable(f"the check of the store at {path} was killed ({name})")
     try:
         result = json.loads(data)

@@ -26,9 +26,9 @@ from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .consumer import Consumer
 from .environment import (
-    DEFAULT_MAP_SIZE, MAP_SIZES, ONE_HANDLE, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
-    layout_error, open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists, sync_directory,
-    write_marker,
+    DEFAULT_MAP_SIZE, MAP_SIZES, ONE_HANDLE, RESTORE, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
+    layout_error, lmdb_failed, open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists,
+    sync_directory, verify_data_file, write_marker,
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
@@ -60,6 +60,9 @@ T = TypeVar("T")
 FOREVER = None
 _DISK_NEARLY_FULL = 64 << 20  # an EIO from a write with less free than this: a full disk
 _WAIT_SLICE = 1.0  # a waiting getter re-checks at least this often (lapsed leases wake no one)
+# a store used again after this long unused (a wait for a wake-up, a timer, input, a peer)
+# checks its data file first (Store._env): the operations of a command come far closer together
+_IDLE = 0.1
 MAX_ID = (1 << 63) - 1
 NewId = int | Literal["auto"]  # a confirm id or lock id a new holder names: AUTO draws a fresh one
 _DEAD_LETTER_QUEUES = (DEAD_LETTER, DEAD_LETTER_TX)
@@ -378,6 +381,9 @@ class Store(Forwarding):
         self.foreign_owner: str | None = None  # set by open: the owner of another user's store
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
+        # the file LMDB maps, to see it cut short after a wait (Store._env); unbuffered: each check reads anew
+        self._data = open(path / "data.mdb", "rb", buffering=0)  # noqa: SIM115  (closed by close())
+        self._used = time.monotonic()  # when the map was last used
         self._writers = WriterLock(path)  # the writers' waiting room (writer_lock.py), opened at the first write
         self._as_is = 0  # > 0: inside `as_is()`, reads run no maintenance
         self._carry: Carry | None = None  # what this process's last commit left (write.Carry)
@@ -452,13 +458,11 @@ class Store(Forwarding):
                 guid = lt.get(keys.META_GUID, db=dbs["meta"])
         except lmdb.Error as exc:  # a damaged page on the way (LMDB keeps no checksums)
             env.close()
-            raise StoreCorrupt(f"the store at {path} is damaged: LMDB cannot read its identity ({exc}); "
-                               f"restore the store from a backup (`mqcli backup`) or a snapshot "
-                               f"(`mqcli snapshot`)") from None
+            raise lmdb_failed(exc, path) from None
         if guid is None:  # a finished store always has one
             env.close()
             raise StoreCorrupt(f"the store at {path} has no queue manager identity (its data "
-                               f"file was replaced or cut short); restore it from a backup")
+                               f"file was replaced or cut short); {RESTORE}")
         store._guid = guid_text(bytes(guid))
         return store
 
@@ -546,19 +550,33 @@ class Store(Forwarding):
     @property
     def _env(self) -> lmdb.Environment:
         """The LMDB environment, in the process that opened it only: LMDB handles do not
-        survive fork() ("use an MDB_env in the process which opened it, without fork()ing")."""
+        survive fork() ("use an MDB_env in the process which opened it, without fork()ing").
+        Used again after a wait (`_IDLE`, or a getter's wake-up: `_waited`), the data file is
+        checked first as at open (verify_data_file): a file cut while it was mapped is a SIGBUS
+        at the first read of a page it lost (docs/design.md#store, "A data file cut while it is
+        mapped"); one read of the meta pages and an fstat, not on a command's back-to-back
+        operations."""
         if self._closed:
             raise StoreUnavailable(f"this handle on the store at {self.path} is closed; open the store again")
         if _PID[0] != self._pid:  # every operation asks: no getpid() system call each time
             raise StoreUnavailable(
                 f"this handle on the store at {self.path} was opened by process {self._pid}, before "
                 f"process {os.getpid()} forked from it: {ONE_HANDLE}")
+        now = time.monotonic()
+        if now - self._used > _IDLE:
+            verify_data_file(self.path, self._data)
+        self._used = now
         return self._lmdb
+
+    def _waited(self) -> None:
+        """After a wait for a wake-up: the next use checks the data file (`_env`)."""
+        self._used = -1e9
 
     def close(self) -> None:
         """Close the handle (again: nothing). A forked child leaves its parent's handle alone."""
         if not self._closed and os.getpid() == self._pid:
             self._lmdb.close()
+            self._data.close()
             self._holder.close()
             self._writers.close()
         self._closed = True
@@ -566,8 +584,10 @@ class Store(Forwarding):
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, _type: object, exc: object, _tb: object) -> None:
         self.close()
+        if isinstance(exc, lmdb.Error):  # met by a read of the block's own (an iterator's)
+            raise lmdb_failed(exc, self.path) from None
 
     def _now(self) -> int:
         return int(self._clock() * 1_000_000)
@@ -665,7 +685,7 @@ class Store(Forwarding):
                 "Input/output error" in text and free is not None and free < _DISK_NEARLY_FULL):
             return StoreFull(f"{what}the disk holding {disk} is full "
                              f"({free if free is not None else '?'} bytes free); free space, or get or purge messages")
-        return StoreCorrupt(f"{what}LMDB failed: {text}")
+        return lmdb_failed(exc, self.path, what)
 
     @contextmanager
     def as_is(self) -> Iterator[Store]:
@@ -681,19 +701,19 @@ class Store(Forwarding):
     def _read(self, fn: Callable[[Write], T]) -> T:
         """Run `fn` on a consistent snapshot, after undoing lapsed leases and expiring if due
         (not inside `as_is()`)."""
-        if not self._as_is and self._maintenance_due():
-            if self.reading:
-                self._maintain_aside()
-            else:
-                try:
-                    self._write(lambda t: None)
-                except StoreFull:
-                    pass  # a full map: show the store as it is (what is due shows as such)
         try:
+            if not self._as_is and self._maintenance_due():
+                if self.reading:
+                    self._maintain_aside()
+                else:
+                    try:
+                        self._write(lambda t: None)
+                    except StoreFull:
+                        pass  # a full map: show the store as it is (what is due shows as such)
             with self._env.begin() as lt:
                 return fn(Write(lt, self._dbs, self._now(), self._queue_cache))
         except lmdb.Error as exc:
-            raise StoreCorrupt(f"LMDB failed: {exc}") from None
+            raise lmdb_failed(exc, self.path) from None
 
     def _maintain_aside(self) -> None:
         """A reading handle's maintenance: done by another process that opens the store
@@ -1225,6 +1245,7 @@ class Store(Forwarding):
                     waiter = self._waiter(qid, "wait for a message")  # before the next look: no lost wake-up
                     continue
                 waiter.wait(min(remaining, _WAIT_SLICE))
+                self._waited()
         finally:
             if waiter is not None:
                 waiter.close()
@@ -1404,6 +1425,7 @@ class Store(Forwarding):
                 if remaining <= 0:
                     return
                 waiter.wait(min(remaining, _WAIT_SLICE))
+                self._waited()
         finally:
             if waiter is not None:
                 waiter.close()
@@ -1767,7 +1789,7 @@ class Store(Forwarding):
             with self._env.begin() as lt:
                 yield View(Write(lt, self._dbs, self._now(), self._queue_cache), self._queue_info)
         except lmdb.Error as exc:
-            raise StoreCorrupt(f"LMDB failed: {exc}") from None
+            raise lmdb_failed(exc, self.path) from None
 
     def export_messages(self, queues: Iterable[str] | None = None, *, hidden: bool = False,
                         where: str | None = None) -> Iterator[Message]:
@@ -1862,11 +1884,12 @@ class Store(Forwarding):
         """Expire messages, undo lapsed leases and abort timed-out transactions until none is
         due (docs/design.md#leases)."""
         if dry_run:
-            with self._env.begin() as lt:
-                t = Write(lt, self._dbs, self._now(), self._queue_cache)
+            def due(t: Write) -> SweepResult:
                 return SweepResult(expired=len(t.due(keys.EXPIRY, but_held=True, limit=None)),
                                    leases_undone=len(t.due(keys.LEASE, but_held=True, limit=None)),
                                    transactions_aborted=len(t.due(keys.TX_TIMEOUT, limit=None)))
+            with self.as_is():
+                return self._read(due)
         total = SweepResult()
         first = True
         while True:
@@ -1897,7 +1920,7 @@ class Store(Forwarding):
         from . import check  # docs/layers.md: loaded only by the check, not by every start-up
 
         with self._env.begin() as lt:
-            return check.check_store(Write(lt, self._dbs, self._now(), self._queue_cache))
+            return check.check_store(Write(lt, self._dbs, self._now(), self._queue_cache), self.path)
 
 
 def _refuse_open_transactions(q: QueueInfo, doomed: list[Message]) -> None:

@@ -9,13 +9,17 @@
   in-flight state) does not, so an OS crash may undo it, never corrupt the store. We do not use
   MDB_NOSYNC for express messages: with it an OS crash can corrupt the whole environment.
 - Stale reader slots of killed processes are cleared on open (`reader_check`).
-- A data file cut short (a full disk, a bad copy) is refused before it is mapped: LMDB reads
-  pages straight from the map, and a page past the end of the file is a SIGBUS, not an error
-  (`verify_data_file`; docs/design.md#store, "A damaged data file").
+- A data file cut short (a full disk, a bad copy) is refused before it is mapped, and checked
+  again by a Store used after a wait: LMDB reads pages straight from the map, and a page past
+  the end of the file is a SIGBUS, not an error (`verify_data_file`; docs/design.md#store, "A
+  damaged data file", "A data file cut while it is mapped").
+- What LMDB says of a damaged page is said in one place, naming the store and how to restore
+  it (`lmdb_failed`).
 """
 
 from __future__ import annotations
 
+import collections
 import errno
 import fcntl
 import json
@@ -23,14 +27,14 @@ import os
 import stat
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NotRequired, TypedDict
 
 import lmdb
 
-from .errors import StoreCorrupt, StoreFull, StorePermission, StoreUnavailable
+from .errors import StoreCorrupt, StoreError, StoreFull, StorePermission, StoreUnavailable
 from .keys import DATABASES
 from .ownership import private_dir
 from .writer_lock import WRITER_LOCK, in_room
@@ -229,10 +233,17 @@ class MetaPage:
     last_pg: int  # the highest page any commit took: the file's pages are 0 to last_pg
     roots: tuple[int, ...]  # root pages of the free-page and main B-trees (those that exist)
     free_root: int | None = None  # the free-page B-tree's root (None: no page is free)
+    main_root: int | None = None  # the main B-tree's root: the named tables' records
 
 
 def read_meta(data: BinaryIO) -> MetaPage | str:
     """The newest meta page of an open data file, or what is wrong with the two."""
+    found = meta_pages(data)
+    return found if isinstance(found, str) else max(found, key=lambda m: m.txnid)
+
+
+def meta_pages(data: BinaryIO) -> list[MetaPage] | str:
+    """Both meta pages of an open data file, or what is wrong with them."""
     found = []
     psize = 0
     for page in (0, 1):
@@ -249,8 +260,9 @@ def read_meta(data: BinaryIO) -> MetaPage | str:
                 return f"meta page 0 gives an impossible page size {psize}"
         roots = tuple(r for r in (meta[_FREE_ROOT], meta[_MAIN_ROOT]) if r != _NO_PAGE)
         free_root = meta[_FREE_ROOT] if meta[_FREE_ROOT] != _NO_PAGE else None
-        found.append(MetaPage(psize, meta[-1], meta[-2], roots, free_root))
-    return max(found, key=lambda m: m.txnid)
+        main_root = meta[_MAIN_ROOT] if meta[_MAIN_ROOT] != _NO_PAGE else None
+        found.append(MetaPage(psize, meta[-1], meta[-2], roots, free_root, main_root))
+    return found
 
 
 def committed_txnid(path: Path) -> int:
@@ -264,9 +276,26 @@ def committed_txnid(path: Path) -> int:
 
 
 RESTORE = "restore the store from a backup (`mqcli backup`) or a snapshot (`mqcli snapshot`)"
+# what LMDB returns for pages that are not what it expects: it keeps no checksums, so a damaged
+# page is one of the wrong type, number or size (MDB_CORRUPTED, MDB_PAGE_NOTFOUND, MDB_INVALID)
+_DAMAGE = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError)
+_opened: set[str] = set()  # the stores this process opened (lmdb_failed)
 
 
-def verify_data_file(path: Path) -> None:
+def lmdb_failed(exc: lmdb.Error, path: str | os.PathLike[str] | None = None, what: str = "") -> StoreError:
+    """The one error for what LMDB said reading or writing the store at `path` (after `what`,
+    a prefix): damage it met is StoreCorrupt naming the store and how to restore it, anything
+    else StoreUnavailable (both exit 11, README.md#exit-codes). Without `path`, the one store
+    this process opened, if it opened one."""
+    if path is None and len(_opened) == 1:
+        path = next(iter(_opened))
+    where = f"the store at {os.fspath(path)}" if path is not None else "the store"
+    if isinstance(exc, _DAMAGE):
+        return StoreCorrupt(f"{what}{where} is damaged: LMDB: {exc}; {RESTORE}")
+    return StoreUnavailable(f"{what}LMDB failed on {where}: {exc} (`mqcli check` tells whether it is damaged)")
+
+
+def verify_data_file(path: Path, data: BinaryIO | None = None) -> None:
     """Refuse a data file that LMDB would map and then crash on: LMDB reads pages straight
     from the map, and a page past the end of a file cut short (a copy stopped by a full disk,
     `truncate`) is a SIGBUS wherever it is touched, not an error. So before LMDB maps it, the
@@ -278,25 +307,26 @@ def verify_data_file(path: Path) -> None:
     follows, so a short file is accepted when every page it lacks is listed there
     (`_free_pages`, read from the file, not through a map). Pages of zeros inside the file
     are LMDB's to find (MDB_CORRUPTED), or `mqcli check`'s, which walks every table in a
-    child process."""
+    child process. With `data`, the file open already: the one a Store has mapped, checked
+    again when the store is used after a wait (a file cut while it was mapped: about 15 µs)."""
     file = path / "data.mdb"
     if struct.calcsize("P") != 8:
         return  # another meta layout
     for _attempt in range(3):  # a meta page read while a commit rewrites it may be torn
         try:
-            data = open(file, "rb")  # noqa: SIM115  (closed below: the slow path reads on)
+            opened = nullcontext(data) if data is not None else open(file, "rb")  # noqa: SIM115  (closed by the `with`)
         except FileNotFoundError:
             return  # a store being created
-        with data:
-            meta = read_meta(data)
-            size = os.fstat(data.fileno()).st_size
+        with opened as read:
+            meta = read_meta(read)
+            size = os.fstat(read.fileno()).st_size
             if isinstance(meta, str):
                 continue
             in_file = size // meta.psize  # whole pages: a page cut anywhere is lost
             if all(r < in_file for r in meta.roots):
                 if meta.last_pg < in_file:
                     return
-                free = _free_pages(data, meta, in_file)
+                free = _free_pages(read, meta, in_file)
                 lacking = meta.last_pg + 1 - in_file
                 if free is not None and lacking <= len(free) and all(
                         p in free for p in range(in_file, meta.last_pg + 1)):
@@ -325,9 +355,38 @@ _U64 = struct.Struct("=Q")
 def _free_pages(data: BinaryIO, meta: MetaPage, in_file: int) -> set[int] | None:
     """The pages LMDB's free-page table lists, read with plain reads of the file's first
     `in_file` pages; None if the table does not read as one whole B-tree there."""
-    psize, free = meta.psize, set[int]()
+    free = _free_list(data, meta, in_file)
+    return None if free is None else set(free[1])
+
+
+def _free_list(data: BinaryIO, meta: MetaPage, in_file: int) -> tuple[list[int], list[int]] | None:
+    """The pages LMDB's free-page table takes and the pages it lists (as listed: a page twice
+    if twice), read with plain reads of the file's first `in_file` pages; None if the table
+    does not read as one whole B-tree there."""
     if meta.free_root is None:
-        return free
+        return [], []
+    tree = _tree(data, meta.free_root, meta.psize, in_file)
+    if tree is None:
+        return None
+    listed: list[int] = []
+    for _flags, _key, value in tree[1]:
+        if len(value) < _U64.size:
+            return None
+        count = _U64.unpack_from(value)[0]
+        if count > len(value) // _U64.size - 1:
+            return None
+        listed.extend(struct.unpack_from(f"={count}Q", value, _U64.size))
+    return tree[0], listed
+
+
+Node = tuple[int, bytes, bytes]  # a leaf node's flags, key and value
+
+
+def _tree(data: BinaryIO, root: int, psize: int, in_file: int, *,
+          nodes: bool = True) -> tuple[list[int], list[Node]] | None:
+    """The B-tree whose root is page `root`, read with plain reads of the file's first
+    `in_file` pages: the pages it takes (branch, leaf, overflow) and (with `nodes`) its leaf
+    nodes; None if it does not read as one whole B-tree there."""
 
     def read(pgno: int, at: int, length: int) -> bytes | None:
         if pgno >= in_file or (pgno * psize + at + length) > in_file * psize:
@@ -336,13 +395,14 @@ def _free_pages(data: BinaryIO, meta: MetaPage, in_file: int) -> set[int] | None
         raw = data.read(length)
         return raw if len(raw) == length else None
 
-    todo, seen = [meta.free_root], set()
+    todo, seen, pages, found = [root], set(), list[int](), list[Node]()
     while todo:
         pgno = todo.pop()
         page = read(pgno, 0, psize) if pgno not in seen else None
         if page is None:
             return None
         seen.add(pgno)
+        pages.append(pgno)
         number, _, flags, lower, _ = _PAGE_HEADER.unpack_from(page)
         if number != pgno or not flags & (_P_BRANCH | _P_LEAF) or not _PAGE_HEADER.size <= lower <= psize:
             return None
@@ -354,29 +414,99 @@ def _free_pages(data: BinaryIO, meta: MetaPage, in_file: int) -> set[int] | None
             if flags & _P_BRANCH:
                 todo.append(lo | hi << 16 | node_flags << 32)
                 continue
-            size, at = lo | hi << 16, at + _NODE.size + key_size
+            key_at = at + _NODE.size
+            size, at = lo | hi << 16, key_at + key_size
             if node_flags & _F_BIGDATA:  # the value is on overflow pages of its own
                 first = _U64.unpack_from(page, at)[0] if at + _U64.size <= psize else in_file
-                value = read(first, 0, _PAGE_HEADER.size + size)
+                value = read(first, 0, _PAGE_HEADER.size + size if nodes else _PAGE_HEADER.size)
                 if value is None or not _overflow_page(value, first):
                     return None
                 value = value[_PAGE_HEADER.size:]
+                pages.extend(range(first, first + (_PAGE_HEADER.size - 1 + size) // psize + 1))  # LMDB's OVPAGES
             elif at + size <= psize:
                 value = page[at:at + size]
             else:
                 return None
-            if size < _U64.size:
-                return None
-            count = _U64.unpack_from(value)[0]
-            if count > size // _U64.size - 1:
-                return None
-            free.update(struct.unpack_from(f"={count}Q", value, _U64.size))
-    return free
+            if nodes:
+                found.append((node_flags, page[key_at:key_at + key_size], value))
+    return pages, found
 
 
 def _overflow_page(raw: bytes, pgno: int) -> bool:
     number, _, flags, _, _ = _PAGE_HEADER.unpack_from(raw)
     return number == pgno and bool(flags & _P_OVERFLOW)
+
+
+_F_SUBDATA, _MDB_DUPSORT = 0x02, 0x04  # a main-table node that is a named table's record; its flag
+_MDB_DB = struct.Struct("=IHHQQQQQ")  # a named table's record: pad, flags, depth, 3 page counts, entries, root
+_FREE_LIST = "LMDB's free list (the B-tree of the pages it may reuse)"
+
+
+def free_list_problems(path: Path, txnid: int) -> list[str]:
+    """What is wrong with LMDB's free list in the store at `path` as of its commit `txnid`,
+    read with plain reads (LMDB offers no read of it, and reads it only to take pages for a
+    write: a damaged one fails every write and nothing else). It must read as one whole
+    B-tree and list pages of the file (2 to `last_pg`), each once, none that a B-tree takes:
+    a write would take such a page from under its table. Every page must be one or the
+    other, as LMDB's own audit counts them (mdb.c `mdb_audit`). The caller holds a read
+    transaction of commit `txnid`, so that no writer reuses its pages meanwhile; [] when that
+    commit's meta page is gone already (two commits came since: nothing to say). A table's
+    B-tree that does not read here is the table walk's to report."""
+    with open(path / "data.mdb", "rb") as data:
+        first = meta_pages(data)
+        meta = next((m for m in first if m.txnid == txnid), None) if isinstance(first, list) else None
+        if meta is None:
+            return []
+        in_file = os.fstat(data.fileno()).st_size // meta.psize
+        problems = _page_problems(data, meta, in_file)
+        if problems and meta_pages(data) != first:  # a meta page read while a commit wrote it
+            return []
+    return problems
+
+
+def _page_problems(data: BinaryIO, meta: MetaPage, in_file: int) -> list[str]:
+    free = _free_list(data, meta, in_file)
+    if free is None:
+        return [f"{_FREE_LIST} does not read as a B-tree from its root, page {meta.free_root}: a damaged "
+                f"page (every write would fail)"]
+    free_tree, listed = free
+    problems = []
+    outside = [p for p in listed if not 2 <= p <= meta.last_pg]
+    if outside:
+        more = f", and {len(outside) - 1} more" if len(outside) > 1 else ""
+        problems.append(f"{_FREE_LIST} lists page {outside[0]}, which the store does not have (it has "
+                        f"pages 2 to {meta.last_pg}){more}")
+    twice = [p for p, n in collections.Counter(listed).items() if n > 1]
+    if twice:
+        problems.append(f"{_FREE_LIST} lists page {twice[0]} twice")
+    main = _tree(data, meta.main_root, meta.psize, in_file) if meta.main_root is not None else ([], [])
+    if main is None:
+        return problems  # no table opens: the open said so
+    owners = {"LMDB's free list": free_tree, "LMDB's main table": main[0]}
+    for flags, key, value in main[1]:
+        if not flags & _F_SUBDATA or len(value) != _MDB_DB.size:
+            continue
+        record = _MDB_DB.unpack(value)
+        if record[1] & _MDB_DUPSORT:
+            return problems  # its sub-trees' pages are not walked here (mqcli's tables have none)
+        table = _tree(data, record[-1], meta.psize, in_file, nodes=False) if record[-1] != _NO_PAGE else ([], [])
+        if table is None:
+            return problems
+        owners[f"table {key.decode('utf-8', 'replace')}"] = table[0]
+    free_pages = set(listed)
+    taken = {0, 1}
+    for owner, pages in owners.items():
+        used = free_pages.intersection(pages)
+        if used:
+            problems.append(f"{_FREE_LIST} lists page {min(used)}, which {owner} uses"
+                            f"{f' (and {len(used) - 1} more)' if len(used) > 1 else ''}: a write would "
+                            f"take it and overwrite it")
+        taken.update(pages)
+    lost = meta.last_pg + 1 - len(taken | free_pages)
+    if lost > 0 and not problems:
+        problems.append(f"{lost} of the store's {meta.last_pg + 1} pages are in no table and not in {_FREE_LIST}: "
+                        f"a damaged free list or table record")
+    return problems
 
 
 # LMDB's lock file: a header and a 64-byte slot per reader (MDB_txninfo, MDB_reader; 65,664
@@ -427,8 +557,8 @@ def open_environment(path: Path, map_size: int, readonly: bool = False, reserve:
             str(path), map_size=map_size, max_dbs=len(DATABASES) + 4, max_readers=MAX_READERS,
             metasync=False, sync=True, mode=0o600, readonly=readonly, lock=True, readahead=False,
         )
-    except (lmdb.InvalidError, lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
-        raise StoreCorrupt(f"the store at {path} is damaged: LMDB: {exc}; {RESTORE}") from None
+    except _DAMAGE as exc:
+        raise lmdb_failed(exc, path) from None
     except lmdb.Error as exc:
         if says_disk_full(exc):
             raise StoreFull(f"the disk is full: cannot open the store at {path} ({exc})") from None
@@ -466,4 +596,5 @@ def open_environment(path: Path, map_size: int, readonly: bool = False, reserve:
             raise StoreCorrupt(f"the store at {path} is damaged: LMDB cannot open its tables ({exc}); "
                                f"{RESTORE}") from None
         raise StoreCorrupt(f"the store at {path} lacks its tables: {exc}") from None
+    _opened.add(os.path.abspath(path))
     return env, dbs

@@ -10,10 +10,13 @@ process, so a crash shows as a signal death, not as a passing test.
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
+import select
 import struct
 import subprocess
+import time
 
 import lmdb
 import pytest
@@ -25,6 +28,8 @@ from store.errors import StoreCorrupt
 
 PAGE = mmap.PAGESIZE  # LMDB's page size: the system's
 CORRUPT = "[MQ_ERROR_STORE_CORRUPT]"
+RESTORE = "restore the store from a backup (`mqcli backup`) or a snapshot (`mqcli snapshot`)"
+FREE_LIST = "LMDB's free list (the B-tree of the pages it may reuse)"
 # every kind of command: writes, destructive and browsing reads, the reading handle (stats,
 # info), the check, a wait
 COMMANDS = (("put", "q", "x"), ("get", "q"), ("browse", "q"), ("stats",), ("info",), ("check",),
@@ -187,10 +192,13 @@ def test_a_meta_page_claiming_pages_the_file_lacks_is_refused(store):
 @pytest.mark.parametrize("table", ["pos", "meta", "queues"])
 def test_a_zeroed_table_root_is_exit_11_for_every_command(store, table):
     """Damage the size cannot show: a table's root page of zeros. LMDB says MDB_CORRUPTED
-    (it keeps no checksums: what it meets is a page of the wrong type)."""
+    (it keeps no checksums: what it meets is a page of the wrong type), and the line says
+    which store is damaged and how to restore it (store/environment.py `lmdb_failed`)."""
     _patch(store, _tables(store)[table] * PAGE, bytes(PAGE))
     for args in (("put", "q", "x"), ("get", "q"), ("browse", "q"), ("stats",)):
-        _refused(store.subprocess(*args))
+        line = _refused(store.subprocess(*args))
+        assert line.startswith(f"{ERROR_PREFIX}the store at {store.store} is damaged: LMDB: mdb_"), line
+        assert line.endswith(f": MDB_CORRUPTED: Located page was wrong type; {RESTORE} {CORRUPT}"), line
     check = store.subprocess("check")
     assert check.code == 11 and check.err_lines[-1].endswith(CORRUPT), check
 
@@ -214,3 +222,115 @@ def test_a_sparse_copy_and_a_hole_past_the_end_are_no_damage(store):
     os.truncate(_data(store), _data(store).stat().st_size + (1 << 20))
     for args in (("browse", "q"), ("check",)):
         assert store.subprocess(*args).code == 0
+
+
+def _first_listed_free_page(cli) -> int:
+    """Where in data.mdb the first page number LMDB's free list lists is: its root is one leaf
+    page in these stores, whose nodes map a transaction id to a count and that many pages
+    (store/environment.py: LMDB's page layout)."""
+    meta = _meta(cli)
+    assert meta.free_root is not None
+    page = _data(cli).read_bytes()[meta.free_root * PAGE:(meta.free_root + 1) * PAGE]
+    _, _, flags, lower, _ = struct.unpack_from("=QHHHH", page)
+    assert flags & 0x02, "the free list's root is a leaf"
+    for i in range((lower - 16) // 2):
+        (at,) = struct.unpack_from("=H", page, 16 + 2 * i)
+        _, _, node_flags, key_size = struct.unpack_from("=HHHH", page, at)
+        value = at + 8 + key_size
+        if not node_flags & 0x01 and struct.unpack_from("=Q", page, value)[0]:  # inline, not empty
+            return meta.free_root * PAGE + value + 8
+    pytest.fail("no page number listed in the free list's root page")
+
+
+def _check_found(cli, problem: str) -> None:
+    """`mqcli check` says the store is damaged: the problem, then exit 11's one line."""
+    check = cli.subprocess("check")
+    assert check.code == 11, check
+    assert check.err_lines == [
+        f"mqcli: check: {problem}",
+        f"{ERROR_PREFIX}the store at {cli.store} is inconsistent: 1 problem(s) found {CORRUPT}"], check
+    assert "consistent" not in check.out
+
+
+def test_check_finds_a_zeroed_free_list(store):
+    """LMDB reads its free list only to take pages for a write, and no table walk reads it:
+    with its root page zeroed, every put fails while every read works. `mqcli check` reads
+    it too (store/environment.py `free_list_problems`)."""
+    meta = _meta(store)
+    _patch(store, meta.free_root * PAGE, bytes(PAGE))
+    _check_found(store, f"{FREE_LIST} does not read as a B-tree from its root, page {meta.free_root}: "
+                        f"a damaged page (every write would fail)")
+    assert store.subprocess("browse", "q", "--count", "1").code == 0
+    line = _refused(store.subprocess("put", "q", "x"))
+    assert line == (f"{ERROR_PREFIX}the store at {store.store} is damaged: LMDB: mdb_put: MDB_CORRUPTED: "
+                    f"Located page was wrong type; {RESTORE} {CORRUPT}")
+
+
+def test_check_finds_a_free_list_that_lists_a_page_in_use(store):
+    """A page number in the free list changed to a table's page: LMDB would hand that page to
+    the next write, which would overwrite the table's. No read notices."""
+    root = _tables(store)["pos"]
+    _patch(store, _first_listed_free_page(store), struct.pack("=Q", root))
+    _check_found(store, f"{FREE_LIST} lists page {root}, which table pos uses: a write would take it and "
+                        f"overwrite it")
+
+
+def test_check_finds_a_free_list_that_lists_a_page_past_the_file(store):
+    """A page number in the free list changed to one past the store's last page."""
+    meta = _meta(store)
+    _patch(store, _first_listed_free_page(store), struct.pack("=Q", meta.last_pg + 7))
+    _check_found(store, f"{FREE_LIST} lists page {meta.last_pg + 7}, which the store does not have (it "
+                        f"has pages 2 to {meta.last_pg})")
+
+
+def test_an_lmdb_error_that_reaches_the_cli_names_the_store(tmp_path, monkeypatch):
+    """An LMDB error no store method turned into its own (a read outside the store's
+    transactions) is said as the store says it (mqcli/exits.py `_store_error`)."""
+    import io
+
+    from mqcli.exits import report
+    from store import environment
+
+    monkeypatch.setattr(environment, "_opened", {str(tmp_path)})
+    said = io.StringIO()
+    code = report(lmdb.CorruptedError("mdb_get: MDB_CORRUPTED: Located page was wrong type"),
+                  json_errors=False, stream=said)
+    assert code == 11
+    assert said.getvalue() == (f"{ERROR_PREFIX}the store at {tmp_path} is damaged: LMDB: mdb_get: MDB_CORRUPTED: "
+                               f"Located page was wrong type; {RESTORE} {CORRUPT}\n")
+
+
+def _waiting(cli) -> bool:
+    return any(not f.name.startswith("new-") for f in (cli.store / "wait").iterdir())
+
+
+@pytest.mark.parametrize("args", [("get", "q", "--wait", "30s"), ("browse", "q", "--follow", "--idle", "30s"),
+                                  ("stats", "--watch", "--interval", "0.2s", "-o", "jsonl")])
+def test_a_data_file_cut_while_a_command_waits_is_exit_11(store, spawn, args):
+    """A command that has the store mapped and waits (for a message, for the next interval)
+    checks the data file again before it reads after the wait: cut meanwhile, it ends with
+    exit 11 and one line, not SIGBUS at its next read of a lost page (Store._env)."""
+    store.ok("get", "q", "--all", "-o", "body")  # empty: get and browse wait
+    meta = _meta(store)
+    needed = (meta.last_pg + 1) * meta.psize
+    proc = spawn(store, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if args[0] == "stats":
+        assert select.select([proc.stdout], [], [], 30)[0], "no snapshot within 30 s"
+        assert proc.stdout.readline()  # a snapshot shown: the next comes after a wait
+    else:
+        for _ in range(400):  # its FIFO in the store's wait/ directory: it waits
+            if _waiting(store) or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert _waiting(store), proc.poll()
+    os.truncate(_data(store), 2 * PAGE)  # its meta pages left: every table's pages lost
+    proc.wait(timeout=30)
+    err = proc.stderr.read().decode()
+    assert proc.returncode == 11, (proc.returncode, err)
+    assert err.count("\n") == 1, err
+    message = (f"the store at {store.store} is damaged: {_data(store)} is truncated: {2 * PAGE} bytes, "
+               f"but LMDB's meta page says it uses {needed} ({meta.last_pg + 1} pages of {PAGE} bytes); {RESTORE}")
+    if args[0] == "stats":
+        assert json.loads(err)["error"]["message"] == message
+    else:
+        assert err == f"{ERROR_PREFIX}{message} {CORRUPT}\n"
