@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -199,7 +200,7 @@ def outcome(command: Callable[[], int], argv: list[str]) -> int:
     except Reported as exc:
         return exc.code
     except KeyboardInterrupt:
-        return report(signals.interruption(), json_errors=wants_json(argv))
+        return _interrupted(argv)
     except OutputClosed:
         # the reader went away (`mqcli get q --all | head`): nothing more to say, and a
         # destructive get whose output could not be written did not commit
@@ -208,13 +209,24 @@ def outcome(command: Callable[[], int], argv: list[str]) -> int:
     except Exception as exc:
         if "--traceback" in argv:
             raise
-        if _caused_by_interrupt(exc):
-            return report(signals.interruption(), json_errors=wants_json(argv))
+        if _caused_by_interrupt(exc) or signals.resent():
+            return _interrupted(argv)
         from store.errors import DiskFull
 
         if isinstance(exc, DiskFull):
             _drop_unwritten_stdout()
         return report(exc, json_errors=wants_json(argv))
+
+
+def _interrupted(argv: list[str]) -> int:
+    """Report the Ctrl-C or SIGTERM that ended the command. The exit code is decided: one that
+    is still on its way (sent again by signals._dropped) is not reported a second time."""
+    from . import signals
+
+    if signals.resent():
+        for signum in signals.SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+    return report(signals.interruption(), json_errors=wants_json(argv))
 
 
 def _caused_by_interrupt(exc: BaseException) -> bool:

@@ -78,6 +78,14 @@ def install() -> None:
 
 
 _next_unraisablehook: Callable[[sys.UnraisableHookArgs], Any] = sys.__unraisablehook__
+# a signal whose exception Python dropped, sent again (`_dropped`); until it is acted on, what
+# it broke on the way (an import it interrupted: "cannot import name ...") is its doing
+_resent: int | None = None
+
+
+def resent() -> bool:
+    """Whether a Ctrl-C or SIGTERM came whose exception Python dropped (it is sent again)."""
+    return _resent is not None
 
 
 def _dropped(unraisable: sys.UnraisableHookArgs) -> None:
@@ -94,7 +102,8 @@ def _dropped(unraisable: sys.UnraisableHookArgs) -> None:
     if not isinstance(unraisable.exc_value, KeyboardInterrupt):
         _next_unraisablehook(unraisable)
         return
-    signum = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
+    global _resent
+    signum = _resent = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
     main = threading.main_thread().ident
     assert main is not None  # it runs
     try:
@@ -105,7 +114,7 @@ def _dropped(unraisable: sys.UnraisableHookArgs) -> None:
 
 def interruption() -> KeyboardInterrupt:
     """The exception to report for an interrupted command: Ctrl-C, or SIGTERM."""
-    return Terminated() if _received == signal.SIGTERM else KeyboardInterrupt()
+    return Terminated() if signal.SIGTERM in (_received, _resent) else KeyboardInterrupt()
 
 
 def _waiting_to_write() -> bool:

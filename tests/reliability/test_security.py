@@ -65,7 +65,7 @@ def test_a_store_is_created_0700_with_0600_files_whatever_the_umask(tmp_path, um
             getter.wait()
     assert mode(store) == 0o700 and mode(store / "wait") == 0o700
     files = {p.name: mode(p) for p in store.iterdir() if p.is_file()}
-    assert files == {"data.mdb": 0o600, "lock.mdb": 0o600, "mqcli-store.json": 0o600}
+    assert files == {"data.mdb": 0o600, "lock.mdb": 0o600, "mqcli-store.json": 0o600, "writer.lock": 0o600}
 
 
 @pytest.mark.parametrize("unsafe", [0o720, 0o702, 0o770, 0o1777], ids=lambda m: f"mode-{m:o}")
