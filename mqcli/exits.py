@@ -17,13 +17,10 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from store.errors import StoreError
 from store.exit_codes import ExitCode, Status
-
-if TYPE_CHECKING:
-    import lmdb
 
 __all__ = ["ExitCode", "Status", "UsageError", "Declined", "Failed", "outcome", "report", "wants_json",
            "output_mode", "errors_as_json"]
@@ -54,14 +51,6 @@ class Reported(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
-
-
-def _store_error(exc: lmdb.Error) -> StoreError:
-    """An LMDB error the store let through: what LMDB met reading the store's pages (a damaged
-    data file) is exit 11, never an internal error, said as the store says it (lmdb_failed)."""
-    from store.environment import lmdb_failed
-
-    return lmdb_failed(exc)
 
 
 def one_line(text: str) -> str:
@@ -146,7 +135,10 @@ def report(exc: BaseException, *, json_errors: bool, stream: TextIO | None = Non
     stream = stream or sys.stderr
     lmdb = sys.modules.get("lmdb")  # only a process that opened a store can meet an LMDB error
     if lmdb is not None and isinstance(exc, lmdb.Error):
-        exc = _store_error(exc)
+        # one the store let through: exit 11, never an internal error, said as the store says it
+        from store.environment import lmdb_failed
+
+        exc = lmdb_failed(exc)
     if isinstance(exc, UnicodeEncodeError) and "surrogates" in exc.reason:
         # an argument's bytes that are not UTF-8 (Python keeps them as surrogates): usable as
         # a body, not as a queue name, label, id or option

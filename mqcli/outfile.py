@@ -40,10 +40,8 @@ def regular_or_new(target: Path) -> bool:
     """Whether `target` (through its links) is a regular file or nothing yet."""
     try:
         return stat.S_ISREG(os.stat(target).st_mode)
-    except FileNotFoundError:
-        return True
     except OSError:
-        return True  # written_whole says why it cannot write there
+        return True  # nothing there yet; or written_whole says why it cannot write there
 
 
 @contextlib.contextmanager

@@ -86,10 +86,7 @@ class Spool:
         with self._ready:
             self._raise_failure()
             if self._in_memory + len(chunk) <= MEMORY or self._file_failed:
-                self._in_memory_wait(len(chunk))
-                self._in_memory += len(chunk)
-                self._waiting.append(chunk)
-                self._ready.notify_all()
+                self._keep(chunk)
                 return
             if self._in_file == 0 and self._end:  # the thread caught up: start the file afresh
                 self._end = self._checked_at = 0
@@ -97,19 +94,21 @@ class Spool:
         place = self._to_file(chunk)  # written outside the lock: the thread goes on meanwhile
         with self._ready:
             if place is None:  # no room for a file: wait for the sink instead
-                self._in_memory_wait(len(chunk))
-                self._in_memory += len(chunk)
-                self._waiting.append(chunk)
-            else:
-                self._in_file += len(chunk)
-                self._waiting.append(place)
+                self._keep(chunk)
+                return
+            self._in_file += len(chunk)
+            self._waiting.append(place)
             self._ready.notify_all()
 
-    def _in_memory_wait(self, size: int) -> None:
-        """With the lock held: wait until memory has room for `size` more bytes (or the sink failed)."""
-        while self._in_memory and self._in_memory + size > MEMORY and self._failure is None:
+    def _keep(self, chunk: bytes) -> None:
+        """With the lock held: queue `chunk` in memory, once memory has room for it (waiting
+        for the sink to take some, unless nothing waits in memory), or raise the sink's failure."""
+        while self._in_memory and self._in_memory + len(chunk) > MEMORY and self._failure is None:
             self._ready.wait()
         self._raise_failure()
+        self._in_memory += len(chunk)
+        self._waiting.append(chunk)
+        self._ready.notify_all()
 
     def _to_file(self, chunk: bytes) -> tuple[int, int] | None:
         """Write `chunk` at the file's end; None where the file cannot (or should not) grow."""

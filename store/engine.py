@@ -552,11 +552,11 @@ class Store(Forwarding):
     def _env(self) -> lmdb.Environment:
         """The LMDB environment, in the process that opened it only: LMDB handles do not
         survive fork() ("use an MDB_env in the process which opened it, without fork()ing").
-        Used again after a wait (`_IDLE`, or a getter's wake-up: `_waited`), the data file is
-        checked first as at open (verify_data_file): a file cut while it was mapped is a SIGBUS
-        at the first read of a page it lost (docs/design.md#store, "A data file cut while it is
-        mapped"); one read of the meta pages and an fstat, not on a command's back-to-back
-        operations."""
+        Used again after a wait (`_IDLE`, or a getter's wake-up: `_waited`), the data file's
+        size is looked at first (an fstat), and the file checked as at open (verify_data_file)
+        if it shrank: a file cut while it was mapped is a SIGBUS at the first read of a page it
+        lost (docs/design.md#store, "A data file cut while it is mapped"); not on a command's
+        back-to-back operations."""
         if self._closed:
             raise StoreUnavailable(f"this handle on the store at {self.path} is closed; open the store again")
         if _PID[0] != self._pid:  # every operation asks: no getpid() system call each time
@@ -880,9 +880,9 @@ class Store(Forwarding):
         def purge(t: Write) -> Undone:
             removed, delivering = 0, Counter[str]()
             for m in doomed(t):
-                hold = holders.lookup(t, m.confirm_id) if m.confirm_id is not None else None
-                if hold is not None:
-                    delivering[hold.what] += 1
+                by = holders.delivering(t, m)
+                if by is not None:
+                    delivering[by] += 1
                     continue
                 t.remove(m)
                 removed += 1
@@ -1743,9 +1743,9 @@ class Store(Forwarding):
                     if m.state == TX_LOCKED:
                         tx_locked += 1
                         continue
-                    hold = holders.lookup(t, m.confirm_id) if m.confirm_id is not None else None
-                    if hold is not None:
-                        delivering[hold.what] += 1
+                    by = holders.delivering(t, m)
+                    if by is not None:
+                        delivering[by] += 1
                         continue
                     t.release(m)
                     done += 1

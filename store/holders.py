@@ -131,6 +131,13 @@ def claimed(t: Write, qid: int, confirm_id: int) -> Hold | None:
     return next((h for h in holds(t) if h.confirm_id == confirm_id and h.qid == qid), None)
 
 
+def delivering(t: Write, m: Message) -> str | None:
+    """Who is delivering `m` right now ("get in process 4711": a live process writing it out
+    or sending it), None if no one: what an operators' undo or purge leaves to that process."""
+    hold = lookup(t, m.confirm_id) if m.confirm_id is not None else None
+    return None if hold is None else hold.what
+
+
 def leaving(t: Write, m: Message) -> bool:
     """Whether a get is delivering `m` right now: it is on its way out of the store (in
     `get a --all -o jsonl | put b --jsonl -` the put meets the msg_ids the get still holds,
