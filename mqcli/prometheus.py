@@ -110,7 +110,7 @@ def write_textfile(path: Path, text: str) -> None:
 
 
 _TOTALS = (
-    ("put_messages", "mqcli_queue_put_messages_total", "Messages put on (enqueued into) the queue."),
+    ("put_messages", "mqcli_queue_put_messages_total", "Messages put on the queue (a two-phase put once confirmed, a transaction's once committed)."),
     ("put_bytes", "mqcli_queue_put_bytes_total", "Bytes of the messages put on the queue."),
     ("got_messages", "mqcli_queue_got_messages_total", "Messages got from the queue (committed destructive gets)."),
     ("got_bytes", "mqcli_queue_got_bytes_total", "Bytes of the messages got from the queue."),

@@ -1,6 +1,8 @@
 """Per-queue counters kept in the store, written in the commit that changes them: how many
 messages are in each in-flight state and at each priority now, and cumulative counts (put, got,
-expired, backed out, dead-lettered, by reason) that make rates possible. `stats`, Prometheus
+expired, backed out, dead-lettered, by reason) that make rates possible. A put counts when its
+message becomes visible: a two-phase put when confirmed, a transaction's puts when it commits
+(an undone or aborted put never reached the queue: Write.put_made_visible). `stats`, Prometheus
 metrics and `health` read them without walking a queue's messages.
 
 meta ``k qid(4)`` → 20 × u64: enqueued messages, enqueued bytes, got messages, got bytes,

@@ -395,6 +395,12 @@ def tx_put_committed(raw: bytes) -> bytes | None:
                      _NOT_IN_FLIGHT, raw[_AT_CONFIRM + _IN_FLIGHT.size:]))
 
 
+def body_size_of(raw: bytes) -> int:
+    """The size of a valid record's body, read from its header alone."""
+    return int(_BODY_SIZE.unpack_from(raw, _FIXED - _BODY_SIZE.size)[0])
+
+
+_BODY_SIZE = struct.Struct(">I")  # the last of a record's lengths
 _new_message = Message.__new__  # decode's common case: see there
 # a record's flags byte -> (report, express, trace, dead_letter, tx_put), as Message takes them
 _FLAG_FIELDS = tuple((bool(f & _F_REPORT), bool(f & _F_EXPRESS), bool(f & _F_TRACE), not f & _F_NO_DEAD_LETTER,

@@ -40,7 +40,7 @@ from .queues import (
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, FORMAT_V1, GET_UNCONFIRMED, LOCKED_BROWSE,
     PUT_UNCONFIRMED, TX_LOCKED, VERSION_AND_PUT_TIME, Message, RecordView, at_rest, decode, encode, iso_time,
-    put_time_of, tx_put_committed,
+    body_size_of, put_time_of, tx_put_committed,
 )
 
 if TYPE_CHECKING:
@@ -647,7 +647,7 @@ class Write:
         positions: list[tuple[bytes, bytes]] = []
         entries: list[tuple[bytes, bytes]] = []
         append, place = entries.append, positions.append
-        size = 0
+        size = unseen = unseen_size = 0
         qid = q.qid
         pos_tag = keys.POS
         locations: dict[int, bytes] = {}
@@ -680,6 +680,9 @@ class Write:
                 held.append((keys.seq_key(m.seq), record))
                 in_flight[m.state] += 1
                 state_keys = state_entries(m)
+                if m.hidden:  # counted as put when it is made visible (put_made_visible)
+                    unseen += 1
+                    unseen_size += len(m.body)
             location = locations.get(priority)
             if location is None:
                 location = locations[priority] = keys.location(qid, priority)
@@ -692,8 +695,8 @@ class Write:
             if m.lease_expires:  # its E entry if in flight (state_entries): a bound either way
                 self.deadline_added(m.lease_expires)
         entries += identity.run_entries(q.qid, messages)
-        c.put_messages += len(messages)
-        c.put_bytes += size
+        c.put_messages += len(messages) - unseen
+        c.put_bytes += size - unseen_size
         lt = self.lt
         for db, items in ((self.pos_db, positions), (self.idx_db, entries), (self.msg_db, held)):
             if len(items) > 4:
@@ -908,7 +911,17 @@ class Write:
             return self.transition(m, durable=durable, state=LOCKED_BROWSE, confirm_id=None, since=self.now)
         if to != AVAILABLE:
             raise InvalidArgument(f"a message leaves an in-flight state for available, locked-browse or gone, not {to!r}")
+        if m.hidden:
+            self.put_made_visible(m.qid, 1, len(m.body))
         return self.transition(m, durable=durable, state=AVAILABLE)
+
+    def put_made_visible(self, qid: int, count: int, size: int) -> None:
+        """Count as put the messages of a confirmed two-phase put or a committed transaction:
+        a hidden put (Message.hidden) is not counted when it is stored, as an undone or aborted
+        one never was put (the queue's put counters add up to what it received)."""
+        c = self.queue_counters(qid, change=True)
+        c.put_messages += count
+        c.put_bytes += size
 
     def commit_tx_puts(self, tx_id: int, qid: int) -> int:
         """Make the messages transaction `tx_id` put in queue `qid` available, as
@@ -919,7 +932,7 @@ class Write:
         gets) are left for leave."""
         lt, msg_db, pos_db, idx_db = self.lt, self.msg_db, self.pos_db, self.idx_db
         prefix = keys.id_in_queue_prefix(keys.TX, qid, tx_id)
-        done = 0
+        done = size = 0
         for seq, location in self._entries(prefix):
             seq_key = keys.seq_key(seq)
             raw = lt.get(seq_key, db=msg_db)
@@ -930,8 +943,10 @@ class Write:
             lt.delete(_pack_id_in_queue(keys.TX, qid, tx_id, location[4], seq), db=idx_db)  # its state_entries
             lt.put(keys.POS + location + seq_key, committed, db=pos_db)
             done += 1
+            size += body_size_of(committed)
         if done:
             self.queue_counters(qid, change=True).in_flight[TX_LOCKED] -= done
+            self.put_made_visible(qid, done, size)
             self.woke.add(qid)
             self.durable = True
         return done

@@ -84,6 +84,36 @@ def test_prometheus_metrics_parse_and_agree_with_the_store(cli):
     assert cli.ok("check").code == 0
 
 
+def test_a_put_counts_when_it_is_made_visible_not_when_it_is_undone_or_aborted(cli):
+    """A two-phase put counts as put when it is confirmed, a transaction's puts when it
+    commits: an undone or aborted put never reached the queue (the counts add up to its depth)."""
+    cli.ok("queue", "create", "work", "--transactional", "-q")
+
+    def put_totals():
+        found = families(cli.subprocess("stats", "--prometheus").out)  # another process, the store open here
+        return {q: (value(found, "mqcli_queue_put_messages_total", queue=q),
+                    value(found, "mqcli_queue_put_bytes_total", queue=q)) for q in ("q", "work")}
+
+    with Store.open(cli.store) as st:
+        tx = st.tx_begin()
+        st.put("work", b"x" * 100, tx=tx)
+        st.put("q", b"two-phase", confirm_id=5)
+        assert put_totals() == {"q": (0, 0), "work": (0, 0)}  # nothing visible yet
+        st.tx_abort(tx)
+        st.undo("q", confirm_id=5)
+        assert put_totals() == {"q": (0, 0), "work": (0, 0)}
+        tx = st.tx_begin()
+        st.put("work", b"y" * 300, tx=tx)
+        st.put("work", b"z" * 20, tx=tx)
+        st.put("q", b"kept", confirm_id=6)
+        st.tx_commit(tx)
+        st.confirm("q", confirm_id=6)
+        st.put("q", b"plain")
+    assert put_totals() == {"q": (2, 9), "work": (2, 320)}
+    with Store.open(cli.store) as st:
+        assert {s.name: s.depth for s in st.stats() if s.name in ("q", "work")} == {"q": 2, "work": 2}
+
+
 def test_counters_survive_a_restart_and_match_the_messages(cli):
     workload(cli)
     first = families(cli.ok("stats", "--prometheus").out)
