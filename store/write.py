@@ -707,7 +707,8 @@ class Write:
         if len(held) < len(messages):
             self.woke.add(q.qid)
         self._count(q.qid, len(messages), size, durable=not express)
-        self._qtimes.setdefault(q.qid, [0, 0])[0] = self.now
+        if unseen < len(messages):
+            self._qtimes.setdefault(q.qid, [0, 0])[0] = self.now
 
     def remove(self, m: Message) -> None:
         """Delete a message and every index entry pointing at it."""
@@ -916,12 +917,14 @@ class Write:
         return self.transition(m, durable=durable, state=AVAILABLE)
 
     def put_made_visible(self, qid: int, count: int, size: int) -> None:
-        """Count as put the messages of a confirmed two-phase put or a committed transaction:
-        a hidden put (Message.hidden) is not counted when it is stored, as an undone or aborted
-        one never was put (the queue's put counters add up to what it received)."""
+        """Count as put, now, the messages of a confirmed two-phase put or a committed
+        transaction: a hidden put (Message.hidden) is not counted when it is stored, nor is it
+        the queue's last put, as an undone or aborted one never was put (the queue's put
+        counters add up to what it received)."""
         c = self.queue_counters(qid, change=True)
         c.put_messages += count
         c.put_bytes += size
+        self._qtimes.setdefault(qid, [0, 0])[0] = self.now
 
     def commit_tx_puts(self, tx_id: int, qid: int) -> int:
         """Make the messages transaction `tx_id` put in queue `qid` available, as

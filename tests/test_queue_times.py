@@ -55,15 +55,32 @@ def test_browse_locks_and_undone_gets_are_not_gets_a_confirmed_one_is(st, clock)
     assert times(st)[1] == us(clock)
 
 
-def test_a_transactional_get_counts_when_it_commits(tmp_path, clock):
+def test_a_two_phase_put_is_a_put_when_confirmed(st, clock):
+    st.put("q", b"undone", confirm_id=5)
+    st.undo("q", confirm_id=5)
+    assert times(st) == (None, None)
+    st.put("q", b"kept", confirm_id=6)
+    clock.advance(2)
+    assert times(st) == (None, None)  # pending until confirmed (MQe two-phase put)
+    st.confirm("q", 6)
+    assert times(st) == (us(clock), None)
+
+
+def test_a_transactional_put_or_get_counts_when_it_commits(tmp_path, clock):
     from store import Store
 
     with Store.open(tmp_path / "s", create=True, clock=clock) as st:
         st.create_queue("tq", transactional=True)
         tx = st.tx_begin()
+        st.put("tq", b"aborted", tx=tx)
+        st.tx_abort(tx)
+        assert times(st, "tq") == (None, None)  # an aborted put never was put
+        tx = st.tx_begin()
         st.put("tq", b"x", tx=tx)
-        assert times(st, "tq") == (us(clock), None)  # the put is a put when enqueued, tx-locked
+        clock.advance(2)
+        assert times(st, "tq") == (None, None)  # nor is a put before its commit
         st.tx_commit(tx)
+        assert times(st, "tq") == (us(clock), None)
         clock.advance(3)
         tx = st.tx_begin()
         st.get("tq", wait=0, tx=tx)
