@@ -601,7 +601,7 @@ complete -c mqcli -n '__mqcli_at \'queue\'' -a 'list' -d 'List the queues with t
 complete -c mqcli -n '__mqcli_at \'queue\'' -a 'show' -d 'Show one queue\'s attributes and depth.'
 complete -c mqcli -n '__mqcli_at \'queue\'' -a 'set' -d 'Change a queue\'s label, quota, journal or max-backouts.'
 complete -c mqcli -n '__mqcli_at \'queue\'' -a 'purge' -d 'Remove every message of a queue, in any state (with --where, those it selects); refused (exit 10) while an open transaction holds one of them.'
-complete -c mqcli -n '__mqcli_at \'queue\'' -a 'delete' -d 'Delete a queue and its messages.'
+complete -c mqcli -n '__mqcli_at \'queue\'' -a 'delete' -d 'Delete a queue and its messages; refused (exit 10) while an open transaction holds one of them, and (exit 5) while a running get or dispatch is delivering one (it would be counted as deleted and delivered both): delete when that ends, or purge first.'
 complete -c mqcli -n '__mqcli_at \'queue\'' -s h -l help -d 'Show this message and exit.'
 
 # mqcli queue create

@@ -897,6 +897,7 @@ class Store(Forwarding):
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
             doomed = list(t.queue_messages(q))
             _refuse_open_transactions(q, doomed)
+            _refuse_delivering(t, q, doomed)
             t.remove_many(doomed)
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
             t.queue_changed(q.name)
@@ -1938,6 +1939,19 @@ def _refuse_open_transactions(q: QueueInfo, doomed: list[Message]) -> None:
         raise TransactionError(
             f"queue {q.name!r} has messages of open transaction "
             f"{', '.join(map(str, open_txs))}; commit or abort it first (`mqcli tx list`)")
+
+
+def _refuse_delivering(t: Write, q: QueueInfo, doomed: list[Message]) -> None:
+    """A queue delete removes no message a live process is delivering (a get writing it out, a
+    dispatch sending it): that process removes it once delivered, and the delete would count
+    it as deleted too. AlreadyReceived naming the process; purge leaves such messages instead."""
+    if not t.any_held():
+        return
+    busy = Counter(by for by in (holders.delivering(t, m) for m in doomed) if by is not None)
+    if busy:
+        held = "; ".join(f"{count} by a {holder}" for holder, count in busy.items())
+        raise AlreadyReceived(f"queue {q.name!r} has messages being delivered ({held}); delete it "
+                              f"when that ends (a purge now leaves those and removes the rest)")
 
 
 class _Backlog:

@@ -167,7 +167,9 @@ def purge(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = F
 @app.command("delete")
 @shared_options
 def delete(s: Session, name: NameArg, yes: YesOpt = False, dry_run: DryRunOpt = False) -> None:
-    """Delete a queue and its messages.
+    """Delete a queue and its messages; refused (exit 10) while an open transaction holds
+    one of them, and (exit 5) while a running get or dispatch is delivering one (it would be
+    counted as deleted and delivered both): delete when that ends, or purge first.
 
     \b
     Example:
