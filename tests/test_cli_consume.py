@@ -290,7 +290,11 @@ def test_a_closed_output_pipe_stops_the_worker_with_141_and_dead_letters_nothing
     assert worker.returncode == 141, err
     with Store.open(cli.store) as st:
         left = st.browse("q", states="all")
-    assert len(left) >= 17 and {m.state for m in left} == {"available"} and {m.backouts for m in left} == {0}
+        got = {s.name: s.totals["got_messages"] for s in st.stats()}["q"]
+    # how many handlers finished before the reader went depends on the machine's load; every
+    # message is either confirmed (its output written whole) or back, as it was
+    assert got >= 1 and len(left) + got == 20, (got, len(left))
+    assert {m.state for m in left} == {"available"} and {m.backouts for m in left} == {0}
     assert cli.jsonl("browse", "dead-letter") == []
     assert b"back without a backout: the output closed" in err or len(left) == 19, err
 
