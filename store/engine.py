@@ -884,6 +884,7 @@ class Store(Forwarding):
                 if by is not None:
                     delivering[by] += 1
                     continue
+                ids.record_lapse(t, m, None, ids.PURGED)  # if in flight: its holder's late confirm is told
                 t.remove(m)
                 removed += 1
             t.durable = True
@@ -1748,7 +1749,8 @@ class Store(Forwarding):
                     if by is not None:
                         delivering[by] += 1
                         continue
-                    t.release(m)
+                    held = replace(m)
+                    ids.record_lapse(t, held, t.release(m), ids.UNDONE)  # its holder's late confirm is told
                     done += 1
             return Undone(done, dict(delivering), tx_locked)
         return self._write(undo)

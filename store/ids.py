@@ -1,14 +1,14 @@
-"""Confirm ids and lock ids: one holder each, and a day's memory of the ones whose lease lapsed.
+"""Confirm ids and lock ids: one holder each, and a day's memory of the ones taken from their holder.
 
 A confirm id or lock id names what one holder has in flight in one queue (docs/store-api.md).
 Two holders under one id cannot be told apart: a worker whose lease lapsed would confirm, and
 so delete, the message a second worker got again under the same id. So a get, put or browse
-with lock that names an id pending in the queue is refused (`claim`), and an id whose lease
-lapsed is remembered in the ``ids`` table (keys.py) for `RETENTION_US`: meanwhile a late
-confirm or undo is told that the lease lapsed and where the messages went (`unknown`), and no
+with lock that names an id pending in the queue is refused (`claim`), and an id whose messages
+left their in-flight state without their holder (a lapsed lease, expiry, an operators' undo,
+a purge: `CAUSES`) is remembered in the ``ids`` table (keys.py) for `RETENTION_US`: meanwhile
+a late confirm or undo is told what happened and where the messages went (`unknown`), and no
 new holder may take the id. `draw` makes a fresh id that is neither pending nor remembered.
-
-Operators' undo (`undo --all/--older-than`) and expiry are not lapses and leave no record.
+A holder's own confirm or undo leaves no record: the id is free again.
 """
 
 from __future__ import annotations
@@ -38,25 +38,43 @@ _WHAT = {keys.CONFIRM: "confirm id", keys.LOCK: "lock id"}
 _ID_KEY_SIZE = 13  # tag(1) qid(4) id(8)
 
 
+LAPSED, EXPIRED, UNDONE, PURGED = "lapsed", "expired", "undone", "purged"
+# what took messages from their holder -> (the event for a person, why a dead letter went,
+# what a message gone for good became)
+CAUSES = {
+    LAPSED: ("the lease of {what} {ident} lapsed", "max-backouts reached", "discarded (an unconfirmed put is undone)"),
+    EXPIRED: ("the messages under {what} {ident} expired", "expired", "dropped (expired, sent without dead-lettering)"),
+    UNDONE: ("{what} {ident} was undone by an operator (undo --all/--older-than)", "max-backouts reached",
+             "discarded (an unconfirmed put is undone)"),
+    PURGED: ("the messages under {what} {ident} were purged", "", "removed by the purge"),
+}
+
+
 @dataclass(slots=True)
 class Lapse:
-    """What became of the messages under an id when its lease lapsed (one record per id and
-    queue; several messages lapsing under one id add up)."""
+    """What became of the messages under an id when they were taken from their holder (one
+    record per id and queue; several messages under one id add up; `cause` is the latest's)."""
 
-    at: int  # µs since the epoch: the latest lapse under the id
+    at: int  # µs since the epoch: the latest time messages under the id were taken
     queue: str
     returned: int = 0  # back in the queue, available
     backouts: int = 0  # the highest backout count among those
-    dead_lettered: int = 0  # moved to a dead-letter queue at the queue's max-backouts
+    dead_lettered: int = 0  # moved to a dead-letter queue (max-backouts, expiry)
     dead_letter_queue: str | None = None
-    discarded: int = 0  # puts never confirmed: undone, so gone
+    discarded: int = 0  # gone: puts never confirmed (undone), dropped or purged
+    cause: str = LAPSED  # a key of CAUSES (records written before it were lapses)
 
     @property
     def until(self) -> int:
         return self.at + RETENTION_US
 
+    def event(self, tag: bytes, ident: int) -> str:
+        """What happened, for a person: "the lease of confirm id 42 lapsed"."""
+        return CAUSES.get(self.cause, CAUSES[LAPSED])[0].format(what=_WHAT[tag], ident=ident)
+
     def describe(self) -> str:
         """Where the messages went, for a person: "its message went back to queue 'q' (backouts 1)"."""
+        _, dead_why, gone = CAUSES.get(self.cause, CAUSES[LAPSED])
         total = self.returned + self.dead_lettered + self.discarded
         parts = []
         if self.returned:
@@ -64,10 +82,9 @@ class Lapse:
             parts.append(f"{_subject(self.returned, total)} went back to queue {self.queue!r}{backouts}")
         if self.dead_lettered:
             parts.append(f"{_subject(self.dead_lettered, total)} went to the dead-letter queue "
-                         f"{self.dead_letter_queue!r} (max-backouts reached)")
+                         f"{self.dead_letter_queue!r} ({dead_why})")
         if self.discarded:
-            parts.append(f"{_subject(self.discarded, total)} {'was' if self.discarded == 1 else 'were'} "
-                         f"discarded (an unconfirmed put is undone)")
+            parts.append(f"{_subject(self.discarded, total)} {'was' if self.discarded == 1 else 'were'} {gone}")
         return "; ".join(parts)
 
     def encode(self) -> bytes:
@@ -134,7 +151,7 @@ def claim(t: Write, tag: bytes, q: QueueInfo, ident: int, *, extend: bool = Fals
                       f"messages it will hold under it, and an id has one holder; use another id or auto")
     lapse = lapse_of(t, tag, q.qid, ident)
     if lapse is not None:
-        raise IdInUse(f"the lease of {what} {ident} lapsed at {when(lapse.at)} in queue {q.name!r}, "
+        raise IdInUse(f"{lapse.event(tag, ident)} at {when(lapse.at)} in queue {q.name!r}, "
                       f"so the id is reserved until {when(lapse.until)} (a late confirm or undo "
                       f"must not reach a new holder); use another id or auto")
 
@@ -183,22 +200,23 @@ def unknown(t: Write, tag: bytes, q: QueueInfo, ident: int) -> MessageNotFound:
     """The error for an id nothing is pending under (exit 4): it lapsed (and where its
     messages went), or it is unknown (never used, confirmed, undone)."""
     lapse = lapse_of(t, tag, q.qid, ident)
-    if tag == keys.CONFIRM:
-        if lapse is not None:
-            return ConfirmIdLapsed(f"the lease of confirm id {ident} lapsed at {when(lapse.at)}; "
-                                   f"{lapse.describe()}")
-        return UnknownConfirmId(f"no message of queue {q.name!r} is pending under confirm id {ident}")
     if lapse is not None:
-        return LockIdLapsed(f"the lease of lock id {ident} lapsed at {when(lapse.at)}; {lapse.describe()}")
+        error = ConfirmIdLapsed if tag == keys.CONFIRM else LockIdLapsed
+        return error(f"{lapse.event(tag, ident)} at {when(lapse.at)}; {lapse.describe()}")
+    if tag == keys.CONFIRM:
+        return UnknownConfirmId(f"no message of queue {q.name!r} is pending under confirm id {ident}")
     return UnknownLockId(f"no message of queue {q.name!r} is locked under lock id {ident}")
 
 
-# ---- remembering lapses ----------------------------------------------------------------------
+# ---- remembering ids taken from their holder ------------------------------------------------
 
-def record_lapse(t: Write, held: Message, kept: Message | None) -> None:
-    """Remember the ids of `held` (the message as it was, in flight) whose lease just lapsed;
-    `kept` is what the lapse left of it (Write.release): back in its queue, moved to a
-    dead-letter queue, or None (an unconfirmed put, discarded)."""
+def record_lapse(t: Write, held: Message, kept: Message | None, cause: str = LAPSED) -> None:
+    """Remember the ids of `held` (the message as it was, in flight) that `cause` (CAUSES) just
+    took from its holder; `kept` is what that left of it (Write.release, dead-lettering): back
+    in its queue, moved to a dead-letter queue, or None (an unconfirmed put, discarded; a
+    message dropped or purged). A message in no in-flight state has no ids: nothing is written."""
+    if not (held.confirm_id or held.lock_id):
+        return
     for tag, ident in ((keys.CONFIRM, held.confirm_id), (keys.LOCK, held.lock_id)):
         if not ident:
             continue
@@ -210,7 +228,7 @@ def record_lapse(t: Write, held: Message, kept: Message | None) -> None:
             t.lt.delete(time_key(Lapse.decode(bytes(old)).at, key), db=db)
         if lapse is None:
             lapse = Lapse(at=t.now, queue=held.queue)
-        lapse.at = t.now
+        lapse.at, lapse.cause = t.now, cause
         if kept is None:
             lapse.discarded += 1
         elif kept.qid != held.qid:

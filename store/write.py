@@ -1034,7 +1034,10 @@ class Write:
             if m is None or m.state == TX_LOCKED:
                 continue
             self.queue_counters(m.qid, change=True).expired += 1
-            self.dead_letter(m, "expired")
+            held = replace(m) if m.state != AVAILABLE else None
+            kept = self.dead_letter(m, "expired")
+            if held is not None:  # taken from its holder: a late confirm or undo is told; the ids rest a day
+                ids.record_lapse(self, held, kept, ids.EXPIRED)
             done += 1
         return done
 

@@ -205,15 +205,58 @@ def test_a_lapsed_lock_id_is_reserved_too(st, clock):
     assert st.browse_lock("q", lock_id=10)[0] == 10
 
 
-def test_an_operators_undo_is_not_a_lapse(st, clock):
+def _expire(st, clock):
+    clock.advance(3)  # past m1's ttl of 2 s: expiry takes a message in flight too
+    st.sweep()
+
+
+@pytest.mark.parametrize("take, event, went", [
+    (lambda st, clock: st.undo_inflight("q"), "confirm id 42 was undone by an operator (undo --all/--older-than)",
+     "its message went back to queue 'q' (backouts 1)"),
+    (_expire, "the messages under confirm id 42 expired",
+     "its message went to the dead-letter queue 'dead-letter' (expired)"),
+    (lambda st, clock: st.purge_queue("q", where="priority = 3"), "the messages under confirm id 42 were purged",
+     "its message was removed by the purge"),
+])
+def test_an_id_taken_from_its_holder_without_a_lapse_is_remembered_too(st, clock, take, event, went):
+    # expiry, an operators' undo and a purge free the id as a lapse does: a second holder
+    # taking it would have its message confirmed, so deleted, by the first one's late confirm
+    st.put("q", b"m1", ttl=2)
+    st.get("q", wait=0, confirm_id=42, lease=600)
+    st.put("q", b"m2", priority=5)
+    clock.advance(1)
+    take(st, clock)
+    taken_at = clock.now
+    before = snapshot(st)
+    with pytest.raises(errors.IdInUse) as refused:
+        st.get("q", wait=0, confirm_id=42)
+    assert refused.value.message == (
+        f"{event} at {when(taken_at)} in queue 'q', so the id is reserved until {when(taken_at + DAY)} "
+        f"(a late confirm or undo must not reach a new holder); use another id or auto")
+    for late in (lambda: st.confirm("q", 42), lambda: st.undo("q", confirm_id=42)):
+        with pytest.raises(errors.ConfirmIdLapsed) as told:
+            late()
+        assert told.value.message == f"{event} at {when(taken_at)}; {went}"
+    assert snapshot(st) == before  # m2 untouched, waiting for its holder
+    got = st.get("q", wait=0, confirm_id=43)
+    assert (got.body, st.confirm("q", 43)) == (b"m2", 1)
+
+
+def test_an_available_message_expired_or_purged_leaves_no_id_record(st, clock):
+    st.put("q", b"a", ttl=1)
+    st.put("q", b"b")
+    clock.advance(2)
+    st.sweep()
+    st.purge_queue("q")
+    assert ids_entries(st) == 0
+
+
+def test_a_holders_own_undo_frees_the_id(st, clock):
     st.put("q", b"a")
     st.get("q", wait=0, confirm_id=42, lease=30)
-    clock.advance(10)
-    assert st.undo_inflight("q") == 1
-    with pytest.raises(errors.UnknownConfirmId) as info:
-        st.confirm("q", 42)
-    assert not isinstance(info.value, errors.LeaseLapsed)
+    st.undo("q", confirm_id=42)
     assert st.get("q", wait=0, confirm_id=42).backouts == 1
+    assert ids_entries(st) == 0
 
 
 def test_lapsed_ids_are_forgotten_a_few_at_a_time_after_a_day(st, clock):
