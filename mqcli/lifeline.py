@@ -8,6 +8,12 @@ read end of a pipe that only the worker writes to. The worker tells it each comm
 group as it starts (`+PGID`) and as it ends (`-PGID`, before the worker reaps it, so the id
 cannot be reused meanwhile). When the pipe reaches end of file, the worker is gone, and the
 watcher kills the groups it was told of and still running.
+
+A command is also told with a deadline (`+PGID DEADLINE`, CLOCK_MONOTONIC seconds, one clock for
+every process of the machine): the watcher kills a group still running then. The worker kills
+its commands at `--lease` itself, but a worker that is stopped (SIGSTOP, a debugger, a frozen
+cgroup) kills nothing, while the store's lease of its message lapses and another worker runs it:
+twice at once. The deadline falls between the two (consume.py `watcher_deadline`).
 """
 
 from __future__ import annotations
@@ -20,18 +26,42 @@ import threading
 
 # the watcher: `-I -S`, no site-packages and no mqcli to import, a few ms to start
 _WATCHER = """
-import os, signal, sys
-groups = set()
-for line in sys.stdin.buffer:
-    if line[:1] == b"+":
-        groups.add(int(line[1:]))
-    elif line[:1] == b"-":
-        groups.discard(int(line[1:]))
-for pgid in groups:
+import os, select, signal, time
+groups = {}  # pgid -> deadline (CLOCK_MONOTONIC seconds; None: none)
+pending = b""
+def kill(pgid):
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+def read():
+    global pending
+    data = os.read(0, 65536)
+    pending += data
+    *lines, pending = pending.split(b"\\n")
+    for line in lines:
+        if line[:1] == b"+":
+            pgid, _, deadline = line[1:].partition(b" ")
+            groups[int(pgid)] = float(deadline) if deadline else None
+        elif line[:1] == b"-":
+            groups.pop(int(line[1:]), None)
+    return data
+while True:
+    deadlines = [d for d in groups.values() if d is not None]
+    timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+    if select.select([0], [], [], timeout)[0]:
+        if not read():
+            break
+        continue
+    if select.select([0], [], [], 0)[0] and not read():  # an end told meanwhile is heeded first
+        break
+    now = time.monotonic()
+    for pgid, deadline in list(groups.items()):
+        if deadline is not None and deadline <= now:
+            del groups[pgid]
+            kill(pgid)
+for pgid in groups:
+    kill(pgid)
 """
 
 
@@ -54,11 +84,12 @@ class Lifeline:
             self._watcher = None  # no watcher: the commands outlive a killed worker, as before
         return self
 
-    def watch(self, pgid: int) -> None:
-        """A command started in process group `pgid`."""
+    def watch(self, pgid: int, deadline: float | None = None) -> None:
+        """A command started in process group `pgid`, to be killed at `deadline` (time.monotonic)
+        if it still runs then, whatever this process is doing."""
         with self._lock:
             self._groups.add(pgid)
-            self._send(b"+%d\n" % pgid)
+            self._send(b"+%d\n" % pgid if deadline is None else b"+%d %.6f\n" % (pgid, deadline))
 
     def release(self, pgid: int) -> None:
         """The command of group `pgid` ended (not reaped yet)."""

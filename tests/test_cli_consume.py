@@ -523,3 +523,53 @@ def test_a_worker_whose_own_environment_leaves_no_room_gives_the_message_back_an
     assert json.loads(stdout) == {"queue": "q", "messages": 1, "confirmed": 0, "undone": 1, "killed": 0,
                                   "not_started": 1, "lapsed": 0, "returned": 1}
     assert held(cli) == [("b000", "available", 0)] and states(cli, "dead-letter") == []
+
+
+def test_a_stopped_workers_command_is_killed_before_its_message_may_run_elsewhere(cli, tmp_path):
+    # the worker kills its command at --lease with a timer of its own, which a stopped worker
+    # (SIGSTOP, a debugger, a frozen cgroup) never runs: the store lease of the message lapsed
+    # and another worker ran it while the first command still ran. The lifeline's watcher, a
+    # process of its own, kills it between --lease and the store lease
+    fill(cli, 1)
+    pid_file = tmp_path / "pid"
+    worker = _worker(cli, "--exec", f"echo $$ > {pid_file}; exec sleep 600", "--lease", "1s", "--count", "1",
+                     "-o", "json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 30, "the command"))
+        worker.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        wait_until(lambda: not _alive(pid), 30, "the stopped worker's command to be killed")
+        assert time.monotonic() - started < store_lease(1.0), "killed after its message could run elsewhere"
+        worker.send_signal(signal.SIGCONT)
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, err
+    summary = json.loads(stdout)
+    assert (summary["confirmed"], summary["undone"]) == (0, 1), summary
+    time.sleep(store_lease(1.0))  # whichever undid it, the message is back once, with one backout
+    assert held(cli) == [("b000", "available", 1)]
+
+
+@pytest.mark.parametrize("command, status, why", [
+    ("/nonexistent/handler", 127, "not found"),
+    ("{script}", 126, "found but not executable"),
+])
+def test_a_command_the_shell_cannot_run_stops_the_worker_and_dead_letters_nothing(cli, tmp_path, command, status, why):
+    # every message failed with the shell's 127 (or 126) and went, backout by backout, to the
+    # dead-letter queue, and the worker exited 0: a typo in --exec emptied the queue
+    cli.ok("queue", "set", "q", "--max-backouts", "1")
+    script = tmp_path / "handler.sh"
+    script.write_text("#!/bin/sh\ncat\n")
+    script.chmod(0o644)
+    messages = fill(cli, 3)
+    result = cli.subprocess("consume", "q", "--exec", command.format(script=script), "--idle", "5s", "-P", "2",
+                            timeout=120)
+    assert result.code == 2, result
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mqcli: error:")]
+    ids = {m.msg_id for m in messages}
+    assert len(errors) == 1 and any(errors[0].startswith(f"mqcli: error: message {i}: ") for i in ids), result
+    assert (f"the shell could not run the command (exit {status}: {why}; see its stderr); the message went back "
+            "without a backout [USAGE]") in errors[0], result
+    assert held(cli) == [(f"b{i:03d}", "available", 0) for i in range(3)]
+    assert states(cli, "dead-letter") == []

@@ -40,6 +40,13 @@ DEFAULT_LEASE = "5m"
 
 def store_lease(lease: float) -> float:
     return lease + max(1.0, min(30.0, lease))
+
+
+def watcher_deadline(lease: float) -> float:
+    """When the lifeline's watcher kills a command still running, in seconds from its start:
+    after this worker would have (at `lease`), before the store lease of its message lapses
+    and another worker may run it: a stopped worker's command never runs beside that one."""
+    return (lease + store_lease(lease)) / 2
 # how often a waiting worker looks at Ctrl-C (it waits on the store's wake-up meanwhile)
 SLICE = 1.0
 # after a command fails, the next message waits this long, doubled for each failure in a row
@@ -48,6 +55,10 @@ SLICE = 1.0
 BACKOFF = 0.05
 BACKOFF_MAX = 2.0
 _SIGPIPED = (-signal.SIGPIPE, 128 + signal.SIGPIPE)  # how sh reports a command SIGPIPE killed
+# the shell's own statuses for a command it could not run (POSIX, as xargs uses them): the
+# worker stops (exit 2), the message goes back without a backout, instead of every message
+# of the queue failing its way to the dead-letter queue
+_CANNOT_RUN = {126: "found but not executable", 127: "not found"}
 _PROP = "MQ_PROP_"  # a message's properties; the worker's own MQ_PROP_* variables are not passed on
 # What one exec may pass (execve(2), "Limits on size of arguments and environment"): on Linux
 # each string at most MAX_ARG_STRLEN, 32 pages (128 KiB with 4 KiB pages), and all of them with
@@ -185,7 +196,7 @@ def consume(
                 if outcome.error is not None:
                     tally.not_started += 1
                     if outcome.ours:
-                        unstartable = f"message {m.msg_id}: {outcome.error}"
+                        unstartable = f"message {m.msg_id}: {outcome.error}; the message went back without a backout"
                     else:
                         s.out.note(f"mqcli: message {m.msg_id}: {outcome.error}; message undone")
                 streak += 1
@@ -254,11 +265,10 @@ def consume(
                    + (f" ({tally.killed} killed past --lease)" if tally.killed else "")
                    + (f" ({tally.returned} back without a backout{': the output closed' if output_closed else ''})"
                       if tally.returned else "")
-                   + (f", {tally.lapsed} handled but not confirmed (their lease lapsed first)" if tally.lapsed else ""))
+                   + (f", {tally.lapsed} handled but not confirmed (taken from this worker meanwhile: "
+                      "its lease lapsed, or it expired, was undone or purged)" if tally.lapsed else ""))
     if unstartable is not None:  # exit 2: it is how the worker was started, and starting it again so fails again
-        raise UsageError(f"{unstartable}: the worker's environment and --exec leave no room for a message's variables "
-                         "(start it with a smaller environment, or a larger stack limit: ulimit -s); the message went "
-                         "back without a backout")
+        raise UsageError(unstartable)
     if output_closed:
         raise OutputClosed()
     if stopping.hard:  # the second signal killed the commands: it acts now, as if it came now (130, 143)
@@ -280,11 +290,14 @@ def _start(command: str, env: dict[str, str], m: Message, lease: float, results:
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=body, env=env, start_new_session=True)
     except OSError as exc:
-        results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}", ours=exc.errno == errno.E2BIG))
+        too_large = exc.errno == errno.E2BIG
+        results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}" + (
+            ": the worker's environment and --exec leave no room for a message's variables (start it with a "
+            "smaller environment, or a larger stack limit: ulimit -s)" if too_large else ""), ours=too_large))
         return _Run(None)
     finally:
         body.close()
-    lifeline.watch(proc.pid)
+    lifeline.watch(proc.pid, time.monotonic() + watcher_deadline(lease))
     run = _Run(proc)
     threading.Thread(target=run.wait, args=(m, lease, results, lifeline), daemon=True).start()
     return run
@@ -359,10 +372,12 @@ class _Run:
             code = proc.wait()
             if overdue.is_set() and code == -signal.SIGKILL:
                 code = None
+            elif code in _CANNOT_RUN:  # the worker's --exec, not the message: it would fail on every one
+                error = f"the shell could not run the command (exit {code}: {_CANNOT_RUN[code]}; see its stderr)"
         except OSError as exc:  # its status is lost (reaped by someone else): not confirmed
             error = f"cannot learn how the command ended: {exc.strerror or exc}"
         finally:
-            results.put(Outcome(m, code, error))
+            results.put(Outcome(m, code, error, ours=code in _CANNOT_RUN))
 
 
 _NAME = re.compile(r"[^A-Za-z0-9_]")
