@@ -573,3 +573,26 @@ def test_a_command_the_shell_cannot_run_stops_the_worker_and_dead_letters_nothin
             "without a backout [USAGE]") in errors[0], result
     assert held(cli) == [(f"b{i:03d}", "available", 0) for i in range(3)]
     assert states(cli, "dead-letter") == []
+
+
+def test_a_worker_started_with_sigint_ignored_keeps_ignoring_it(cli, tmp_path):
+    # a shell starts `consume ... &` with SIGINT ignored: the worker acted on it anyway, and a
+    # second one killed its commands and exited 0; it stays ignored, SIGTERM still stops it
+    fill(cli, 1)
+    started = tmp_path / "started"
+    worker = _worker(cli, "--exec", f"touch {started}; sleep 2", "--idle", "30s", "-o", "json",
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        wait_until(started.exists, 30, "the command to start")
+        worker.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        worker.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        assert worker.poll() is None, "SIGINT stopped a worker that was started with it ignored"
+        worker.send_signal(signal.SIGTERM)  # stop taking messages; the running command finishes
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, err
+    assert json.loads(stdout)["confirmed"] == 1, stdout

@@ -502,7 +502,10 @@ class _Stopping:
     def __enter__(self) -> _Stopping:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
-                self._saved[signum] = signal.signal(signum, self._note)
+                # one ignored stays ignored (a shell starts `consume ... &` with SIGINT so):
+                # a worker that acted on it killed its commands and exited 0, as if stopped
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self._saved[signum] = signal.signal(signum, self._note)
         return self
 
     def __exit__(self, *exc: object) -> None:
