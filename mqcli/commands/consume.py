@@ -55,6 +55,13 @@ SLICE = 1.0
 BACKOFF = 0.05
 BACKOFF_MAX = 2.0
 _SIGPIPED = (-signal.SIGPIPE, 128 + signal.SIGPIPE)  # how sh reports a command SIGPIPE killed
+
+
+def _stopped_by(signum: int) -> tuple[int, int]:
+    """How a command that `signum` killed is reported (by Popen, or by sh for its child)."""
+    return -signum, 128 + signum
+
+
 # the shell's own statuses for a command it could not run (POSIX, as xargs uses them): the
 # worker stops (exit 2), the message goes back without a backout, instead of every message
 # of the queue failing its way to the dead-letter queue
@@ -183,7 +190,11 @@ def consume(
                 # did not fail on its message: it goes back as a get puts back what it could
                 # not write, without a backout toward the dead-letter queue
                 # nor did one this worker could not start for its own reason
-                returned = outcome.ours or (outcome.code in _SIGPIPED and (output_closed or _output_closed()))
+                # nor did one that the signal stopping this worker killed too (systemd's stop
+                # sends SIGTERM to the whole cgroup): a service restart would count a backout
+                # for every message in flight, and dead-letter some
+                returned = (outcome.ours or (outcome.code in _SIGPIPED and (output_closed or _output_closed()))
+                            or (stopping.asked and outcome.code in _stopped_by(stopping.signum)))
                 consumer.undo(m, backout=not returned)
                 tally.undone += 1
                 tally.returned += returned
