@@ -331,11 +331,16 @@ def _qmgr_name(name: object) -> str:
 def _mark_backup(target: Path, map_size: int, now: int) -> None:
     """Mark a backup's copy (meta `backup`): a store restored from it starts a new sending
     incarnation at its first send, as the SequentialIDs it gives next were given to messages
-    sent after the backup (store/outgoing.py, docs/protocol.md §4)."""
+    sent after the backup (store/outgoing.py, docs/protocol.md §4). And give back what the
+    original's processes were delivering (holders.give_back_all): no process holds anything in
+    a copy."""
     env, dbs = open_environment(target, map_size)
     try:
         with env.begin(write=True) as lt:
+            t = Write(lt, dbs, now)
+            holders.give_back_all(t)
             lt.put(keys.META_BACKUP, U64.pack(now), db=dbs["meta"])
+            t.flush()
         env.sync(True)
     finally:
         env.close()

@@ -382,17 +382,28 @@ def recover(t: Write, me: Holder) -> int:
     for hold in holds(t):
         if me.is_alive(hold):
             continue
-        if t.queue_exists(hold.qid):
-            q = t.queue(t.queue_name(hold.qid))
-            _, back = finish(t, hold, q, set())
-            returned += len(back)
-        else:
-            forget(t, hold.token)
+        returned += _end(t, hold)
         try:
             os.unlink(me.dir / hold.holder.hex())
         except OSError:
             pass
     return returned
+
+
+def give_back_all(t: Write) -> int:
+    """Return the messages of every hold, alive or not: a backup's copy, whose holders are the
+    original store's processes (their files are not copied, and a pid there names whatever
+    process has it where the copy is restored: held for ever). The number returned."""
+    return sum(_end(t, hold) for hold in holds(t))
+
+
+def _end(t: Write, hold: Hold) -> int:
+    """End a hold with nothing delivered: its messages go back; how many."""
+    if not t.queue_exists(hold.qid):
+        forget(t, hold.token)
+        return 0
+    _, back = finish(t, hold, t.queue(t.queue_name(hold.qid)), set())
+    return len(back)
 
 
 def remove_dead_files(me: Holder) -> int:

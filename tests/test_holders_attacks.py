@@ -6,6 +6,7 @@ or stay stuck after the holder is gone."""
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -376,3 +377,22 @@ def test_an_operators_undo_leaves_a_live_gets_delivery_and_says_why(cli, spawn):
     assert undone == 0 and sum(undone.delivering.values()) == held > 0
     assert len(drained(reader)) == 3  # nothing went twice
     assert everything(cli.store, "q") == []
+
+
+def test_a_backup_taken_during_a_held_get_holds_nothing(cli, spawn, tmp_path):
+    # the copy kept the get's hold row but not its holder file: where it was restored, the row's
+    # pid (whatever process has it there: in a container the getter was pid 1, init on the
+    # host) held the messages for ever; get exited 3, undo --all and sweep left them
+    fill(cli.store, 8)
+    reader = stalled_get(cli, spawn, "--count", "5")
+    backup = tmp_path / "backup"
+    cli.ok("backup", str(backup))
+    restored = tmp_path / "restored"
+    shutil.copytree(backup, restored)
+    with Store.open(restored, **OPEN) as st:  # while the getter (a live pid here) still runs
+        assert st._read(holders.holds) == []
+        assert [(m.state, m.backouts) for m in st.browse("q", states="all")] == [("available", 0)] * 8
+        assert len(st.get_many("q", 8)) == 8
+        assert st.check() == []
+    assert len(drained(reader)) == 5
+    assert len(everything(cli.store, "q")) == 3  # the original: the get removed its five
