@@ -43,7 +43,8 @@ LAPSED, EXPIRED, UNDONE, PURGED = "lapsed", "expired", "undone", "purged"
 # what a message gone for good became)
 CAUSES = {
     LAPSED: ("the lease of {what} {ident} lapsed", "max-backouts reached", "discarded (an unconfirmed put is undone)"),
-    EXPIRED: ("the messages under {what} {ident} expired", "expired", "dropped (expired, sent without dead-lettering)"),
+    EXPIRED: ("the messages under {what} {ident} expired", "expired",
+              "dropped (an unconfirmed put, or a message sent without dead-lettering, is not dead-lettered)"),
     UNDONE: ("{what} {ident} was undone by an operator (undo --all/--older-than)", "max-backouts reached",
              "discarded (an unconfirmed put is undone)"),
     PURGED: ("the messages under {what} {ident} were purged", "", "removed by the purge"),

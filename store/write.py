@@ -1033,6 +1033,15 @@ class Write:
             m = self.load(seq, location)
             if m is None or m.state == TX_LOCKED:
                 continue
+            if m.state == PUT_UNCONFIRMED:
+                # never put (hidden from every action but confirm and undo: MQe): discarded as
+                # its lapse would, not made a dead letter its producer never sent (its confirm
+                # is told), and not counted as expired in a queue that never counted it put
+                held = replace(m)
+                self.leave(m, GONE)
+                ids.record_lapse(self, held, None, ids.EXPIRED)
+                done += 1
+                continue
             self.queue_counters(m.qid, change=True).expired += 1
             held = replace(m) if m.state != AVAILABLE else None
             kept = self.dead_letter(m, "expired")

@@ -329,3 +329,21 @@ def test_check_reports_a_lapse_record_that_would_never_be_forgotten(tmp_path, cl
         st._write(drop_time_entries, maintain=False)
         assert [p.split(":", 1)[1] for p in st.check()] == [
             " its time-ordered entry is missing, so it is never forgotten"]
+
+
+def test_an_unconfirmed_put_that_expires_is_dropped_not_dead_lettered(st, clock):
+    # it was never put (MQe: hidden from every action but confirm and undo): it became an
+    # ordinary dead letter that redrive delivered, while its producer's confirm exited 4, and
+    # was counted expired and dead-lettered by a queue that never counted it put
+    st.put("q", b"never confirmed", confirm_id=5, ttl=1)
+    clock.advance(2)
+    st.sweep()
+    with pytest.raises(errors.ConfirmIdLapsed) as told:
+        st.confirm("q", 5)
+    assert told.value.message == (f"the messages under confirm id 5 expired at {when(clock.now)}; its message was "
+                                  "dropped (an unconfirmed put, or a message sent without dead-lettering, is not "
+                                  "dead-lettered)")
+    assert st.browse("q", states="all") == [] and st.browse(DEAD_LETTER, states="all") == []
+    totals = {s.name: s.totals for s in st.stats()}
+    assert totals["q"]["put_messages"] == totals["q"]["expired"] == totals["q"]["dead_lettered"] == 0
+    assert st.check() == []
