@@ -1037,9 +1037,9 @@ class Write:
                 # never put (hidden from every action but confirm and undo: MQe): discarded as
                 # its lapse would, not made a dead letter its producer never sent (its confirm
                 # is told), and not counted as expired in a queue that never counted it put
-                held = replace(m)
+                unconfirmed = replace(m)
                 self.leave(m, GONE)
-                ids.record_lapse(self, held, None, ids.EXPIRED)
+                ids.record_lapse(self, unconfirmed, None, ids.EXPIRED)
                 done += 1
                 continue
             self.queue_counters(m.qid, change=True).expired += 1

@@ -165,6 +165,22 @@ def test_health_is_ok_then_warning_then_critical_with_perfdata(cli):
     assert len(crit.out.splitlines()) == 1
 
 
+def test_health_takes_a_queue_by_any_of_its_format_names(cli):
+    # a queue is named by a format name wherever one is named (SPEC section 3); health took
+    # plain names only, and said UNKNOWN "no queue" for the rest
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"m")] * 3)
+        guid, qm = st.queue_info("q").guid, st.info().guid
+    for name in ("q", f"PUBLIC={guid}", "DIRECT=OS:.\\q", f"MACHINE={qm};DEADLETTER"):
+        result = cli.subprocess("health", name, "--depth", "1:10")
+        expected = ("MQCLI OK - 1 queue | 'dead-letter depth'=0;1;10;0" if "DEADLETTER" in name
+                    else "MQCLI WARNING - q depth 3 | 'q depth'=3;1;10;0")
+        assert result.code == (0 if "DEADLETTER" in name else 1) and result.out.startswith(expected), (name, result)
+    missing = cli.subprocess("health", "nope", "PUBLIC=00000000-0000-0000-0000-000000000001")
+    assert missing.code == 3 and missing.out.startswith(
+        "MQCLI UNKNOWN - no queue 'nope', 'PUBLIC=00000000-0000-0000-0000-000000000001' in the store"), missing
+
+
 @pytest.mark.parametrize("option, values, expect", [
     ("--age", ("1h:2h", "0.001:2h", "0.001:0.002"), (0, 1, 2)),
     ("--inflight-age", ("1h:2h", "0.001:2h", "0.001:0.002"), (0, 1, 2)),

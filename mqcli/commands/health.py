@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -23,6 +23,9 @@ from ..durations import parse_duration
 from ..exits import UsageError, one_line
 from ..options import Session, shared_options
 from ..render import Output
+
+if TYPE_CHECKING:
+    from store import Store
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 STATE_NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
@@ -92,7 +95,8 @@ def health(
         }
         with s.open(reading=True) as st:
             stats = {q.name: q for q in st.stats()}
-        checks = _checks(stats, queues, limits, time.time())
+            named = None if not queues else _stored_names(st, queues)
+        checks = _checks(stats, named, limits, time.time())
     except Exception as exc:  # the plugin API: whatever stops the check is UNKNOWN
         text = getattr(exc, "message", None) or str(exc)
         _finish(as_json, UNKNOWN, text, [], s.out)
@@ -104,12 +108,25 @@ def health(
     _finish(as_json, worst, what, checks, s.out)
 
 
+def _stored_names(st: Store, names: list[str]) -> list[str]:
+    """The stored names of the queues named (a name or a format name, wherever a queue is
+    named: PUBLIC=, DIRECT=OS:.\\q, q;JOURNAL); UsageError naming those the store lacks."""
+    from store.errors import BadData, QueueNotAvailable
+
+    found, missing = [], []
+    for name in names:
+        try:
+            found.append(st.queue_info(name).name)
+        except (QueueNotAvailable, BadData):
+            missing.append(name)
+    if missing:
+        raise UsageError(f"no queue {', '.join(map(repr, missing))} in the store")
+    return found
+
+
 def _checks(stats: dict[str, Any], names: list[str] | None, limits: dict[str, Threshold], now: float) -> list[Check]:
     if names:
-        missing = [n for n in names if not any(n.casefold() == k.casefold() for k in stats)]
-        if missing:
-            raise UsageError(f"no queue {', '.join(map(repr, missing))} in the store")
-        chosen = [q for q in stats.values() if any(q.name.casefold() == n.casefold() for n in names)]
+        chosen = [q for q in stats.values() if q.name in names]
     else:
         chosen = [q for q in stats.values() if not q.system]
     checks = []
