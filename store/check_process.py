@@ -37,7 +37,7 @@ def _check_here(path: str, allow_unsafe_permissions: bool, allow_foreign_owner: 
     """The child's side: open, check, and say what came out as a small JSON document."""
     try:
         with Store.open(path, allow_unsafe_permissions=allow_unsafe_permissions,
-                        allow_foreign_owner=allow_foreign_owner) as st:
+                        allow_foreign_owner=allow_foreign_owner, reading=True) as st:
             return {"problems": st.check()}
     except StoreError as exc:
         return {"error": type(exc).__name__, "message": exc.message}
@@ -56,7 +56,7 @@ def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bo
     path = os.fspath(path)
     if not hasattr(os, "fork"):
         with Store.open(path, allow_unsafe_permissions=allow_unsafe_permissions,
-                        allow_foreign_owner=allow_foreign_owner) as st:
+                        allow_foreign_owner=allow_foreign_owner, reading=True) as st:
             return st.check()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # or the child would inherit, and write again, what is buffered

@@ -33,7 +33,7 @@ READS = [
     ("stats",), ("stats", "-o", "json"), ("browse", "q"), ("browse", "q", "-o", "jsonl"), ("info",),
     ("inflight",), ("queue", "list"), ("queue", "show", "q"), ("export", "q"), ("tx", "list"),
     ("outgoing", "list"), ("link", "list"), ("health", "q", "--depth", "5:10"),
-    ("browse", "q", "--label", "none"),
+    ("browse", "q", "--label", "none"), ("check",), ("sweep", "--dry-run"),
 ]
 
 
@@ -60,6 +60,13 @@ def test_read_commands_run_while_another_process_holds_the_write_lock(cli, write
     for args in READS:
         result = cli.subprocess(*args, timeout=30)
         assert result.code == 0, result
+
+
+def test_a_backup_is_taken_while_another_process_holds_the_write_lock(cli, write_lock_held, tmp_path):
+    # it writes nothing to the store: it waited (check and sweep --dry-run too, in READS)
+    result = cli.subprocess("backup", str(tmp_path / "copy"), timeout=30)
+    assert result.code == 0, result
+    assert cli.subprocess("--store", str(tmp_path / "copy"), "check", timeout=30).code == 0
 
 
 @pytest.fixture

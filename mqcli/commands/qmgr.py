@@ -150,7 +150,7 @@ def backup(
     Example:
       mqcli backup /backups/qm1-$(date +%F)
     """
-    with s.open(create=False) as st:
+    with s.open(create=False, reading=True) as st:  # it writes nothing: no wait behind a stopped writer
         st.backup(target)
     with Store.open(target) as copy, copy.as_is():  # read as copied: no expiry run on the copy
         s.out.document({"backup": str(target), **_info_doc(copy.info())})
@@ -168,7 +168,7 @@ def sweep(
     Example:
       mqcli sweep --dry-run
     """
-    with s.open() as st:
+    with s.open(reading=dry_run) as st:  # a dry run writes nothing: no wait behind a stopped writer
         result = st.sweep(dry_run=dry_run)
     s.out.document({"expired": result.expired, "leases_undone": result.leases_undone,
                     "transactions_aborted": result.transactions_aborted, "dry_run": dry_run})
