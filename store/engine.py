@@ -388,6 +388,7 @@ class Store(Forwarding):
         self._holder = holders.Holder(path)
         # the file LMDB maps, to see it cut short after a wait (Store._env); unbuffered: each check reads anew
         self._data = open(path / "data.mdb", "rb", buffering=0)  # noqa: SIM115  (closed by close())
+        self._data_path = os.path.abspath(path / "data.mdb")  # where it must stay (_still_at_its_path)
         self._used = time.monotonic()  # when the map was last used
         self._whole = os.fstat(self._data.fileno()).st_size  # its size when last found whole (open checked it)
         self._writers = WriterLock(path)  # the writers' waiting room (writer_lock.py), opened at the first write
@@ -573,12 +574,25 @@ class Store(Forwarding):
             # LMDB never shrinks its file: one not shorter than when it was last found whole
             # needs no second look (which reads the free list of a file with a free tail: ~1 ms
             # of a getter's wake-up in bench cli's wait latency)
-            size = os.fstat(self._data.fileno()).st_size
-            if size < self._whole:
+            held = os.fstat(self._data.fileno())
+            self._still_at_its_path(held)
+            if held.st_size < self._whole:
                 verify_data_file(self.path, self._data)
-            self._whole = size
+            self._whole = held.st_size
         self._used = now
         return self._lmdb
+
+    def _still_at_its_path(self, held: os.stat_result) -> None:
+        """StoreUnavailable if the data file this handle has open is no longer the one at its
+        path (a store restored in place, `rm -r` and a copy, while a command kept it open): what
+        it wrote would go into a file no one sees again, and what it shows is not the store."""
+        try:
+            named = os.stat(self._data_path)
+        except OSError:
+            named = None
+        if named is None or (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+            raise StoreUnavailable(f"the store at {self.path} was replaced or removed while this command had it "
+                                   f"open (restored from a backup?); run the command again")
 
     def _waited(self) -> None:
         """After a wait for a wake-up: the next use checks the data file (`_env`)."""

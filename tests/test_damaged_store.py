@@ -14,6 +14,7 @@ import json
 import mmap
 import os
 import select
+import shutil
 import struct
 import subprocess
 import time
@@ -22,7 +23,7 @@ import lmdb
 import pytest
 
 from cli_helpers import ERROR_PREFIX, Result
-from store import Store
+from store import Store, errors
 from store.environment import MetaPage, read_meta, read_marker
 from store.errors import StoreCorrupt
 
@@ -334,3 +335,21 @@ def test_a_data_file_cut_while_a_command_waits_is_exit_11(store, spawn, args):
         assert json.loads(err)["error"]["message"] == message
     else:
         assert err == f"{ERROR_PREFIX}{message} {CORRUPT}\n"
+
+
+def test_a_handle_whose_store_was_replaced_says_so_instead_of_writing_into_the_old_file(tmp_path):
+    # a store restored in place (moved away, the backup copied there) while a command kept it
+    # open (stats --watch, a listener): it went on reading, and writing, the old file, which
+    # nobody sees again
+    path = tmp_path / "s"
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        st.put("q", b"kept")
+        st.backup(tmp_path / "b")
+        os.rename(path, tmp_path / "old")
+        shutil.copytree(tmp_path / "b", path)
+        time.sleep(0.2)  # the handle looks again after 0.1 s unused (Store._env)
+        with pytest.raises(errors.StoreUnavailable, match="was replaced or removed while this command had it open"):
+            st.put("q", b"lost")
+    with Store.open(path) as st:
+        assert [m.body for m in st.browse("q")] == [b"kept"]
