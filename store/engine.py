@@ -255,8 +255,10 @@ _BACKUP_PART = ".part-"  # `.<target>.part-<random>`: a backup being built next 
 
 
 def _backup_target_usable(target: Path) -> None:
-    """`target` may be absent or an empty directory of the running user's; anything else is
-    refused before anything is written."""
+    """`target` may be absent or an empty directory of the running user's, under directories
+    no other user may change (ownership.check_parents, as for a new store: they could swap the
+    copy being built); anything else is refused before anything is written."""
+    check_parents(target, "backup")
     if check_store(target) is None:  # someone else's directory is refused
         return
     try:
@@ -271,8 +273,10 @@ def _backup_target_usable(target: Path) -> None:
 def _backup_sibling(target: Path) -> tuple[Path, int]:
     """A new private directory next to `target` to build the backup in, and a descriptor
     holding an exclusive flock on it for as long as the backup runs: the mark of a live backup
-    (the kernel drops it however the process ends)."""
+    (the kernel drops it however the process ends). Also what a snapshot is built in
+    (analytics/snapshots.py), so that both leave only what _remove_dead_backups removes."""
     building = target.parent / f".{target.name}{_BACKUP_PART}{os.urandom(6).hex()}"
+    check_parents(building, "backup")  # again: the parents made since _backup_target_usable
     try:
         os.mkdir(building, 0o700)  # fails if it exists: never someone else's directory
         fd, _ = open_checked(building, os.O_RDONLY | os.O_DIRECTORY, f"the backup directory {building}")
@@ -283,8 +287,8 @@ def _backup_sibling(target: Path) -> tuple[Path, int]:
 
 
 def _remove_dead_backups(target: Path) -> None:
-    """Remove what killed backups into `target` left: their sibling directories, ours and no
-    longer locked by a live backup."""
+    """Remove what killed backups (and snapshots) into `target` left: their sibling
+    directories, ours and no longer locked by a live backup."""
     prefix = f".{target.name}{_BACKUP_PART}"
     try:
         names = [n for n in os.listdir(target.parent) if n.startswith(prefix)]

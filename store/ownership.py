@@ -305,12 +305,13 @@ def as_owner(checked: StoreFiles) -> Iterator[None]:
         back()
 
 
-def check_parents(path: Path) -> None:
-    """Refuse to make a store under a directory another user may change: every directory
-    above `path` that exists must be the running user's or root's, and one that others may
-    write to must be sticky (/tmp). Whoever can rename entries there can swap the new store
-    for a link to anywhere while it is made (and root's init then writes there) or later (and
-    every command then uses another store). StorePermission naming the directory."""
+def check_parents(path: Path, made: str = "store") -> None:
+    """Refuse to make a store (or a backup, a snapshot: `made`) under a directory another user
+    may change: every directory above `path` that exists must be the running user's or root's,
+    and one that others may write to must be sticky (/tmp). Whoever can rename entries there
+    can swap the new store for a link to anywhere while it is made (and root's init, or
+    backup, then writes there) or later (and every command then uses another store).
+    StorePermission naming the directory."""
     me = os.geteuid()
     for parent in Path(os.path.realpath(path)).parents:
         try:
@@ -321,8 +322,8 @@ def check_parents(path: Path) -> None:
             raise StoreUnavailable(f"cannot use {parent} for a store: {exc.strerror or exc}") from None
         mode = stat.S_IMODE(st.st_mode)
         if st.st_uid not in (me, 0):
-            raise StorePermission(f"{parent} is owned by {describe(st.st_uid)}, who could swap the store "
-                                  f"made under it; make the store in a directory of your own")
+            raise StorePermission(f"{parent} is owned by {describe(st.st_uid)}, who could swap the {made} "
+                                  f"made under it; make the {made} in a directory of your own")
         if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
             raise StorePermission(f"{parent} may be written by others (mode {mode:o}), who could swap "
-                                  f"the store made under it; make the store in a directory of your own")
+                                  f"the {made} made under it; make the {made} in a directory of your own")

@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +132,44 @@ def test_a_backup_killed_at_random_moments_is_retried_into_a_whole_copy(cli, tmp
         assert cli.ok("backup", target, "-q").code == 0, seed  # the retry goes on
         whole(target)
     print(f"kills: {landed}, seed {seed}")  # where they landed, shown with -s
+
+
+@pytest.mark.slow
+def test_a_snapshot_killed_mid_way_leaves_a_build_the_next_snapshot_removes(cli, tmp_path):
+    """A snapshot is built as a backup is, flock held: SIGKILLed while it copies, it leaves
+    its hidden build, which the next snapshot into the folder removes (a live one it spares)."""
+    with Store.open(cli.store) as st:  # 40 MB: a copy long enough to be killed inside it
+        for _ in range(20):
+            st.put_many("q", [NewMessage(os.urandom(1000) + b"%d" % i) for i in range(2000)])
+    snaps = tmp_path / "snaps"
+
+    def hidden() -> list[str]:
+        return sorted(n for n in os.listdir(snaps) if n.startswith(".")) if snaps.exists() else []
+
+    def copying() -> bool:  # the build holds the copy's own sibling (or the copy) already
+        try:
+            return any(os.listdir(snaps / n) for n in hidden())
+        except FileNotFoundError:
+            return False
+
+    proc = subprocess.Popen([*mqcli_command(), "snapshot", snaps, "-q"], env={**os.environ, **cli.env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(20_000):  # bounded: at most ~20 s of polling
+        if proc.poll() is not None or copying():
+            break
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "the snapshot ended before it could be killed"
+    (left,) = hidden()
+    assert left.startswith(".snapshot.part-") and os.listdir(snaps) == [left]
+    running = snaps / ".snapshot.part-ba9876543210"  # another snapshot still building: its flock held
+    running.mkdir(mode=0o700)
+    fd = os.open(running, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        made = cli.json("snapshot", snaps)
+    finally:
+        os.close(fd)
+    assert hidden() == [running.name]  # the dead build is gone, the live one spared
+    assert sorted(os.listdir(snaps)) == sorted([running.name, os.path.basename(made["snapshot"])])
+    assert cli.ok("--store", Path(made["snapshot"]) / "store", "check").code == 0

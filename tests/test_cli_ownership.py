@@ -222,3 +222,73 @@ def test_a_snapshot_another_user_left_is_refused_unless_root_says_so(neighbour, 
     r = cli.subprocess("analyze", "health", "--snapshots", snaps) if importlib.util.find_spec("pyspark") else None
     if r is not None:
         refused_naming(r, user, uid)
+
+
+def test_a_textfile_or_export_through_another_users_link_is_refused_and_its_target_untouched(
+        neighbour, shared, tmp_path):
+    """The other user plants `mqcli.prom -> a file of root's` in a folder of theirs (the
+    collector's) or in a sticky one: root's `stats --textfile` and `export --to` refuse it with
+    exit 2 naming the link and its owner, and write nothing; a link of root's is followed."""
+    user, uid = neighbour
+    cli = Cli(tmp_path / "store", tmp_path / "xdg")
+    assert cli.subprocess("init", "-q").code == 0
+    assert cli.subprocess("queue", "create", "q", "-q").code == 0
+    assert cli.subprocess("put", "q", "secret", "-q").code == 0
+    (tmp_path / "private").mkdir(mode=0o700)
+    victim = tmp_path / "private" / "victim.conf"
+    victim.write_text("root's own settings\n")
+    victim.chmod(0o600)
+    collector = shared / "textfile"
+    as_user(user, "mkdir", "-m", "755", str(collector))
+    for link in (collector / "mqcli.prom", shared / "mqcli.prom"):
+        as_user(user, "ln", "-s", str(victim), str(link))
+        for args in (["stats", "--prometheus", "--textfile", link], ["export", "--to", link]):
+            r = cli.subprocess(*args)
+            assert r.code == 2 and r.stdout == b"", r
+            assert r.err_lines == [f"mqcli: error: not writing {link}: it leads through the symbolic link "
+                                   f"{link}, owned by {user} (uid {uid}), who could point it at any file; only "
+                                   f"links of yours, or root's in root's directories, are followed [USAGE]"], r
+            assert victim.read_text() == "root's own settings\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+            assert link.is_symlink() and sorted(os.listdir(link.parent)) == sorted(
+                [link.name] + (["textfile"] if link.parent == shared else []))
+    # a folder on the way that is the other user's link is refused as well
+    as_user(user, "ln", "-s", str(tmp_path / "private"), str(shared / "conf"))
+    r = cli.subprocess("stats", "--prometheus", "--textfile", shared / "conf" / "victim.conf")
+    assert r.code == 2 and f"the symbolic link {shared / 'conf'}, owned by {user} (uid {uid})" in r.stderr, r
+    assert victim.read_text() == "root's own settings\n"
+    # root's own link is written through (the file it leads to replaced, the link kept)
+    ours = tmp_path / "ours.prom"
+    ours.symlink_to(tmp_path / "metrics.prom")
+    assert cli.subprocess("stats", "--prometheus", "--textfile", ours).code == 0
+    assert ours.is_symlink() and (tmp_path / "metrics.prom").read_text().startswith("# HELP")
+
+
+def test_a_backup_or_snapshot_under_a_directory_another_user_may_change_is_refused_before_copying(
+        neighbour, shared, tmp_path):
+    """As init refuses a store there: the other user could swap the copy being built for a
+    link to a store of theirs (which root would then mark and name its backup). Exit 11 naming
+    the directory and its owner, nothing made in it; a sticky folder (/tmp) is fine."""
+    user, uid = neighbour
+    cli = Cli(tmp_path / "store", tmp_path / "xdg")
+    assert cli.subprocess("init", "-q").code == 0
+    assert cli.subprocess("queue", "create", "q", "-q").code == 0
+    assert cli.subprocess("put", "q", "secret", "-q").code == 0
+    theirs = shared / "theirs"
+    as_user(user, "mkdir", "-m", "755", str(theirs))
+    for args, made in ((["backup", theirs / "bk"], "backup"), (["backup", theirs / "deep" / "bk"], "backup"),
+                       (["snapshot", theirs], "snapshot"), (["snapshot", theirs / "snaps"], "snapshot")):
+        r = cli.subprocess(*args)
+        line = refused_naming(r, user, uid)
+        assert line == (f"mqcli: error: {theirs} is owned by {user} (uid {uid}), who could swap the {made} made "
+                        f"under it; make the {made} in a directory of your own [MQ_ERROR_ACCESS_DENIED]"), r
+        assert os.listdir(theirs) == [], args
+    opened = tmp_path / "opened"  # root's, but anyone may rename what is in it
+    opened.mkdir()
+    opened.chmod(0o777)
+    for args in (["backup", opened / "bk"], ["snapshot", opened]):
+        r = cli.subprocess(*args)
+        assert r.code == 11 and f"{opened} may be written by others (mode 777)" in r.stderr, r
+        assert os.listdir(opened) == [], args
+    assert cli.subprocess("backup", shared / "bk", "-q").code == 0
+    assert cli.subprocess("snapshot", shared / "snaps", "-q").code == 0
+    assert cli.subprocess("--store", shared / "bk", "check", "-q").code == 0

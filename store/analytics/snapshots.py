@@ -10,10 +10,13 @@ store and the time, `<name>-<guid8>-<YYYYmmddTHHMMSSZ>`, holding
   every file of `store/` with its size and SHA-256. GUID, name and SequentialID are read from
   the copy itself (locate.own_identity), so a reader can check a copy against them.
 
-It is built under a hidden name (`.<name>….partial`) and renamed into place once whole, so a
-reader (a sync to HDFS or object storage, a Spark job) never sees half a snapshot; readers skip
-names starting with a dot. Nothing of the store is changed: taking a snapshot runs no
-maintenance (`Store.as_is`).
+It is built under a hidden name (`.snapshot.part-<random>`) and renamed into place once whole,
+so a reader (a sync to HDFS or object storage, a Spark job) never sees half a snapshot; readers
+skip names starting with a dot. The build is marked live as a backup's is (a flock held while
+it runs), so the next snapshot into DIR removes what a killed one left (engine._remove_dead_backups).
+DIR and the directories above it must be the running user's or root's (ownership.check_parents, as
+for a backup). Nothing of the store is changed: taking a snapshot runs no maintenance
+(`Store.as_is`).
 
 `find(DIR)` lists the snapshots of DIR (or DIR itself when it is one), the newest of each
 store, each manifest checked whole as it is read (locate.read_manifest: a damaged one is
@@ -30,7 +33,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
 import socket
 import time
@@ -39,8 +41,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..engine import _backup_sibling, _remove_dead_backups
 from ..environment import layout_error, sync_directory
 from ..errors import StoreUnavailable
+from ..ownership import check_parents
 from .columns import StoreIdentity
 from .locate import MANIFEST, MANIFEST_FORMAT, STORE_DIR, local_copy, own_identity, read_manifest
 from .scan import ScanRange
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
 
 FORMAT = MANIFEST_FORMAT
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_BUILDING = "snapshot"  # snapshots are built as backups of DIR/snapshot are: `.snapshot.part-*`
 
 
 def _checksums(folder: Path) -> dict[str, dict[str, Any]]:
@@ -78,6 +83,7 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
     """Write a snapshot of the open store `st` into a new subdirectory of `root` (made if
     missing); return its path and manifest."""
     root = Path(root)
+    check_parents(root / _BUILDING, "snapshot")  # DIR too: whoever may change it could swap the build
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
@@ -87,9 +93,9 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
         info = st.info()
     stamp = time.gmtime()
     name = f"{_UNSAFE.sub('_', info.name)[:64] or 'store'}-{info.guid[:8]}-{time.strftime('%Y%m%dT%H%M%SZ', stamp)}"
-    building = root / f".{name}.{secrets.token_hex(4)}.partial"
+    _remove_dead_backups(root / _BUILDING)
+    building, lock_fd = _backup_sibling(root / _BUILDING)
     try:
-        building.mkdir(mode=0o700)
         st.backup(building / STORE_DIR)
         copied = own_identity(building / STORE_DIR)  # read-only: the copy as readers will check it
         manifest = {
@@ -116,6 +122,7 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
         raise type(failed)(f"cannot write a snapshot into {root}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(building, ignore_errors=True)
+        os.close(lock_fd)
     return target, manifest
 
 
