@@ -62,11 +62,13 @@ def test_read_commands_run_while_another_process_holds_the_write_lock(cli, write
         assert result.code == 0, result
 
 
-def test_a_backup_is_taken_while_another_process_holds_the_write_lock(cli, write_lock_held, tmp_path):
+def test_a_backup_or_snapshot_is_taken_while_another_process_holds_the_write_lock(cli, write_lock_held, tmp_path):
     # it writes nothing to the store: it waited (check and sweep --dry-run too, in READS)
     result = cli.subprocess("backup", str(tmp_path / "copy"), timeout=30)
     assert result.code == 0, result
     assert cli.subprocess("--store", str(tmp_path / "copy"), "check", timeout=30).code == 0
+    result = cli.subprocess("snapshot", str(tmp_path / "snapshots"), timeout=30)
+    assert result.code == 0, result
 
 
 @pytest.fixture

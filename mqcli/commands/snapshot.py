@@ -32,7 +32,7 @@ def snapshot(
     """
     from store.analytics.snapshots import take
 
-    with s.open() as st:
+    with s.open(reading=True) as st:  # it writes nothing: no wait behind a stopped writer
         path, manifest = take(st, target)
     doc = {"snapshot": str(path), **{k: v for k, v in manifest.items() if k != "format"}}
     if s.out.mode == "text":
