@@ -80,6 +80,9 @@ class Session:
             st.on_stale = self._stale
         except (PermissionError, NotADirectoryError, FileExistsError) as exc:
             raise unusable_store(self.store_path, exc) from None
+        from . import crash
+
+        crash.arm(self.store_path, json_errors=self.out.mode in ("json", "jsonl"))  # a damaged page: exit 11
         self.said_foreign(st.foreign_owner)
         return st
 

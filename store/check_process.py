@@ -65,6 +65,8 @@ def check_isolated(path: str | os.PathLike[str], *, allow_unsafe_permissions: bo
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's code
         status = 70
+        for signum in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS):
+            signal.signal(signum, signal.SIG_DFL)  # it must die of them (mqcli/crash.py catches them)
         try:
             os.close(read_end)
             os.dup2(said.fileno(), 2)

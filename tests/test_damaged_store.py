@@ -353,3 +353,29 @@ def test_a_handle_whose_store_was_replaced_says_so_instead_of_writing_into_the_o
             st.put("q", b"lost")
     with Store.open(path) as st:
         assert [m.body for m in st.browse("q")] == [b"kept"]
+
+
+def test_a_zeroed_leaf_that_makes_lmdb_abort_is_exit_11_with_the_stores_line(store):
+    """A zeroed leaf page deeper than a root: LMDB walks onto it and aborts on an assertion
+    ('IS_LEAF(mp)' failed in mdb_cursor_next), a death by SIGABRT (exit 134, a core dump).
+    mqcli/crash.py turns it into the store's one line and exit 11, in text and in JSON; LMDB's
+    own line stays before it (printed before abort, out of mqcli's hands)."""
+    pristine = _data(store).read_bytes()
+    aborted = 0
+    for page in range(2, len(pristine) // PAGE):
+        _data(store).write_bytes(pristine[:page * PAGE] + bytes(PAGE) + pristine[(page + 1) * PAGE:])
+        result = store.subprocess("browse", "q", "-o", "body")
+        if result.code == 0 or "Assertion" not in result.stderr:
+            continue  # not in the queue's tree, or LMDB says MDB_CORRUPTED itself (tested above)
+        aborted += 1
+        assert result.code == 11, result
+        assert result.err_lines[-1] == (f"{ERROR_PREFIX}the store at {store.store} is damaged: reading it crashed "
+                                        f"mqcli (LMDB trusts its pages and met one it could not read; `mqcli check` "
+                                        f"tells which); {RESTORE} {CORRUPT}"), result
+        as_json = store.subprocess("browse", "q", "-o", "json")
+        assert as_json.code == 11 and json.loads(as_json.err_lines[-1])["error"]["exit"] == 11, as_json
+        check = store.subprocess("check")  # its child still dies of the signal, and says so
+        assert check.code == 11 and "reading it killed the check (SIGABRT" in check.err_lines[-1], check
+        if aborted == 3:
+            break
+    assert aborted == 3, "no zeroed page made LMDB abort: the store's layout changed; pick another damage"
