@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Generic, Optional, TypeVar
 
 from store import errors
-from store.records import DEFAULT_PRIORITY, Message
+from store.records import DEFAULT_PRIORITY, MAX_PUT_TIME_LEAD_US, Message, check_put_time
 
 if TYPE_CHECKING:  # the engine loads when a record is read, not with `put --help`
     from store import NewMessage
@@ -271,13 +271,34 @@ def _refuse_duplicates(number: int, line: bytes) -> None:
         raise errors.BadData(f"line {number}: nested too deeply for a record") from None
 
 
+def put_time_check() -> Callable[[int], None]:
+    """A check of the put times records carry, as they are read: BadData for one more than
+    records.MAX_PUT_TIME_LEAD_US ahead of the clock (records.check_put_time). The clock is read
+    again only for a put time past the bound it gave last: a pipe into `put --jsonl -` may run
+    for days."""
+    import time
+
+    latest = -1
+
+    def check(put_time: int) -> None:
+        nonlocal latest
+        if put_time > latest:
+            now = int(time.time() * 1_000_000)
+            latest = now + MAX_PUT_TIME_LEAD_US
+            check_put_time(put_time, now)
+    return check
+
+
 def read_records(stream: BinaryIO, limit: int,
                  other: Optional[Callable[[int, object], Any]] = None, first: int = 1,
-                 end: int | None = None) -> Iterator[tuple[int, Any]]:
+                 end: int | None = None,
+                 put_times: Optional[Callable[[int], None]] = None) -> Iterator[tuple[int, Any]]:
     """(line number, record) for each non-empty JSONL line; a bad or overlong line is BadData
     naming it. `other(line number, parsed JSON)` may claim a line that is not a message (an
     export's queue definitions): what it returns, if not None, is yielded instead. `first`
-    and `end`: as jsonl_lines takes them."""
+    and `end`: as jsonl_lines takes them. `put_times` (put_time_check()) checks each message's
+    put time: one too far ahead of the clock is a bad line too (not given when the put times
+    are replaced: --new-ids)."""
 
     for number, line in jsonl_lines(stream, limit, first, end):
         if line.isspace() or not line:
@@ -287,9 +308,12 @@ def read_records(stream: BinaryIO, limit: int,
             yield number, claimed
             continue
         try:
-            yield number, Message.from_dict(record)
+            m = Message.from_dict(record)
+            if put_times is not None:
+                put_times(m.put_time)
         except (errors.BadData, errors.InvalidArgument) as exc:
             raise errors.BadData(f"line {number}: {exc.message}") from None
+        yield number, m
 
 
 # ---- put --jsonl: your own records; a bad one is exit 12 and stores nothing of its batch ---
@@ -308,14 +332,20 @@ _NEW_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
-def put_record(record: Any, now_us: int) -> Message | NewMessage:
+def put_record(record: Any, now_us: int,
+               put_times: Optional[Callable[[int], None]] = None) -> Message | NewMessage:
     """One parsed line of `put --jsonl`: a new message (no msg_id), or a replayed record that
     keeps its msg_id. An unknown field or a wrong type is BadData naming the field; `now_us` is
-    the time an `expires` is counted from (a new message has a time to be received)."""
+    the time an `expires` is counted from (a new message has a time to be received);
+    `put_times` (put_time_check()) checks a replayed record's put time (not given when
+    --new-ids replaces it)."""
     if not isinstance(record, dict):
         raise errors.BadData("a record must be a JSON object")
     if "msg_id" in record:  # a replay of the JSON form (its fields: records.RECORD_FIELDS)
-        return Message.from_dict(record)
+        m = Message.from_dict(record)
+        if put_times is not None:
+            put_times(m.put_time)
+        return m
     unknown = record.keys() - NEW_RECORD_FIELDS
     if unknown:
         raise errors.BadData(f"field {min(unknown)!r} is unknown: a new message takes "
@@ -399,7 +429,8 @@ def _check_fits(new: NewMessage) -> None:
         raise errors.BadData(exc.message) from None
 
 
-def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterable[tuple[int, Message | NewMessage]]:
+def put_records(stream: BinaryIO, limit: int, max_message_size: int,
+                new_ids: bool = False) -> Iterable[tuple[int, Message | NewMessage]]:
     """(line number, message) for each record of `put --jsonl`. A regular file is read and
     checked whole before the first record is handed out (WholeFile): a bad line (BadData
     naming it and its field, exit 12) or an oversized body (exit 8) stores nothing of the file,
@@ -409,11 +440,12 @@ def put_records(stream: BinaryIO, limit: int, max_message_size: int) -> Iterable
     import time
 
     now = int(time.time() * 1_000_000)  # an `expires` must be later than the start
+    put_times = None if new_ids else put_time_check()
 
     def records(first: int = 1, end: int | None = None) -> Iterator[tuple[int, Message | NewMessage]]:
         for number, line in jsonl_lines(stream, limit, first, end):
             if line and not line.isspace():
-                m = _record_of(number, line, now)
+                m = _record_of(number, line, now, put_times)
                 if len(m.body) > max_message_size:
                     raise too_large(max_message_size, len(m.body), where=f"line {number}: ")
                 yield number, m
@@ -484,10 +516,11 @@ class WholeFile(Generic[T]):
             yield from self.records(self.resume[1], self.end)
 
 
-def _record_of(number: int, line: bytes, now_us: int) -> Message | NewMessage:
+def _record_of(number: int, line: bytes, now_us: int,
+               put_times: Optional[Callable[[int], None]]) -> Message | NewMessage:
     record = loads_record(number, line)
     try:
-        return put_record(record, now_us)
+        return put_record(record, now_us, put_times)
     except (errors.BadData, errors.InvalidArgument) as exc:
         raise errors.BadData(f"line {number}: {exc.message}") from None
 

@@ -203,7 +203,7 @@ def put(s: Session, queue: str, body: Optional[str] = None, file: Optional[Path]
             with inputs.opened(jsonl) as stream:
                 max_size = st.info().max_message_size
                 limit = inputs.record_line_limit(max_size)
-                read = inputs.put_records(stream, limit, max_size)
+                read = inputs.put_records(stream, limit, max_size, new_ids)
                 records = (m for _, m in read)
                 batches: Iterator[list] = (list(b) for b in _chunks(records, BATCH))
                 position = read.position if isinstance(read, inputs.WholeFile) else None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .outfile import written_whole
+from .render import age_seconds
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
 
@@ -41,6 +42,7 @@ def store_metrics(stats: Iterable[Any], info: Any, transactions: int, outgoing: 
     """The exposition text of `Store.stats()`, `Store.info()`, the number of open
     transactions and `Store.outgoing_list()`."""
     now = time.time() if now is None else now
+    now_us = int(now * 1_000_000)
     m = Metrics()
     for q in stats:
         queue = {"queue": q.name}
@@ -57,11 +59,11 @@ def store_metrics(stats: Iterable[Any], info: Any, transactions: int, outgoing: 
         if q.oldest_put_time is not None:
             m.add("mqcli_queue_oldest_message_age_seconds", "gauge",
                   "Age of the oldest message in the queue (queues with messages).",
-                  max(0.0, now - q.oldest_put_time / 1e6), queue)
+                  age_seconds(q.oldest_put_time, now_us), queue)
         if q.oldest_in_flight is not None:
             m.add("mqcli_queue_oldest_in_flight_age_seconds", "gauge",
                   "How long the longest-held in-flight message has been in its state (queues with any).",
-                  max(0.0, now - q.oldest_in_flight / 1e6), queue)
+                  age_seconds(q.oldest_in_flight, now_us), queue)
         for key, name, help_text in _TOTALS:
             m.add(name, "counter", help_text, q.totals.get(key, 0), queue)
         for reason, n in sorted(q.dead_lettered_by_reason.items()):

@@ -84,11 +84,25 @@ def iso(us: int | None) -> str | None:
     return None if us is None else iso_time(us)  # exact µs (no float), four-digit years
 
 
+@overload
+def age_seconds(us: int, now_us: int) -> float: ...
+@overload
+def age_seconds(us: int | None, now_us: int) -> float | None: ...
+
+
+def age_seconds(us: int | None, now_us: int) -> float | None:
+    """The age in seconds, to the millisecond, at `now_us` of a time `us` (both µs since the
+    epoch); None for no time. Never negative: a time ahead of this clock (written on a host whose
+    clock was ahead) is 0 old. Every output's age comes from here (`age`, the JSON `*age_s`
+    fields, Prometheus, health), so they all give one answer."""
+    return None if us is None else round(max(0, now_us - us) / 1e6, 3)
+
+
 def age(us: int | None, now_us: int) -> str:
     """A short human age like 3s, 4m12s, 2h05m, 3d04h."""
     if us is None:
         return "-"
-    seconds = max(0, (now_us - us) // 1_000_000)
+    seconds = int(age_seconds(us, now_us))
     if seconds < 60:
         return f"{seconds}s"
     if seconds < 3600:

@@ -34,6 +34,7 @@ import select
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from itertools import pairwise
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -96,18 +97,28 @@ class Rates:
 
     def __init__(self, window: float) -> None:
         self.window = window
-        self._readings: dict[str, deque[tuple[float, dict[str, int]]]] = {}
+        # by queue name: the queue's identity (its guid) and its readings
+        self._readings: dict[str, tuple[str, deque[tuple[float, dict[str, int]]]]] = {}
 
-    def update(self, name: str, totals: dict[str, int], at: float) -> dict[str, float | None]:
-        readings = self._readings.setdefault(name, deque())
+    def update(self, name: str, totals: dict[str, int], at: float, identity: str = "") -> dict[str, float | None]:
+        """The rates of queue `name` with its counters `totals` read at `at`. A queue of that
+        name with another `identity` (deleted and made again) starts with no readings: its
+        counters count from zero, and the old queue's readings say nothing of them."""
+        known = self._readings.get(name)
+        if known is None or known[0] != identity:
+            known = self._readings[name] = (identity, deque())
+        readings = known[1]
         readings.append((at, dict(totals)))
         while len(readings) > 2 and readings[1][0] <= at - self.window:
             readings.popleft()
-        first_at, first = readings[0]
+        first_at = readings[0][0]
         if at <= first_at:
             return {k: None for k in totals}
-        # a counter that went down (the queue was deleted and made again) counts from zero
-        return {k: max(v - first.get(k, 0), 0) / (at - first_at) for k, v in totals.items()}
+        # the increases between readings; a counter that went down (a store restored from a
+        # backup) counted from zero, as Prometheus' rate() takes a reset
+        return {k: sum(b.get(k, 0) - a.get(k, 0) if b.get(k, 0) >= a.get(k, 0) else b.get(k, 0)
+                       for (_, a), (_, b) in pairwise(readings)) / (at - first_at)
+                for k in totals}
 
 
 def rate_text(value: float | None) -> str:
@@ -151,7 +162,8 @@ COLUMNS = [
 
 def queue_rates(q: QueueStats, rates: Rates, at: float) -> dict[str, float | None]:
     """The put and get rates of `q` read at `at`: the one source of the rates every output shows."""
-    return rates.update(q.name, {"put": q.totals.get("put_messages", 0), "get": q.totals.get("got_messages", 0)}, at)
+    return rates.update(q.name, {"put": q.totals.get("put_messages", 0), "get": q.totals.get("got_messages", 0)}, at,
+                        q.guid)
 
 
 def rows(stats: Sequence[QueueStats], rates: Rates, now_us: int, at: float) -> list[dict[str, str]]:

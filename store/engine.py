@@ -48,7 +48,7 @@ from .queues import (
 from .records import (
     AVAILABLE, BROWSE_GET_UNCONFIRMED, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PRIORITY, GET_UNCONFIRMED,
     LOCKED_BROWSE, MAX_BODY_BYTES, MAX_PRIORITY, PUT_UNCONFIRMED, STATES, TX_LOCKED, Message, at_rest, decode,
-    decode_many, guid_text, validate_fields,
+    MAX_PUT_TIME_LEAD_US, check_put_time, decode_many, guid_text, validate_fields,
 )
 from . import addressing, deadletters, holders, ids, msmq_transactions
 from .msmq_transactions import TxInfo
@@ -185,6 +185,7 @@ class QueueStats:
     # put_bytes, got_messages, got_bytes, expired, backed_out, dead_lettered
     totals: dict[str, int] = field(default_factory=dict)
     dead_lettered_by_reason: dict[str, int] = field(default_factory=dict)
+    guid: str = ""  # the queue's own (QueueInfo.guid): a queue deleted and made again has another
 
 
 @dataclass(slots=True)
@@ -1042,7 +1043,9 @@ class Store(Forwarding):
         Skipped means the same message: the same msg_id with the same put time (unique id); a
         store restored from a backup gives a msg_id again, to another message, with a later
         put time, and that one is stored. Messages of this queue manager's own move its id
-        counters past theirs (Write.keep_ids_ahead_of).
+        counters past theirs (Write.keep_ids_ahead_of), so a message whose put time is more
+        than records.MAX_PUT_TIME_LEAD_US ahead of the store's clock is refused (BadData, the
+        batch stores nothing): it would stamp every later put there.
         With `new_ids` nothing is skipped: each message is stored as a copy with a new msg_id
         and put time from this queue manager, as a put would give it (the put time is part of
         the unique id, which must not repeat the original's either).
@@ -1071,6 +1074,10 @@ class Store(Forwarding):
                 t.give_new_ids(batch)
                 kept, late = (batch, []) if refuse_expired else t.expired_on_arrival(q, batch)
                 return Imported(t.enqueue(q, kept), expired=late)
+            latest = t.now + MAX_PUT_TIME_LEAD_US
+            for m in batch:
+                if m.put_time > latest:
+                    check_put_time(m.put_time, t.now, f"message {m.msg_id}: ")  # raises, naming it
             fresh: list[Message] = []
             skipped: list[Message] = []
             seen = t.stored_msg_ids(batch)  # then each one stored by this batch
@@ -1809,7 +1816,7 @@ class Store(Forwarding):
             last_get=last_get, quota=q.quota, oldest_in_flight=oldest_in_flight,
             totals={name: getattr(c, name) for name in ("put_messages", "put_bytes", "got_messages", "got_bytes",
                                                         "expired", "backed_out", "dead_lettered")},
-            dead_lettered_by_reason=dict(t.reasons(q.qid)))
+            dead_lettered_by_reason=dict(t.reasons(q.qid)), guid=q.guid)
 
     @contextmanager
     def view(self) -> Iterator[View]:

@@ -94,6 +94,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # the times this store writes and reads (µs since the epoch): ISO-8601's four-digit years
 MIN_US = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 MAX_US = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+# How far ahead of this store's clock a put time given with a record (import, a replayed `put
+# --jsonl`) may be. The put-time counter moves past the put times of this queue manager's own
+# messages stored with their ids (Write.keep_ids_ahead_of), and every later put is stamped
+# after it (Write.allocate_ids): a put time far ahead would stamp every later message there.
+# A day holds any clock written in the wrong time zone (UTC+14 at most) and any real skew
+# between hosts; anything later is not a time a message was put.
+MAX_PUT_TIME_LEAD_US = 86_400 * 1_000_000
 _GUID_TEXT: dict[bytes, str] = {}
 
 
@@ -129,8 +136,10 @@ _ISO_SECONDS: dict[int, str] = {}
 
 def iso_time(us: int) -> str:
     """ISO-8601 UTC with microseconds; the date-and-second part is cached (exports and gets
-    format many times of the same second)."""
-    seconds, micros = divmod(us, 1_000_000)
+    format many times of the same second). A time outside MIN_US..MAX_US (a record from a
+    peer, or written by an older version) is written as the nearest end of that range, never
+    an error: what a store holds can always be shown."""
+    seconds, micros = divmod(min(max(us, MIN_US), MAX_US), 1_000_000)
     prefix = _ISO_SECONDS.get(seconds)
     if prefix is None:
         if len(_ISO_SECONDS) > 4096:
@@ -138,6 +147,15 @@ def iso_time(us: int) -> str:
         # isoformat, not strftime("%Y"): glibc writes year 1 as "1", not "0001"
         prefix = _ISO_SECONDS[seconds] = (_EPOCH + timedelta(seconds=seconds)).isoformat()[:19]
     return f"{prefix}.{micros:06d}Z"
+
+
+def check_put_time(put_time: int, now: int, where: str = "") -> None:
+    """BadData (its message starting with `where`) unless `put_time` (µs) is at most
+    MAX_PUT_TIME_LEAD_US ahead of `now`, the store's clock: a record that carries one later is
+    not stored with it."""
+    if put_time > now + MAX_PUT_TIME_LEAD_US:
+        raise BadData(f"{where}put_time {iso_time(put_time)} is more than {MAX_PUT_TIME_LEAD_US // 3_600_000_000}h "
+                      f"ahead of this store's clock ({iso_time(now)}); --new-ids stores the message with a new put time")
 
 
 _ISO_PARSED: dict[str, int] = {}

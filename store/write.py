@@ -789,8 +789,8 @@ class Write:
         """
         over: list[Message] = []
         store_quota = self.meta_int(keys.META_QUOTA)
-        store_used = self.counters.bytes
-        queue_used = self.qstats(q.qid)[1]
+        store_used = store_before = self.counters.bytes
+        queue_used = queue_before = self.qstats(q.qid)[1]
         throttled = self.meta_int(keys.META_THROTTLED)
         max_size = self.meta_int(keys.META_MAX_MESSAGE_SIZE) or DEFAULT_MAX_MESSAGE_SIZE
         now = self.now
@@ -805,12 +805,12 @@ class Write:
             if store_quota and store_used + size > store_quota:
                 raise StoreQuotaExceeded(
                     f"the store quota of {store_quota} bytes would be exceeded "
-                    f"({store_used} used, message {size})")
+                    f"({store_before} used, {_adding(messages)})")
             if q.quota and queue_used + size > q.quota:
                 if not arrivals:
                     raise QueueQuotaExceeded(
                         f"the quota of queue {q.name!r} ({q.quota} bytes) would be exceeded "
-                        f"({queue_used} used, message {size})")
+                        f"({queue_before} used, {_adding(messages)})")
                 over.append(m)
                 store_used += size
                 continue
@@ -1447,6 +1447,13 @@ class Write:
             if len(taken) >= count:
                 break
         return taken
+
+
+def _adding(messages: list[Message]) -> str:
+    """What a batch refused at a quota would add, after the use before it in the error line."""
+    if len(messages) == 1:
+        return f"message {len(messages[0].body)}"
+    return f"{len(messages)} messages adding {sum(len(m.body) for m in messages)}"
 
 
 def _as_held(m: Message, hold: holders.Hold) -> None:

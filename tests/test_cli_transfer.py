@@ -9,6 +9,7 @@ import pytest
 
 from cli_helpers import Cli
 from store import Store
+from store.records import parse_iso_time
 
 
 def _fill(cli):
@@ -203,6 +204,53 @@ def test_import_refuses_a_record_with_a_field_it_does_not_know_and_stores_nothin
     del record["colour"]  # the same record without it imports
     f.write_bytes(b"".join(lines[:-1]) + json.dumps(record).encode() + b"\n")
     assert fresh.json("import", f) == {"imported": 2, "skipped": 0}
+
+
+@pytest.mark.parametrize("put_time", ["9999-12-31T23:59:59.999999Z", "2200-01-01T00:00:00Z"])
+@pytest.mark.parametrize("how", ["import FILE", "import -", "put --jsonl FILE", "put --jsonl -"])
+def test_a_record_put_more_than_a_day_ahead_exits_12_naming_it_and_stores_nothing(cli, tmp_path, how, put_time):
+    """Its put time would move this queue manager's put-time counter there (its own record),
+    and every later put with it: past year 9999 no put time can be written."""
+    guid = cli.json("info")["guid"]
+    first = {"msg_id": f"{guid}\\90", "body": "ok", "queue": "q", "put_time": "2020-01-01T00:00:00Z"}
+    late = {**first, "msg_id": f"{guid}\\91", "body": "late", "put_time": put_time}
+    data = (json.dumps(first) + "\n" + json.dumps(late) + "\n").encode()
+    f = tmp_path / "late.jsonl"
+    f.write_bytes(data)
+    command, source = how.rsplit(" ", 1)
+    args = ["import"] if command == "import" else ["put", "q", "--jsonl"]
+    r = cli.fails(12, *args, f if source == "FILE" else "-", input=data if source == "-" else None)
+    shown = put_time.replace("00Z", "00.000000Z") if "." not in put_time else put_time
+    assert cli.error_line(r).startswith(f"mqcli: error: line 2: put_time {shown} is more than 24h ahead "
+                                        f"of this store's clock ("), r
+    assert cli.json("browse", "q") == []  # neither line stored
+    before = time.time()
+    put = cli.put("q", "after")
+    assert before - 1 <= parse_iso_time(put["put_time"]) / 1e6 <= time.time()  # stamped at the clock
+    (row,) = [r for r in cli.json("stats") if r["queue"] == "q"]
+    assert (row["oldest"], row["depth"]) == (put["put_time"], 1)
+    # --new-ids gives the records new put times: nothing ahead is kept
+    cli.ok(*args, f, "--new-ids", "-q")
+    assert [m["body"] for m in cli.json("browse", "q")] == ["after", "ok", "late"]
+    assert max(m["put_time"] for m in cli.json("browse", "q")) < "2100"
+
+
+def test_the_put_time_bound_follows_the_clock_of_a_pipe_that_runs_for_days(monkeypatch):
+    # `get --follow -o jsonl | put --jsonl -` reads records for days: the bound is the clock's
+    # at each record, not at the start
+    from mqcli import inputs
+    from store import errors
+
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    check = inputs.put_time_check()
+    day = 86_400 * 1_000_000
+    start = int(now[0] * 1_000_000)
+    check(start + day)
+    with pytest.raises(errors.BadData, match="more than 24h ahead"):
+        check(start + day + 1)
+    now[0] += 3 * 86_400
+    check(start + 3 * day)
 
 
 def test_import_a_missing_file_is_a_usage_error(cli, tmp_path):

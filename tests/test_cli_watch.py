@@ -149,7 +149,37 @@ def test_rates_over_the_window_and_a_counter_that_went_down():
     assert rates.update("q", {"put": 30}, at=102.0) == {"put": 10.0}
     assert rates.update("q", {"put": 50}, at=104.0) == {"put": 10.0}  # 40 in 4 s
     assert rates.update("q", {"put": 50}, at=110.0) == {"put": 0.0}  # older readings left the window
-    assert rates.update("q", {"put": 5}, at=111.0) == {"put": 0.0}  # deleted and made again
+    # a counter that went down (a store restored from a backup) counts from zero, as rate() does
+    assert rates.update("q", {"put": 5}, at=112.0) == {"put": 5 / 8}  # 5 over the window from 104
+    assert rates.update("q", {"put": 7}, at=114.0) == {"put": 7 / 10}  # 5 up to 112, 2 after, from 104
+
+
+def test_a_queue_deleted_and_made_again_counts_its_own_counters_from_zero():
+    rates = Rates(window=5)
+    rates.update("q", {"put": 10}, at=100.0, identity="old")
+    assert rates.update("q", {"put": 10}, at=101.0, identity="old") == {"put": 0.0}
+    # made again with the same name: its 10 puts are new ones, not the old queue's 10
+    assert rates.update("q", {"put": 10}, at=102.0, identity="new") == {"put": None}
+    assert rates.update("q", {"put": 20}, at=103.0, identity="new") == {"put": 10.0}
+
+
+def test_stats_watch_rates_of_a_queue_made_again_with_the_same_name(cli):
+    from mqcli.watch import queue_rates
+
+    def stats_of_q():
+        with Store.open(cli.store) as st:
+            return st.queue_stats("q")
+
+    rates = Rates(window=5)
+    cli.put("q", "x", "--count", "10")
+    q = stats_of_q()
+    queue_rates(q, rates, 100.0)
+    cli.ok("queue", "delete", "q", "--yes", "-q")
+    cli.ok("queue", "create", "q", "-q")
+    cli.put("q", "x", "--count", "10")
+    again = stats_of_q()
+    assert again.totals["put_messages"] == q.totals["put_messages"] == 10 and again.guid != q.guid
+    assert queue_rates(again, rates, 101.0)["put"] is None  # a new queue: no earlier reading of its own
 
 
 def test_a_terminal_too_narrow_for_the_table_gets_a_record_per_queue_with_every_figure():

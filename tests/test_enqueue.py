@@ -64,6 +64,23 @@ def test_store_quota_is_checked_before_queue_quota(st):
     assert info.value.exit_code == 7
 
 
+def test_a_quota_error_says_the_use_before_the_batch_and_what_the_batch_adds(st):
+    # the figures add up: what is used plus what the refused batch adds is over the quota
+    st.create_queue("small", quota=25)
+    st.put("small", b"x" * 5)
+    with pytest.raises(errors.QueueQuotaExceeded) as info:
+        st.put_many("small", [NewMessage(b"0123456789")] * 3)
+    assert info.value.message == "the quota of queue 'small' (25 bytes) would be exceeded (5 used, 3 messages adding 30)"
+    with pytest.raises(errors.QueueQuotaExceeded) as info:
+        st.put("small", b"x" * 21)
+    assert info.value.message == "the quota of queue 'small' (25 bytes) would be exceeded (5 used, message 21)"
+    st.set_qmgr(quota=12)
+    with pytest.raises(errors.StoreQuotaExceeded) as info:
+        st.put_many("small", [NewMessage(b"0123")] * 2)
+    assert info.value.message == "the store quota of 12 bytes would be exceeded (5 used, 2 messages adding 8)"
+    assert st.queue_info("small").depth == 1
+
+
 def test_queue_quota_counts_bytes_of_messages_in_the_queue(st):
     st.create_queue("small", quota=10)
     st.put("small", b"x" * 6)
@@ -159,12 +176,12 @@ def test_a_copy_of_a_message_is_a_new_message_naming_the_original(st):
     assert len({later.msg_id, copy.msg_id, m.msg_id}) == 3
 
 
-def test_a_store_holding_copies_exports_and_imports_whole(st, tmp_path):
+def test_a_store_holding_copies_exports_and_imports_whole(st, tmp_path, clock):
     st.create_queue("other")
     st.put_many("q", [NewMessage(b"%d" % i) for i in range(3)])
     list(st.move("q", "other", copy=True))
     dump = [m for name in ("q", "other") for m in st.browse(name)]
-    with Store.open(tmp_path / "new", create=True) as fresh:
+    with Store.open(tmp_path / "new", create=True, clock=clock) as fresh:  # put times not ahead of its clock
         fresh.create_queue("q")
         fresh.create_queue("other")
         done = fresh.import_messages("q", dump[:3]), fresh.import_messages("other", dump[3:])

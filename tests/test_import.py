@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from store import DEAD_LETTER, Imported, Message, NewMessage, Store, errors
+from store.records import MAX_US as MAX_TIME
 
 
 def dump(st, queues=None):
@@ -222,3 +223,51 @@ def test_importing_this_queue_managers_own_later_ids_moves_its_counters_past_the
         assert new.msg_id not in {m.msg_id for m in later}
         assert new.unique_id not in {m.unique_id for m in later}
         assert len({m.msg_id for m in restored.browse("q")}) == 4
+
+
+DAY_US = 86_400 * 1_000_000
+
+
+@pytest.mark.parametrize("origin_is_own", [True, False])
+def test_a_put_time_more_than_a_day_ahead_is_refused_and_moves_no_counter(st, clock, origin_is_own):
+    # an own message's put time moves the put-time counter (Write.keep_ids_ahead_of): one far
+    # ahead would stamp every later put there, up to year 9999 where no put time can be written
+    m = st.put("q", b"before")
+    origin = m.origin if origin_is_own else b"\x42" * 16
+    now = int(clock() * 1_000_000)
+    far = Message(b"far", origin=origin, msg_n=m.msg_n + 1, put_time=now + DAY_US + 1)
+    ok = Message(b"ok", origin=origin, msg_n=m.msg_n + 2, put_time=now + 1)
+    with pytest.raises(errors.BadData, match=r"message .*\\\d+: put_time \d{4}-.* is more than 24h ahead"):
+        st.import_messages("q", [ok, far])
+    assert [x.body for x in st.browse("q")] == [b"before"]  # the batch stored nothing
+    assert st.put("q", b"after").put_time == now + 1  # stamped at the clock
+    # with new ids the record's put time is not kept, so it is not refused
+    (copy,) = st.import_messages("q", [Message(b"far", origin=origin, msg_n=9, put_time=MAX_TIME)], new_ids=True)
+    assert copy.put_time == now + 2
+
+
+def test_a_put_time_up_to_a_day_ahead_is_kept(st, clock):
+    m = st.put("q", b"before")
+    now = int(clock() * 1_000_000)
+    (kept,) = st.import_messages("q", [Message(b"ahead", origin=m.origin, msg_n=m.msg_n + 1, put_time=now + DAY_US)])
+    assert kept.put_time == now + DAY_US
+    assert st.put("q", b"after").put_time == now + DAY_US + 1  # put times never repeat
+
+
+def test_a_time_outside_what_iso_8601_writes_is_shown_as_the_nearest_end():
+    from store.records import MIN_US, iso_time
+
+    assert iso_time(MAX_TIME) == iso_time(MAX_TIME + 10**12) == "9999-12-31T23:59:59.999999Z"
+    assert iso_time(MIN_US) == iso_time(MIN_US - 1) == "0001-01-01T00:00:00.000000Z"
+
+
+def test_a_store_whose_put_time_counter_passed_year_9999_still_puts_and_shows(tmp_path):
+    # a store an older version let an import move there: puts are stamped past what ISO-8601
+    # writes, and each output shows them at its end instead of failing after the commit
+    with Store.open(tmp_path / "qm", create=True, name="qm") as st:
+        st.create_queue("q")
+        st._write(lambda t: setattr(t.counters, "put_time", MAX_TIME + 10))
+        m = st.put("q", b"late")
+        assert m.to_dict()["put_time"] == "9999-12-31T23:59:59.999999Z"
+        assert [x.to_dict()["put_time"] for x in st.export_messages()] == ["9999-12-31T23:59:59.999999Z"]
+        assert st.check() == []

@@ -385,6 +385,24 @@ def test_a_sender_a_little_ahead_is_followed_a_clock_far_ahead_is_not(qms):
     assert newest < far - 3500 * 1_000_000
 
 
+def test_an_arrival_put_far_ahead_moves_no_put_time_counter_and_is_shown(qms, clock):
+    # a peer holding the key sends one of the receiver's own ids with a put time in year 9999
+    # (an import of such a record is refused, exit 12): the receiver's later puts stay on its clock
+    from store.records import MAX_US, decode, encode
+
+    a, b = qms
+    a.put(TO_B, b"x")
+    taken = a.outgoing_take(TO_B)
+    own = b.put("orders", b"mine")
+    ((text, raw),) = taken.items
+    crafted = decode(raw)
+    crafted.origin, crafted.msg_n, crafted.put_time = own.origin, own.msg_n + 1, MAX_US + 1
+    assert b.receive(a.info().guid, [(text, encode(crafted))], taken.incarnation, MAX_US + 1).stored == 1
+    assert b.put("orders", b"after").put_time <= int(clock() * 1_000_000) + 1_000_000
+    years = [m.to_dict()["put_time"][:4] for m in b.browse("orders")]  # mine, the arrival, after
+    assert years[1] == "9999" and years[0] == years[2] != "9999"
+
+
 def test_a_batch_given_back_after_a_lost_ack_keeps_the_time_of_its_first_take(qms, clock):
     a, b = qms
     m = a.put(TO_B, b"traced", trace=True, report_queue="reports")

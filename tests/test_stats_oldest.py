@@ -123,6 +123,36 @@ def test_the_oldest_counts_a_message_in_flight(cli, tmp_path):
     assert stats_row(cli)["oldest"] == old
 
 
+def test_times_ahead_of_this_clock_are_0_old_in_every_output(cli, tmp_path):
+    # a store written on a host whose clock was a day ahead, read with the right clock: every
+    # output gives the same age, 0, as text, Prometheus and health do (render.age_seconds)
+    ahead = time.time() + 86400
+    key = tmp_path / "qm2.key"
+    cli.ok("link", "keygen", str(key))
+    cli.ok("link", "add", "qm2", "127.0.0.1:7000", "--key-file", str(key))
+    with Store.open(cli.store, clock=lambda: ahead) as st:
+        st.put("q", b"held")
+        st.get("q", confirm_id=7)  # in flight since a time ahead
+        st.create_queue("t", transactional=True)
+        tx = st.tx_begin()
+        st.put("t", b"in a tx", tx=tx)
+        st.put("DIRECT=OS:qm2\\orders", b"out")
+    row = stats_row(cli)
+    assert (row["oldest_age_s"], row["age"]) == (0.0, "0s")
+    held = [m for m in cli.json("inflight") if m["state"] == "get-unconfirmed"]
+    assert [(m["age_s"], m["age"]) for m in held] == [(0.0, "0s")]
+    (listed,) = cli.json("tx", "list")
+    assert (listed["age_s"], listed["age"]) == (0.0, "0s")
+    assert cli.json("tx", "show", str(tx))["age_s"] == 0.0
+    (out,) = cli.json("outgoing", "list")
+    assert (out["oldest_age_s"], out["oldest_age"]) == (0.0, "0s")
+    metrics = cli.ok("stats", "--prometheus").out
+    (line,) = [x for x in metrics.splitlines() if x.startswith('mqcli_queue_oldest_message_age_seconds{queue="q"}')]
+    assert float(line.split()[-1]) == 0
+    (check,) = [c for c in cli.json("health", "q")["checks"] if c["label"] == "q age"]
+    assert check["value"] == 0
+
+
 def foreign(put_time: int, n: int, priority: int = 3) -> Message:
     """A message of another queue manager, as an import brings it."""
     return Message(b"imported", priority=priority, origin=b"\x42" * 16, msg_n=n, put_time=put_time)

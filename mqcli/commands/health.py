@@ -22,7 +22,7 @@ import typer
 from ..durations import parse_duration
 from ..exits import UsageError, one_line
 from ..options import Session, shared_options
-from ..render import Output
+from ..render import Output, age_seconds
 
 if TYPE_CHECKING:
     from store import Store
@@ -96,7 +96,7 @@ def health(
         with s.open(reading=True) as st:
             stats = {q.name: q for q in st.stats()}
             named = None if not queues else _stored_names(st, queues)
-        checks = _checks(stats, named, limits, time.time())
+        checks = _checks(stats, named, limits, int(time.time() * 1_000_000))
     except Exception as exc:  # the plugin API: whatever stops the check is UNKNOWN
         text = getattr(exc, "message", None) or str(exc)
         _finish(as_json, UNKNOWN, text, [], s.out)
@@ -124,7 +124,7 @@ def _stored_names(st: Store, names: list[str]) -> list[str]:
     return found
 
 
-def _checks(stats: dict[str, Any], names: list[str] | None, limits: dict[str, Threshold], now: float) -> list[Check]:
+def _checks(stats: dict[str, Any], names: list[str] | None, limits: dict[str, Threshold], now_us: int) -> list[Check]:
     if names:
         chosen = [q for q in stats.values() if q.name in names]
     else:
@@ -132,10 +132,10 @@ def _checks(stats: dict[str, Any], names: list[str] | None, limits: dict[str, Th
     checks = []
     for q in chosen:
         checks.append(Check(f"{q.name} depth", q.depth, "", limits["depth"]))
-        oldest = 0.0 if q.oldest_put_time is None else max(0.0, now - q.oldest_put_time / 1e6)
-        checks.append(Check(f"{q.name} age", round(oldest, 3), "s", limits["age"]))
-        held = 0.0 if q.oldest_in_flight is None else max(0.0, now - q.oldest_in_flight / 1e6)
-        checks.append(Check(f"{q.name} inflight age", round(held, 3), "s", limits["inflight_age"]))
+        oldest = 0.0 if q.oldest_put_time is None else age_seconds(q.oldest_put_time, now_us)
+        checks.append(Check(f"{q.name} age", oldest, "s", limits["age"]))
+        held = 0.0 if q.oldest_in_flight is None else age_seconds(q.oldest_in_flight, now_us)
+        checks.append(Check(f"{q.name} inflight age", held, "s", limits["inflight_age"]))
         if q.quota:
             checks.append(Check(f"{q.name} quota", round(100 * q.bytes / q.quota, 2), "%", limits["quota_pct"]))
     dead = sum(stats[n].depth for n in DEAD_LETTER_QUEUES if n in stats)

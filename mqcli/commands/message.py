@@ -16,7 +16,7 @@ from ..template import option as template_option
 from ..exits import UsageError
 from ..messaging import Filters, parse_lookup, optional_seconds, to_take
 from ..options import NewConfirmOpt, NewLockOpt, Session, shared_options
-from ..render import age, iso, progress
+from ..render import age, age_seconds, iso, progress
 from ..signals import deferred
 
 QueueArg = Annotated[str, typer.Argument(help="Queue name or format name.", show_default=False)]
@@ -329,7 +329,7 @@ def inflight(s: Session,
         rows = [{
             "queue": m.queue, "msg_id": m.msg_id, "state": m.state, "confirm_id": m.confirm_id,
             "lock_id": m.lock_id, "tx": m.tx, "since": iso(m.since), "age": age(m.since, now),
-            "age_s": None if m.since is None else round((now - m.since) / 1e6, 3),
+            "age_s": age_seconds(m.since, now),
             "lease_expires": iso(m.lease_expires),
             "lease_left": None if m.lease_expires is None else f"{max(0, m.lease_expires - now) / 1e6:.1f}s",
             "backouts": m.backouts,

@@ -9,7 +9,7 @@ import typer
 
 from ..exits import one_line
 from ..options import Session, shared_options
-from ..render import age, iso
+from ..render import age, age_seconds, iso
 
 if TYPE_CHECKING:
     from store import OutgoingInfo
@@ -30,7 +30,7 @@ COLUMNS = [("name", "outgoing queue"), ("state", "state"), ("messages", "message
 def outgoing_doc(o: OutgoingInfo, now: int) -> dict[str, Any]:
     d = o.to_dict()
     d["oldest_age"] = age(o.oldest, now) if o.oldest is not None else None
-    d["oldest_age_s"] = None if o.oldest is None else round((now - o.oldest) / 1e6, 3)
+    d["oldest_age_s"] = age_seconds(o.oldest, now)
     d["oldest"] = iso(o.oldest)
     d["next_retry"] = iso(o.next_retry)
     d["history"] = [{**h, "time": iso(h["time"])} for h in o.history]

@@ -15,7 +15,7 @@ from ..durations import parse_duration, parse_size
 from ..exits import UsageError
 from ..options import Session, shared_options
 from ..session import unshare
-from ..render import age, iso
+from ..render import age, age_seconds, iso
 
 if TYPE_CHECKING:
     from store.engine import QueueStats
@@ -191,7 +191,7 @@ def _stats_row(q: QueueStats, now: int) -> dict:
     row.update({state: q.by_state[state] for state, _ in _STATE_COLUMNS})
     row["by_priority"] = {str(p): n for p, n in q.by_priority.items() if n}
     row["oldest"] = iso(q.oldest_put_time)
-    row["oldest_age_s"] = None if q.oldest_put_time is None else round((now - q.oldest_put_time) / 1e6, 3)
+    row["oldest_age_s"] = age_seconds(q.oldest_put_time, now)
     row["age"] = age(q.oldest_put_time, now)
     # IBM MQ's LPUTTIME / LGETTIME: is anything still putting, is anyone still getting?
     row["last_put"], row["last_get"] = iso(q.last_put), iso(q.last_get)

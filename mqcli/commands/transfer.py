@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, BinaryIO, Optional
 
@@ -136,12 +136,14 @@ def import_(
       mqcli import orders.jsonl --queue replay --new-ids
     """
     imported = skipped = expired = 0
+    # a put time far ahead of the clock is refused (records.check_put_time); --new-ids replaces it
+    put_times = None if new_ids else inputs.put_time_check()
     with inputs.opened(source) as stream, s.open() as st:
         limit = inputs.record_line_limit(st.info().max_message_size)
-        records: Iterable[tuple[int, Message | dict]] = _records(stream, limit)
+        records: Iterable[tuple[int, Message | dict]] = _records(stream, limit, put_times=put_times)
         position = None
         if stream.seekable():  # validation pass: nothing is stored if a line is bad
-            whole = inputs.WholeFile(stream, lambda first, end: _targeted(stream, limit, queue, first, end))
+            whole = inputs.WholeFile(stream, lambda first, end: _targeted(stream, limit, queue, first, end, put_times))
             with inputs.reading_progress("import: check", stream) as checked:
                 whole.check(checked)
             records, position = whole, whole.position
@@ -195,18 +197,18 @@ def _counts(s: Session, imported: int, skipped: int, expired: int) -> dict[str, 
     return {"imported": imported, "skipped": skipped, "expired": expired}
 
 
-def _records(stream: BinaryIO, limit: int, first: int = 1,
-             end: int | None = None) -> Iterator[tuple[int, Message | dict]]:
+def _records(stream: BinaryIO, limit: int, first: int = 1, end: int | None = None,
+             put_times: Callable[[int], None] | None = None) -> Iterator[tuple[int, Message | dict]]:
     """(line number, message or queue definition) for each line of a dump (from line `first`
-    on, up to `end`: inputs.jsonl_lines); a dump written before definitions were exported has
-    messages only, and imports as it always did."""
-    return inputs.read_records(stream, limit, other=_definition_of, first=first, end=end)
+    on, up to `end`: inputs.jsonl_lines; `put_times`: inputs.read_records);
+    a dump written before definitions were exported has messages only, and imports as it always did."""
+    return inputs.read_records(stream, limit, other=_definition_of, first=first, end=end, put_times=put_times)
 
 
 def _targeted(stream: BinaryIO, limit: int, queue: str | None, first: int,
-              end: int | None) -> Iterator[tuple[int, Message | dict]]:
+              end: int | None, put_times: Callable[[int], None] | None) -> Iterator[tuple[int, Message | dict]]:
     """The records of a dump from line `first` on (up to `end`), each message's target queue checked."""
-    for number, m in _records(stream, limit, first, end):
+    for number, m in _records(stream, limit, first, end, put_times):
         if isinstance(m, Message):
             _target(number, m, queue)
         yield number, m

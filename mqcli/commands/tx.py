@@ -15,7 +15,7 @@ import typer
 from .. import values
 from ..durations import parse_duration
 from ..options import Session, shared_options
-from ..render import age, iso
+from ..render import age, age_seconds, iso
 from ..signals import deferred
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def tx_doc(info: TxInfo, now: int) -> dict[str, Any]:
     """A transaction as `tx list` and `tx show` print it (names as `inflight` uses them)."""
     return {
         "tx": info.tx, "created": iso(info.created), "age": age(info.created, now),
-        "age_s": round((now - info.created) / 1e6, 3),
+        "age_s": age_seconds(info.created, now),
         "deadline": iso(info.deadline),
         "timeout_left": None if info.deadline is None else f"{max(0, info.deadline - now) / 1e6:.1f}s",
         "operations": info.operations, "queues": list(info.queues),
