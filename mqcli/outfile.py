@@ -110,11 +110,35 @@ def written_whole(target: Path) -> Iterator[Path]:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror}") from None
-    os.close(fd)
+    # written through the descriptor mkstemp opened (its /proc name), not by the temporary
+    # file's name: in a directory another user may write (a textfile collector's), that user
+    # could swap the name for a link between mkstemp and the writer's open, and root would
+    # truncate, fill and chmod the file it leads to
+    by_fd = f"/proc/self/fd/{fd}"
     try:
-        yield Path(tmp)
+        yield Path(by_fd if os.path.exists(by_fd) else tmp)
+        _still_ours(fd, tmp, target)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            if _is_ours(fd, tmp):
+                os.unlink(tmp)
         raise
+    finally:
+        os.close(fd)
+
+
+def _is_ours(fd: int, tmp: str) -> bool:
+    try:
+        named, held = os.lstat(tmp), os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _still_ours(fd: int, tmp: str, target: Path) -> None:
+    """Before the rename: the temporary file's name still names the file written (another
+    user with write access to the directory could have put something else there)."""
+    if not _is_ours(fd, tmp):
+        raise UsageError(f"not writing {target}: its temporary file {tmp} was replaced or removed by someone "
+                         f"else meanwhile (write into a directory only you can change)")
