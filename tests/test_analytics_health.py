@@ -154,3 +154,15 @@ def test_health_errors_are_one_line_with_their_exit_codes(tmp_path):
         assert result.code == code, result
         errors = [line for line in result.err_lines if line.startswith("mqcli: error: ")]
         assert len(errors) == 1 and text in errors[0], result
+
+
+def test_an_oldest_message_put_ahead_of_this_clock_is_0_seconds_old_not_negative(tmp_path):
+    # a store written on a host whose clock was an hour ahead: stats says 0 (render.age_seconds)
+    path = tmp_path / "qm1"
+    with Store.open(path, create=True, name="qm1", clock=lambda: time.time() + 3600) as st:
+        st.create_queue("work")
+        st.create_queue("idle")
+        st.put("work", b"from the future")
+    health = _health(path)
+    assert health["work"]["oldest_age_s"] == 0
+    assert health["idle"]["oldest_age_s"] is None  # an empty queue has no oldest message

@@ -79,6 +79,10 @@ def health(messages: DataFrame, queues: DataFrame | None = None, *, now_us: int,
         *[F.coalesce(F.col(f"`{c}`"), zero).alias(c) for c in ("depth", "bytes", *STATES)],
         by_priority.alias("by_priority"),
         "oldest",
-        F.round((F.lit(now_us) - F.unix_micros("oldest")) / 1e6, 3).alias("oldest_age_s"),
+        # never negative (a store written on a host whose clock was ahead), as mqcli's ages
+        # (render.age_seconds); null where the queue is empty (greatest skips nulls)
+        F.when(F.col("oldest").isNotNull(),
+               F.round(F.greatest((F.lit(now_us) - F.unix_micros("oldest")) / 1e6, F.lit(0.0)), 3))
+        .alias("oldest_age_s"),
         *[F.coalesce(F.col(c), zero).alias(c) for c in ("in_flight", "stuck", "expired", "lapsed", "backouts", "backed_out")],
     ).orderBy("store", F.lower("queue"))
