@@ -4,8 +4,11 @@ HTTP(S) and multicast outgoing queues: [MS-MQQB] 3.1.7.12), failures (exit 13, r
 locked when a retry cannot help), one dispatcher per store, --follow with retries and signals."""
 
 import json
+import os
+import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -383,3 +386,35 @@ def test_a_receiver_over_its_quota_refuses_the_batch_and_the_sender_retries_late
     assert mqcli(net.b, "qmgr", "set", "--quota", "0").code == 0
     dispatch_json(net.a, "--once")
     assert [m.body for m in browse(net.b, "q")] == [b"x" * 600] * 3
+
+
+def test_a_listener_whose_store_is_replaced_stops_with_exit_11_and_the_sender_keeps_its_messages(tmp_path):
+    # a store restored in place under a running listener: it stayed up refusing every batch
+    # with the store's error (its path included) until SIGTERM, and dispatch --follow retried
+    # for ever; it now ends as any command whose store went away
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_store(a, "qmA")
+    make_store(b, "qmB", "q")
+    key = keygen(tmp_path / "k.key")
+    listener = ListenerProc(b, key)
+    try:
+        assert mqcli(a, "link", "add", "qmB", f"127.0.0.1:{listener.port}", "--key-file", key).code == 0
+        put(a, DEST, [b"%d" % i for i in range(10)])
+        dispatch_json(a, "--once")
+        assert mqcli(b, "backup", tmp_path / "backup").code == 0
+        os.rename(b, tmp_path / "old")
+        shutil.copytree(tmp_path / "backup", b)  # restored in place
+        time.sleep(0.2)  # the listener looks at its store's path after 0.1 s unused
+        put(a, DEST, [b"%d" % i for i in range(10, 20)])
+        refused = mqcli(a, "dispatch", "--once")
+        assert refused.code == 13 and "the receiving store is unavailable" in refused.stderr, refused
+        assert str(b) not in refused.stderr  # the receiver's path is not the sender's to know
+        assert listener.proc.wait(30) == 11, listener.stderr
+        assert "was replaced or removed while this command had it open" in listener.lines[-1], listener.stderr
+        assert outgoing(a, DEST).messages == 10  # kept for the next listener
+    finally:
+        listener.kill()
+    with ListenerProc(b, key, listener.port) as again:  # started again on the restored store
+        dispatch_json(a, "--once")
+        assert again.stop() == 0, again.stderr
+    assert sorted(int(m.body) for m in browse(b, "q")) == list(range(20))

@@ -48,7 +48,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..arguments import is_decimal
-from ..errors import ChannelError, ChannelTimeout, ConnectionLost, ListenerBusy, PeerError, StoreError
+from ..errors import (
+    ChannelError, ChannelTimeout, ConnectionLost, ListenerBusy, PeerError, StoreError, StoreUnavailable,
+)
 from .batches import decode_batch, decode_bye, encode_ack
 from .frames import (
     DEFAULT_MAX_FRAME, HANDSHAKE_MAX_FRAME, MAX_MAX_FRAME, MIN_MAX_FRAME, ErrorCode, FrameType, encode_frame,
@@ -160,6 +162,7 @@ class Listener:
         self.stop_signal: int | None = None
         self.address: tuple[str, int] | None = None
         self._refused: Counter[str] | None = None  # by host, while a log window is open
+        self._failed: StoreUnavailable | None = None  # the store became unusable: the listener ends with it
         self._refused_flush: asyncio.TimerHandle | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -205,6 +208,8 @@ class Listener:
         if self._accepting.done() and not self._accepting.cancelled():
             failed = self._accepting.exception()
         await self._shutdown()
+        if self._failed is not None:
+            raise self._failed  # exit 11, as any command whose store went away
         if failed is not None:
             raise ChannelError(f"the listener cannot accept connections: {failed}") from None
 
@@ -393,6 +398,11 @@ class Listener:
         elif isinstance(exc, ListenerBusy):
             self.log(f"{who}: refused: {exc.message}")
             await tell(ErrorCode.BUSY, exc.message)
+        elif isinstance(exc, StoreUnavailable):  # replaced, removed or damaged under us: nothing to serve
+            self.log(f"{who}: closed: {exc.message}; the listener stops")
+            self._failed = exc
+            self._stopped.set()
+            await tell(ErrorCode.STORE, "the receiving store is unavailable; the listener is stopping")
         elif isinstance(exc, StoreError):  # ChannelError from the peer, BadData or a store refusal
             log(f"{who}: {'refused' if not stats[0] else 'closed'}: {exc.message}")
             await tell(error_code_for(exc), exc.message)
