@@ -165,6 +165,8 @@ def take(t: Write, q: QueueInfo, max_count: int, max_bytes: int,
     items: list[tuple[str, bytes]] = []
     size = 0
     taken = []
+    if load_state(t, q).held:  # `outgoing hold` pauses a delivery under way too: what is in flight finishes
+        return 0, items, b"", t.now
     # the position list's values are the available records, which is what goes on the wire
     for _, record in t.positions(keys.queue_prefix(q.qid)):
         if items and (len(items) >= max_count or size + len(record) > max_bytes):

@@ -165,6 +165,21 @@ def test_take_hides_a_batch_return_puts_it_back_in_order_without_a_backout(qms):
     assert len(put) == 6
 
 
+def test_a_hold_pauses_a_delivery_under_way(qms):
+    # the dispatcher takes batch after batch until the queue is empty; a hold was looked at
+    # only when its round began, and 4,000 messages went on under 'on-hold' (SPEC section 8)
+    a, b = qms
+    a.put_many(TO_B, [NewMessage(b"%d" % i) for i in range(6)])
+    first = a.outgoing_take(TO_B, 2)
+    a.outgoing_hold(TO_B)
+    assert a.outgoing_take(TO_B, 2) is None  # nothing more leaves
+    b.receive(a.info().guid, first.items, first.incarnation, first.sent_at)
+    assert a.outgoing_done(TO_B, first.token) == 2  # what was in flight finishes
+    assert a.outgoing_show(TO_B).messages == 4 and a.outgoing_show(TO_B).state == "on-hold"
+    a.outgoing_hold(TO_B, held=False)
+    assert send(a, b).stored == 4
+
+
 # ---- arrivals -------------------------------------------------------------------------------------
 
 def test_an_arrival_is_stored_once_with_one_more_hop(qms):
