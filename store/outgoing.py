@@ -248,6 +248,7 @@ def done(t: Write, q: QueueInfo, token: int) -> int:
     if hold is None:
         return 0
     sent, _ = holders.finish(t, hold, q, {m.seq for m in t.with_token(q, token)})
+    t.got(q, sent)  # gone from the queue as a get takes them: its counts add up, its outflow rate shows
     t.durable = False  # light: a lost removal resends the batch, which the receiver drops
     if any(m.trace and m.report_queue for m in sent):
         reports.emit(t, sent, reports.SENT, delivered=False, at=lambda m: m.since, next_hop=_next_hop(t, q))

@@ -180,6 +180,18 @@ def test_a_hold_pauses_a_delivery_under_way(qms):
     assert send(a, b).stored == 4
 
 
+def test_what_an_outgoing_queue_sends_counts_as_got_from_it(qms):
+    # its counters showed 100 put, 0 got and depth 0 after 100 left: they did not add up,
+    # and its outflow rate (Prometheus, stats --watch) was always 0
+    a, b = qms
+    a.put_many(TO_B, [NewMessage(b"x" * 10) for _ in range(100)])
+    send(a, b, count=60)
+    send(a, b)
+    [s] = [s for s in a.stats() if s.name == a.outgoing_show(TO_B).name]
+    assert (s.depth, s.totals["put_messages"], s.totals["got_messages"], s.totals["got_bytes"]) == (0, 100, 100, 1000)
+    assert s.last_get is not None
+
+
 # ---- arrivals -------------------------------------------------------------------------------------
 
 def test_an_arrival_is_stored_once_with_one_more_hop(qms):
