@@ -418,3 +418,15 @@ def test_a_listener_whose_store_is_replaced_stops_with_exit_11_and_the_sender_ke
         dispatch_json(a, "--once")
         assert again.stop() == 0, again.stderr
     assert sorted(int(m.body) for m in browse(b, "q")) == list(range(20))
+
+
+def test_each_queue_of_a_link_records_what_it_sent_not_the_links_totals(net):
+    # every queue of a link showed the link's whole run in its history: a queue that sent 2
+    # said "102 messages in 2 batches"
+    put(net.a, DEST, [b"a", b"b"])
+    put(net.a, "DIRECT=OS:qmB\\q2", [b"c", b"d", b"e"])
+    [result] = json.loads(dispatch_json(net.a, "--once").stdout)
+    assert result["messages"] == 5
+    for dest, detail in ((DEST, "2 messages in 1 batches"), ("DIRECT=OS:qmB\\q2", "3 messages in 1 batches")):
+        sent = [h for h in outgoing(net.a, dest).history if h["event"] == "sent"]
+        assert [h["detail"] for h in sent] == [detail], (dest, sent)

@@ -295,16 +295,20 @@ class Dispatcher:
             for queue in queues:
                 if self.stopping:
                     break
-                await self._drain(conn, session, queue, result)
+                part = LinkResult(link.name, link.address)  # each queue's history says what it sent
+                try:
+                    await self._drain(conn, session, queue, part)
+                finally:
+                    result.add(part)
+                if part.messages:
+                    detail = f"{part.messages} messages in {part.batches} batches"
+                    if part.dead_lettered:
+                        detail += f"; {describe_dead_lettered(part.dead_lettered)}"
+                    await self._call(self.st.outgoing_event, [queue], "sent", detail, None,
+                                     part.dead_lettered or None)
             await conn.send(session.seal(FrameType.BYE, b""))
-            if result.messages:
-                detail = f"{result.messages} messages in {result.batches} batches"
-                if result.dead_lettered:
-                    detail += f"; {describe_dead_lettered(result.dead_lettered)}"
-                await self._call(self.st.outgoing_event, queues, "sent", detail, None,
-                                 result.dead_lettered or None)
-                if result.dead_lettered and retry:  # --once: the command reports it
-                    self.log(f"link {link.name!r}: {describe_dead_lettered(result.dead_lettered)}")
+            if result.dead_lettered and retry:  # --once: the command reports it
+                self.log(f"link {link.name!r}: {describe_dead_lettered(result.dead_lettered)}")
             self._failures.pop(link.name, None)
         except _Stopped:
             pass  # stopped while connecting: nothing was in flight, nothing failed
