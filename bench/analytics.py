@@ -68,7 +68,7 @@ QUEUE = "reports"
 CACHE_DIR = "mqcli-bench-analytics"
 FORMAT = 1  # bump when the data layout changes: cached stores of another format are rebuilt
 BATCH = 10_000
-START_US = 1_800_000_000_000_000
+START_US = 1_700_000_000_000_000
 LINK_MEDIAN_US = {("A", "B"): 2_000, ("B", "C"): 5_000, ("B", "A"): 3_000, ("A", "C"): 8_000}
 QMS = ("A", "B", "C")
 

@@ -1074,9 +1074,9 @@ class Store(Forwarding):
                 t.give_new_ids(batch)
                 kept, late = (batch, []) if refuse_expired else t.expired_on_arrival(q, batch)
                 return Imported(t.enqueue(q, kept), expired=late)
-            latest = t.now + MAX_PUT_TIME_LEAD_US
-            for m in batch:
-                if m.put_time > latest:
+            latest, origin = t.now + MAX_PUT_TIME_LEAD_US, t.origin
+            for m in batch:  # only this queue manager's own move its counters (keep_ids_ahead_of)
+                if m.put_time > latest and m.origin == origin:
                     check_put_time(m.put_time, t.now, f"message {m.msg_id}: ")  # raises, naming it
             fresh: list[Message] = []
             skipped: list[Message] = []

@@ -319,7 +319,8 @@ def check_parents(path: Path, made: str = "store") -> None:
         except FileNotFoundError:
             continue  # made by this init, the running user's
         except OSError as exc:
-            raise StoreUnavailable(f"cannot use {parent} for a store: {exc.strerror or exc}") from None
+            where = f"use {parent} for a store" if made == "store" else f"write a {made} into {parent}"
+            raise StoreUnavailable(f"cannot {where}: {exc.strerror or exc}") from None
         mode = stat.S_IMODE(st.st_mode)
         if st.st_uid not in (me, 0):
             raise StorePermission(f"{parent} is owned by {describe(st.st_uid)}, who could swap the {made} "

@@ -110,7 +110,7 @@ def test_spark_submit_runs_the_job(tmp_path):
     a, b = new_guid(), new_guid()
     with Store.open(tmp_path / "qm", create=True, name="qm") as st:
         put_reports(st, [report(a, n, "DIRECT=OS:qm\\orders", e, 10 * n + i)
-                         for n in (1, 2) for i, e in enumerate(route_events([a, b], 1_800_000_000_000_000 + n, [700 * n]))])
+                         for n in (1, 2) for i, e in enumerate(route_events([a, b], 1_700_000_000_000_000 + n, [700 * n]))])
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     out = subprocess.run([str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",

@@ -13,7 +13,7 @@ from store import NewMessage, Store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-START = 1_800_000_000_000_000
+START = 1_700_000_000_000_000
 TARGET = "DIRECT=OS:qmB\\orders"
 # what does not depend on when the command ran
 HEALTH_FIELDS = ("store_guid", "queue", "depth", "bytes", "available", "in_flight", "expired", "backouts",

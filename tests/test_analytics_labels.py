@@ -95,7 +95,7 @@ def test_routes_are_decoded_without_python_udfs(spark, tmp_path):
     a, b = new_guid(), new_guid()
     with Store.open(tmp_path / "qm", create=True, name="qm") as st:
         put_reports(st, [report(a, 1, "DIRECT=OS:qm\\orders", e, n)
-                         for n, e in enumerate(route_events([a, b], 1_800_000_000_000_000, [500]), 1)])
+                         for n, e in enumerate(route_events([a, b], 1_700_000_000_000_000, [500]), 1)])
     result = routes(spark.read.format("mqstore").load(str(tmp_path / "qm")), cache=False)
     for df in (result.routes, result.links):
         plan = df._jdf.queryExecution().executedPlan().toString()

@@ -17,7 +17,7 @@ from store import Store
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark")]  # analyze run in-process uses it
 
 TARGET = "DIRECT=OS:qmC\\orders"
-START = 1_800_000_000_000_000
+START = 1_700_000_000_000_000
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

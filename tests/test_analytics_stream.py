@@ -13,7 +13,7 @@ from store import NewMessage, Store
 
 pytestmark = pytest.mark.spark
 
-START = 1_800_000_000_000_000
+START = 1_700_000_000_000_000
 A, B = new_guid(), new_guid()
 
 
