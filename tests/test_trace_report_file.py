@@ -152,3 +152,16 @@ def test_a_column_no_one_reads_may_be_named_twice(tmp_path):
     path = tmp_path / "r.csv"
     path.write_text(f'Id,label,body,arrived,id\n1,"{LATE_REPORT[1][0]}","{BODY}",2026-11-22T15:15:41Z,2\n', "utf-8")
     assert [r.label for r in reportfile.read(path)] == [LATE_REPORT[1][0]]
+
+
+def test_a_route_step_back_in_time_is_said_to_be_the_clocks(tmp_path):
+    # RS01's clock 3 s behind SRC01's: the link took "-2 s". The step keeps its sign (the
+    # table says what the reports say), and a note says what a negative step means
+    skewed = [LATE_REPORT[0], ("1A2B:00000001:01 received by RS01 at 03:15:38 PM Sun,Nov 22 26", BODY,
+                               "2026-11-22T15:15:41.200Z"), *LATE_REPORT[2:]]
+    result = route(jsonl(tmp_path, skewed), "1A2B:00000001", "-o", "json")
+    assert result.code == 0, result
+    assert [s["since_previous_us"] for s in result.json()][1] == -2_000_000
+    assert ("1 step(s) of the route go back in time, by up to 2000.000 ms: the queue managers' clocks differ at "
+            "least that much (each stamps its reports by its own)") in result.stderr, result
+    assert "go back in time" not in route(jsonl(tmp_path, LATE_REPORT, "ok.jsonl")).stderr

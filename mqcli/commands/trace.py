@@ -225,4 +225,9 @@ def _print_route(s: Session, rows: list[dict], msg_id: str, where: str) -> None:
     for r in steps:
         us = r["since_previous_us"]
         r["since_previous"] = "" if us is None else f"{int(us) / 1000:+.3f} ms"  # one sign (two clocks may differ)
+    backwards = [int(r["since_previous_us"]) for r in steps if r["since_previous_us"] is not None
+                 and int(r["since_previous_us"]) < 0]
+    if backwards:  # no step takes negative time: each queue manager stamps its reports by its own clock
+        s.out.note(f"{len(backwards)} step(s) of the route go back in time, by up to {-min(backwards) / 1000:.3f} ms: "
+                   f"the queue managers' clocks differ at least that much (each stamps its reports by its own)")
     s.out.table(steps, ROUTE_COLUMNS, title=f"route of {msg_id}")
