@@ -64,8 +64,10 @@ class ExitCode(IntEnum):
         "rules of the queue broken.")
     STORE = 11, (
         "Store error: no store at the path (only `init` makes one), or the store cannot be "
-        "opened, is corrupt, or not permitted (owned by another user, writable by others); or a "
-        "Spark task found another store (another GUID), or none, where the job planned one.")
+        "opened, is corrupt (a command that crashed reading it says so with this code), or not "
+        "permitted (owned by another user, writable by others), or was replaced or removed while a "
+        "command kept it open; or a Spark task found another store (another GUID), or none, where "
+        "the job planned one.")
     BAD_DATA = 12, (
         "Bad data: a malformed record, label, body, format name, JSONL line or import file (a "
         "line longer than any record of the store can be is refused before it is read whole); "
