@@ -150,7 +150,9 @@ def claim(t: Write, tag: bytes, q: QueueInfo, ident: int, *, extend: bool = Fals
     if hold is not None:
         raise IdInUse(f"{what} {ident} is taken in queue {q.name!r}: a {hold.what} is writing out "
                       f"messages it will hold under it, and an id has one holder; use another id or auto")
-    lapse = lapse_of(t, tag, q.qid, ident)
+    # `extend`: the caller's own bulk operation goes on under its id, whatever took its earlier
+    # batches meanwhile (an operators' undo between two batches of one get): it is still their holder
+    lapse = None if extend else lapse_of(t, tag, q.qid, ident)
     if lapse is not None:
         raise IdInUse(f"{lapse.event(tag, ident)} at {when(lapse.at)} in queue {q.name!r}, "
                       f"so the id is reserved until {when(lapse.until)} (a late confirm or undo "

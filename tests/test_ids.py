@@ -68,6 +68,18 @@ def test_extend_adds_to_the_callers_own_id(st):
     assert (st.confirm("q", 9), st.confirm("q", 8)) == (3, 2)
 
 
+def test_a_bulk_get_goes_on_under_its_id_after_an_operator_took_its_earlier_batch(st):
+    # between two batches of one `get --count N --confirm-id C` an operators' undo released the
+    # first: the second batch (extend) is still the same holder's, and was refused with exit 5
+    st.put_many("q", [NewMessage(b"a"), NewMessage(b"b")])
+    st.get_many("q", 1, confirm_id=9)
+    assert st.undo_inflight("q") == 1
+    assert [m.body for m in st.get_many("q", 1, confirm_id=9, extend=True)] == [b"a"]  # back at the head
+    assert st.confirm("q", 9) == 1
+    with pytest.raises(errors.IdInUse):  # a new holder still may not take it
+        st.get("q", wait=0, confirm_id=9)
+
+
 def test_a_confirmed_or_undone_id_may_be_named_again(st):
     st.put("q", b"a")
     st.get("q", wait=0, confirm_id=7)
