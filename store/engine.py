@@ -1779,8 +1779,7 @@ class Store(Forwarding):
                     if by is not None:
                         delivering[by] += 1
                         continue
-                    held = replace(m)
-                    ids.record_lapse(t, held, t.release(m), ids.UNDONE)  # its holder's late confirm is told
+                    t.take_from_holder(m, ids.UNDONE)
                     done += 1
             return Undone(done, dict(delivering), tx_locked)
         return self._write(undo)

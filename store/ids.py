@@ -213,7 +213,7 @@ def unknown(t: Write, tag: bytes, q: QueueInfo, ident: int) -> MessageNotFound:
 
 # ---- remembering ids taken from their holder ------------------------------------------------
 
-def record_lapse(t: Write, held: Message, kept: Message | None, cause: str = LAPSED) -> None:
+def record_lapse(t: Write, held: Message, kept: Message | None, cause: str) -> None:
     """Remember the ids of `held` (the message as it was, in flight) that `cause` (CAUSES) just
     took from its holder; `kept` is what that left of it (Write.release, dead-lettering): back
     in its queue, moved to a dead-letter queue, or None (an unconfirmed put, discarded; a

@@ -1021,11 +1021,18 @@ class Write:
             m = self.load(seq, location)
             if m is None or m.state in (AVAILABLE, TX_LOCKED):
                 continue
-            held = replace(m)
-            kept = self.release(m)  # a lapsed lease undoes the whole in-flight state, lock included
-            ids.record_lapse(self, held, kept)  # a late confirm or undo is told; the ids rest a day
+            self.take_from_holder(m, ids.LAPSED)  # a lapsed lease undoes the whole in-flight state, lock included
             done += 1
         return done
+
+    def take_from_holder(self, m: Message, cause: str) -> Message | None:
+        """`release` an in-flight message whose holder did not end it (`cause`: a lapsed lease,
+        an operators' undo: ids.CAUSES), and remember its ids for a day (ids.record_lapse): its
+        holder's late confirm or undo is told, and no new holder takes them meanwhile."""
+        held = replace(m)
+        kept = self.release(m)
+        ids.record_lapse(self, held, kept, cause)
+        return kept
 
     def expire_messages(self) -> int:
         done = 0
@@ -1033,18 +1040,15 @@ class Write:
             m = self.load(seq, location)
             if m is None or m.state == TX_LOCKED:
                 continue
+            held = replace(m) if m.state != AVAILABLE else None
             if m.state == PUT_UNCONFIRMED:
                 # never put (hidden from every action but confirm and undo: MQe): discarded as
                 # its lapse would, not made a dead letter its producer never sent (its confirm
                 # is told), and not counted as expired in a queue that never counted it put
-                unconfirmed = replace(m)
-                self.leave(m, GONE)
-                ids.record_lapse(self, unconfirmed, None, ids.EXPIRED)
-                done += 1
-                continue
-            self.queue_counters(m.qid, change=True).expired += 1
-            held = replace(m) if m.state != AVAILABLE else None
-            kept = self.dead_letter(m, "expired")
+                kept = self.leave(m, GONE)
+            else:
+                self.queue_counters(m.qid, change=True).expired += 1
+                kept = self.dead_letter(m, "expired")
             if held is not None:  # taken from its holder: a late confirm or undo is told; the ids rest a day
                 ids.record_lapse(self, held, kept, ids.EXPIRED)
             done += 1

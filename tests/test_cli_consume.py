@@ -343,23 +343,31 @@ def test_every_property_reaches_the_command_unambiguously(cli, tmp_path):
     assert seen == {"MQ_PROP_a_b": "underscore", "MQ_PROP__": "accent", "MQ_PROP_z_": "nul"}
 
 
+@contextmanager
+def _two_commands_running(cli, tmp_path):
+    """A worker (--parallel 2, -o json) of two messages, both commands running (`sleep 600`,
+    each its pid as a file in `started`): (worker, started); killed after the block."""
+    fill(cli, 2)
+    started = tmp_path / "started"
+    started.mkdir()
+    worker = _worker(cli, "--exec", f"touch {started}/$$; exec sleep 600", "--parallel", "2", "-o", "json",
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: len(list(started.iterdir())) == 2, 30, "two commands to start")
+        yield worker, started
+    finally:
+        worker.kill()
+
+
 @pytest.mark.parametrize("signals, code", [((signal.SIGINT, signal.SIGINT), 130),
                                            ((signal.SIGTERM, signal.SIGTERM), 143)])
 def test_a_second_signal_kills_the_commands_undoes_their_messages_and_exits_as_interrupted(cli, tmp_path, signals,
                                                                                            code):
-    fill(cli, 2)
-    started = tmp_path / "started"
-    started.mkdir()
-    worker = _worker(cli, "--exec", f"touch {started}/$$; sleep 600", "--parallel", "2", "-o", "json",
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        wait_until(lambda: len(list(started.iterdir())) == 2, 30, "two commands to start")
+    with _two_commands_running(cli, tmp_path) as (worker, started):
         worker.send_signal(signals[0])
         time.sleep(0.3)
         worker.send_signal(signals[1])
         stdout, err = worker.communicate(timeout=60)
-    finally:
-        worker.kill()
     assert worker.returncode == code, err
     assert json.loads(stdout)["undone"] == 2
     assert not any(_alive(int(p.name)) for p in started.iterdir())
@@ -603,19 +611,11 @@ def test_a_stop_that_signals_the_commands_too_returns_their_messages_without_a_b
     # the signal that stopped the worker, and each counted a backout (at max-backouts 1, a
     # dead letter) though no handler failed on its message
     cli.ok("queue", "set", "q", "--max-backouts", "1")
-    fill(cli, 2)
-    started = tmp_path / "started"
-    started.mkdir()
-    worker = _worker(cli, "--exec", f"touch {started}/$$; exec sleep 600", "--parallel", "2", "-o", "json",
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        wait_until(lambda: len(list(started.iterdir())) == 2, 30, "two commands to start")
+    with _two_commands_running(cli, tmp_path) as (worker, started):
         worker.send_signal(signal.SIGTERM)
         for p in started.iterdir():
             os.kill(int(p.name), signal.SIGTERM)
         stdout, err = worker.communicate(timeout=60)
-    finally:
-        worker.kill()
     assert worker.returncode == 0, err
     summary = json.loads(stdout)
     assert (summary["undone"], summary["returned"]) == (2, 2), summary
