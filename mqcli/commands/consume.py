@@ -54,12 +54,12 @@ SLICE = 1.0
 # queue) or a handler whose backend is down is not retried hundreds of times a second
 BACKOFF = 0.05
 BACKOFF_MAX = 2.0
-_SIGPIPED = (-signal.SIGPIPE, 128 + signal.SIGPIPE)  # how sh reports a command SIGPIPE killed
-
-
-def _stopped_by(signum: int) -> tuple[int, int]:
+def _killed_by(signum: int) -> tuple[int, int]:
     """How a command that `signum` killed is reported (by Popen, or by sh for its child)."""
     return -signum, 128 + signum
+
+
+_SIGPIPED = _killed_by(signal.SIGPIPE)
 
 
 # the shell's own statuses for a command it could not run (POSIX, as xargs uses them): the
@@ -194,7 +194,7 @@ def consume(
                 # sends SIGTERM to the whole cgroup): a service restart would count a backout
                 # for every message in flight, and dead-letter some
                 returned = (outcome.ours or (outcome.code in _SIGPIPED and (output_closed or _output_closed()))
-                            or (stopping.asked and outcome.code in _stopped_by(stopping.signum)))
+                            or (stopping.asked and outcome.code in _killed_by(stopping.signum)))
                 consumer.undo(m, backout=not returned)
                 tally.undone += 1
                 tally.returned += returned
