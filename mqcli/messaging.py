@@ -248,8 +248,9 @@ def _sizes(total: int, size: int) -> Iterator[int]:
 def say_left_in_flight(out: Output, n: Undone) -> None:
     """Say on stderr what an undo or a purge left in flight, and why."""
     for holder, count in n.delivering.items():
-        out.note(f"{count} left in flight: a {holder} is delivering them (writing them out or sending "
-                 f"them); it removes them once delivered, and gives them back if it fails or dies")
+        out.note(f"{count} left in flight: a {holder} is delivering them (writing them out, sending "
+                 f"them or handling them); it removes them once delivered, and they come back if it "
+                 f"fails or dies")
     if n.tx_locked:
         out.note(f"{n.tx_locked} left in flight: tx-locked (their transaction's commit or abort, "
                  f"or its timeout, decides; `mqcli tx list`)")

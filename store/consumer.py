@@ -17,6 +17,13 @@ A consumer killed meanwhile loses nothing: what it held goes back when its lease
 backout), and a message it handled whose confirm had not been committed yet is delivered again
 (at least once; the handler sees its `backouts` go up). Several messages may be in flight at
 once (a worker with parallel handlers): each has its own confirm id.
+
+While it lives, a consumer's messages are its own: it registers a row in table `holders` (kind
+CONSUME, store/holders.py) on its first get, and draws its confirm ids from that row's range
+(`ConsumerIds`), so an operators' undo (`undo --all/--older-than`) or a purge that meets them
+leaves them to it, as they leave what a get is writing out (they would be handled twice, the
+second time while the first handler still runs). Their leases lapse as any: a consumer that
+stops getting its messages back does not keep them.
 """
 
 from __future__ import annotations
@@ -24,13 +31,34 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from . import holders, ids
 from .errors import AlreadyReceived, InvalidArgument, MessageNotFound, StoreError
 from .records import Message
 
 if TYPE_CHECKING:
     from .engine import Store
+    from .queues import QueueInfo
+    from .write import Write
 
 FOREVER = None
+
+
+class ConsumerIds:
+    """A consumer's confirm ids, base+1, base+2, ..., each neither pending in the queue nor
+    reserved (as ids.draw's); its row in `holders` is `token` (CONSUMERS | base)."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.token = holders.CONSUMERS | base
+        self.used = 0
+
+    def draw(self, t: Write, tag: bytes, q: QueueInfo) -> int:
+        while self.used < holders.CONSUMER_IDS:
+            self.used += 1
+            ident = self.base + self.used
+            if not ids.pending(t, tag, q.qid, ident) and ids.lapse_of(t, tag, q.qid, ident) is None:
+                return ident
+        return ids.draw(t, tag, q)  # 2^40 gets later: fresh ids, which an operators' undo may take
 
 
 class Consumer:
@@ -44,13 +72,16 @@ class Consumer:
         # confirms that failed when committed, with why (a lease that lapsed meanwhile: the
         # message went back and may be handled again); the caller reads and clears it
         self.failed: list[tuple[Message, StoreError]] = []
+        self._ids: ConsumerIds | None = None  # registered on the first get
 
     def next(self, wait: float | None = FOREVER) -> Message | None:
         """The next message (None if none came within `wait` seconds; None waits forever),
         got two-phase in the commit that confirms the messages acked since the last call."""
+        if self._ids is None:
+            self._ids = self.store._register_consumer(self.queue)
         acked, self._acked = self._acked, {}
         message, failed = self.store._ack_and_get(self.queue, list(acked), wait=wait, lease=self.lease,
-                                                  where=self.where)
+                                                  where=self.where, ids_from=self._ids)
         if failed:
             self.failed += [(acked[confirm_id], exc) for confirm_id, exc in failed]
         if message is not None:
@@ -87,6 +118,9 @@ class Consumer:
         self.flush()
         for m in list(self.in_flight.values()):
             self.undo(m)
+        if self._ids is not None:
+            self.store._unregister_consumer(self._ids.token)
+            self._ids = None
 
     def __iter__(self) -> Iterator[Message]:
         while True:

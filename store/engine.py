@@ -24,7 +24,7 @@ import lmdb
 
 from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
-from .consumer import Consumer
+from .consumer import Consumer, ConsumerIds
 from .environment import (
     DEFAULT_MAP_SIZE, MAP_SIZES, ONE_HANDLE, RESTORE, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
     layout_error, lmdb_failed, open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists,
@@ -133,7 +133,8 @@ class Imported(list[Message]):
 class Undone(int):
     """How many messages an operators' undo released (`Store.undo_inflight`) or a purge
     removed (`Store.purge_queue`), with what it left in flight: `delivering` counts by holder
-    ("get in process 4711": a live process is writing them out or sending them) and
+    ("get in process 4711": a live process is writing them out or sending them, or a live
+    consumer handling them) and
     `tx_locked` those in a transaction."""
 
     delivering: dict[str, int]
@@ -206,18 +207,21 @@ def _check_id(value: NewId | None, what: str, *, auto: bool = False) -> None:
 
 
 @overload
-def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId, extend: bool = False) -> int: ...
+def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId, extend: bool = False,
+            draw: Callable[[Write, bytes, QueueInfo], int] = ids.draw) -> int: ...
 @overload
-def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None: ...
+def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False,
+            draw: Callable[[Write, bytes, QueueInfo], int] = ids.draw) -> int | None: ...
 
 
-def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False) -> int | None:
-    """The id a new holder takes: a fresh one for AUTO, else the one named, if no one else
-    holds it (ids.claim: IdInUse otherwise)."""
+def _new_id(t: Write, tag: bytes, q: QueueInfo, ident: NewId | None, extend: bool = False,
+            draw: Callable[[Write, bytes, QueueInfo], int] = ids.draw) -> int | None:
+    """The id a new holder takes: a fresh one for AUTO (`draw`n), else the one named, if no
+    one else holds it (ids.claim: IdInUse otherwise)."""
     if ident is None:
         return None
     if ident == AUTO:
-        return ids.draw(t, tag, q)
+        return draw(t, tag, q)
     ids.claim(t, tag, q, ident, extend=extend)
     return ident
 
@@ -902,6 +906,7 @@ class Store(Forwarding):
             return Undone(len(self._read(doomed)))
 
         def purge(t: Write) -> Undone:
+            holders.recover(t, self._holder)  # dead consumers' rows too: their messages are no one's
             removed, delivering = 0, Counter[str]()
             for m in doomed(t):
                 by = holders.delivering(t, m)
@@ -922,6 +927,7 @@ class Store(Forwarding):
                 raise InvalidArgument(f"{q.name!r} is a system queue and cannot be deleted")
             doomed = list(t.queue_messages(q))
             _refuse_open_transactions(q, doomed)
+            holders.recover(t, self._holder)
             _refuse_delivering(t, q, doomed)
             t.remove_many(doomed)
             t.lt.delete(queue_key(q.name), db=self._dbs["queues"])
@@ -1168,10 +1174,11 @@ class Store(Forwarding):
                   priority: int | None = None, where: str | None = None,
                   confirm_id: NewId | None = None, lock_id: int | None = None, lease: float | None = None,
                   deliver: Callable[[list[Message]], None] | None = None,
-                  tx: int | None = None, extend: bool = False, chain: _Chain | None = None) -> list[Message]:
+                  tx: int | None = None, extend: bool = False, chain: _Chain | None = None,
+                  draw: Callable[[Write, bytes, QueueInfo], int] = ids.draw) -> list[Message]:
         """get_many; with a `chain`, a plain held get first runs the end of the chain's last
         batch (if any) in the write that holds its own batch, and leaves its own end in the
-        chain instead of committing it (get_batches)."""
+        chain instead of committing it (get_batches). A confirm id AUTO is `draw`n."""
         if tx is not None and confirm_id is not None:
             raise InvalidArgument("a get is either in a transaction or two-phase, not both")
         _check_count(count, "count")
@@ -1226,7 +1233,7 @@ class Store(Forwarding):
                 # two-phase and written out: held by this process while written (a SIGKILL
                 # gives them back), put under the confirm id in the write that ends the hold,
                 # so that nothing unwritten is ever pending under it
-                pending_id = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
+                pending_id = _new_id(t, keys.CONFIRM, q, confirm_id, extend, draw)
                 found = t.take(q, f, size, lock_id)
                 if found:  # the row names the id: it has this holder from now on (ids.claim)
                     token = self._holder.hold(t, q, found, holders.TWO_PHASE_GET, pending_id)
@@ -1235,7 +1242,7 @@ class Store(Forwarding):
                         m.confirm_id, m.since = pending_id, t.now
                         m.lease_expires = t.now + lease_us if lease_us else m.lease_expires
             else:
-                cid = _new_id(t, keys.CONFIRM, q, confirm_id, extend)
+                cid = _new_id(t, keys.CONFIRM, q, confirm_id, extend, draw)
                 found = t.take(q, f, count, lock_id)
                 if cid is None:
                     t.remove_many(found)
@@ -1510,12 +1517,29 @@ class Store(Forwarding):
         """A two-phase consumer of a queue whose confirms ride on its next get (store/consumer.py)."""
         return Consumer(self, queue, lease=lease, where=where)
 
+    def _register_consumer(self, queue: str) -> ConsumerIds:
+        """A consumer's row in `holders` (kind CONSUME, in a light commit of its own) and the
+        confirm ids it names (store/consumer.py)."""
+        ids_from = ConsumerIds(holders.new_token())
+        self._write(lambda t: self._holder.register(t, ids_from.token, addressing.lookup(t, queue), holders.CONSUME))
+        return ids_from
+
+    def _unregister_consumer(self, token: int) -> None:
+        """The consumer's row gone: it holds nothing more (if this write fails, the next writer
+        forgets the row once this process is gone)."""
+        try:
+            self._write(lambda t: holders.forget(t, token), maintain=False)
+        except StoreError:
+            pass
+
     def _ack_and_get(self, queue: str, confirm_ids: list[int], *, wait: float | None,
-                     lease: float | None, where: str | None) -> tuple[Message | None, list[tuple[int, StoreError]]]:
+                     lease: float | None, where: str | None, ids_from: ConsumerIds,
+                     ) -> tuple[Message | None, list[tuple[int, StoreError]]]:
         """Confirm `confirm_ids` and get the next message two-phase under a fresh confirm id,
         in one durable commit (Consumer.next). Returns the message (None if none came within
         `wait`; the confirms are committed then too) and the confirms that failed: an id whose
-        lease lapsed or that is unknown (exit 4) does not stop the others or the get.
+        lease lapsed or that is unknown (exit 4) does not stop the others or the get. The get's
+        confirm id is the consumer's next (`ids_from`).
 
         The consumer's loop (no selector) runs as one straight write: the confirms, then the
         next available message taken two-phase (Write.take_two_phase). Only when none is
@@ -1536,7 +1560,7 @@ class Store(Forwarding):
                 if wait is not None and not is_seconds(wait):
                     raise InvalidArgument(_not_seconds(wait, "wait") + " (None waits forever)")
                 lease_us = _seconds(lease, "lease")
-                m = self._write(lambda t: t.take_two_phase(acks(t), lease_us))
+                m = self._write(lambda t: t.take_two_phase(acks(t), lease_us, ids_from.draw))
             except BaseException:
                 if confirm_ids:  # the get's write failed: the confirms alone, as the chained get does
                     self._write(acks)
@@ -1546,7 +1570,8 @@ class Store(Forwarding):
             confirm_ids = []  # committed: the wait below confirms nothing more
         chain = _Chain(acks if confirm_ids else None)
         try:
-            found = self._get_many(queue, 1, wait=wait, confirm_id=AUTO, lease=lease, where=where, chain=chain)
+            found = self._get_many(queue, 1, wait=wait, confirm_id=AUTO, lease=lease, where=where, chain=chain,
+                                   draw=ids_from.draw)
         except Timeout:
             return None, failed
         finally:
@@ -1764,6 +1789,7 @@ class Store(Forwarding):
         limit_us = None if older_than is None else int(older_than * 1_000_000)
 
         def undo(t: Write) -> Undone:
+            holders.recover(t, self._holder)  # dead consumers' rows too: their messages are no one's
             names = [queue] if queue is not None else t.queue_names()
             done, delivering, tx_locked = 0, Counter[str](), 0
             for name in names:
@@ -1974,10 +2000,8 @@ def _refuse_open_transactions(q: QueueInfo, doomed: list[Message]) -> None:
 
 def _refuse_delivering(t: Write, q: QueueInfo, doomed: list[Message]) -> None:
     """A queue delete removes no message a live process is delivering (a get writing it out, a
-    dispatch sending it): that process removes it once delivered, and the delete would count
+    dispatch sending it, a consumer handling it): that process removes it once delivered, and the delete would count
     it as deleted too. AlreadyReceived naming the process; purge leaves such messages instead."""
-    if not t.any_held():
-        return
     busy = Counter(by for by in (holders.delivering(t, m) for m in doomed) if by is not None)
     if busy:
         held = "; ".join(f"{count} by a {holder}" for holder, count in busy.items())

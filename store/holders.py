@@ -56,8 +56,17 @@ if TYPE_CHECKING:
     from .write import Write
 
 HOLDERS_DIR = "holders"
-GET, DISPATCH, TWO_PHASE_GET = 1, 2, 3
-KINDS = {GET: "get", DISPATCH: "dispatch", TWO_PHASE_GET: "two-phase get"}
+GET, DISPATCH, TWO_PHASE_GET, CONSUME = 1, 2, 3, 4
+KINDS = {GET: "get", DISPATCH: "dispatch", TWO_PHASE_GET: "two-phase get", CONSUME: "consumer"}
+# A consumer's row (kind CONSUME, no places) holds no message itself: it says that the messages
+# of its queue got two-phase under the confirm ids base+1 ... base+CONSUMER_IDS are a live
+# consumer's (store/consumer.py), which an operators' undo or a purge leaves to it. Their leases
+# still lapse (a stopped consumer's messages come back), and when the consumer dies the row is
+# only forgotten: its messages come back as their leases lapse, with a backout, as before. Its
+# key is CONSUMERS | base, after every hold's (tokens are below 2**62), so that a write that
+# meets only consumers' rows finds no hold (Write.any_held: no maintenance, no lookups).
+CONSUMERS = 1 << 63
+CONSUMER_IDS = 1 << 40
 _ROW = struct.Struct(">16sIBIQ")
 _TOKEN = struct.Struct(">Q")
 PLACE = struct.Struct(">BQ")  # one message held in place: 7-priority, seq (its position key's tail)
@@ -132,10 +141,28 @@ def claimed(t: Write, qid: int, confirm_id: int) -> Hold | None:
 
 
 def delivering(t: Write, m: Message) -> str | None:
-    """Who is delivering `m` right now ("get in process 4711": a live process writing it out
-    or sending it), None if no one: what an operators' undo or purge leaves to that process."""
-    hold = lookup(t, m.confirm_id) if m.confirm_id is not None else None
+    """Who is delivering `m` right now ("get in process 4711": a live process writing it out,
+    sending it, or a consumer handling it), None if no one: what an operators' undo or purge
+    leaves to that process."""
+    if m.confirm_id is None:
+        return None
+    hold = lookup(t, m.confirm_id) if t.any_held() else None
+    if hold is None and m.state == GET_UNCONFIRMED:
+        hold = consuming(t, m.qid, m.confirm_id)
     return None if hold is None else hold.what
+
+
+def consuming(t: Write, qid: int, confirm_id: int) -> Hold | None:
+    """The consumer whose confirm ids in queue `qid` include `confirm_id`, if any (a dead
+    one's row is there until `recover` forgets it: callers recover first)."""
+    cur = t.lt.cursor(db=t.dbs["holders"])
+    if not cur.set_range(_TOKEN.pack(CONSUMERS)):
+        return None
+    for key, value in cur:
+        h = decode(bytes(key), bytes(value))
+        if h.kind == CONSUME and h.qid == qid and 0 < confirm_id - (h.token - CONSUMERS) <= CONSUMER_IDS:
+            return h
+    return None
 
 
 def leaving(t: Write, m: Message) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Unpack
@@ -603,9 +603,11 @@ class Write:
             self._soonest = deadline
 
     def any_held(self) -> bool:
-        """Does any process hold messages (a row in `holders`, store/holders.py)?"""
+        """Does any process hold messages (a row in `holders`, store/holders.py; consumers'
+        rows, after every hold's, hold none)?"""
         if self._any_held is None:
-            self._any_held = self.cursor("holders").first()
+            cur = self.cursor("holders")
+            self._any_held = cur.first() and cur.key() < _FIRST_CONSUMER
         return self._any_held
 
     def placed(self, qid: int) -> dict[int, tuple[int, holders.Hold]]:
@@ -1357,17 +1359,19 @@ class Write:
             self.got(q, taken)
         return taken
 
-    def take_two_phase(self, q: QueueInfo, lease_us: int | None) -> Message | None:
+    def take_two_phase(self, q: QueueInfo, lease_us: int | None,
+                       draw: Callable[[Write, bytes, QueueInfo], int] = ids.draw) -> Message | None:
         """The next available message of the queue, got two-phase under a fresh confirm id
-        (ids.draw) with an optional lease: the get of a consumer's ack and next, as `get_many`
-        with confirm_id AUTO takes one ([MS-MQDMPR] 3.1.7.1.10 iTwoPhaseRead). None if none."""
+        (`draw`: a consumer's next id) with an optional lease: the get of a consumer's ack and
+        next, as `get_many` with confirm_id AUTO takes one ([MS-MQDMPR] 3.1.7.1.10
+        iTwoPhaseRead). None if none."""
         prefix, now = keys.queue_prefix(q.qid), self.now
         if self.placed(q.qid):
             item = next(self.positions(prefix), None)
             if item is None:
                 return None
             m = decode(item[1], q.name)
-            return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=ids.draw(self, keys.CONFIRM, q),
+            return self.transition(m, durable=False, state=GET_UNCONFIRMED, confirm_id=draw(self, keys.CONFIRM, q),
                                    since=now, lease_expires=now + lease_us if lease_us else m.lease_expires)
         # the usual case, nothing held in place: the queue's first position, and `transition`
         # with the cursor standing on it (an available message's one state entry is its position)
@@ -1375,7 +1379,7 @@ class Write:
         if not cur.set_range(prefix) or not cur.key().startswith(prefix):
             return None
         m = decode(cur.value(), q.name)
-        m.confirm_id = ids.draw(self, keys.CONFIRM, q)  # looks in idx and ids only: the cursor stays
+        m.confirm_id = draw(self, keys.CONFIRM, q)  # looks in idx and ids only: the cursor stays
         cur.delete()
         m.state, m.since = GET_UNCONFIRMED, now
         if lease_us:
@@ -1466,6 +1470,7 @@ def _as_held(m: Message, hold: holders.Hold) -> None:
 
 
 _NOTHING_PLACED: dict[int, tuple[int, holders.Hold]] = {}
+_FIRST_CONSUMER = U64.pack(holders.CONSUMERS)  # the key of the first consumer's row in `holders`
 _DEADLINE_TAGS = (keys.LEASE, keys.EXPIRY, keys.TX_TIMEOUT)
 _NO_DEADLINE = 1 << 64  # later than every deadline a key holds
 _KEY = itemgetter(0)

@@ -621,3 +621,44 @@ def test_a_stop_that_signals_the_commands_too_returns_their_messages_without_a_b
     assert (summary["undone"], summary["returned"]) == (2, 2), summary
     assert held(cli) == [("b000", "available", 0), ("b001", "available", 0)]
     assert states(cli, "dead-letter") == []
+
+
+def test_an_operators_undo_or_a_purge_leaves_a_live_workers_message_and_a_dead_ones_goes_back(cli, tmp_path):
+    # `undo --all` took the message a worker's command was still running on: a second worker
+    # ran it at the same time, and the first one's confirm was refused. A live worker's
+    # messages are its own, as a get's that is writing them out; a killed one's go back
+    fill(cli, 1)
+    started, go, out = tmp_path / "started", tmp_path / "go", tmp_path / "out"
+    out.mkdir()
+    worker = _worker(cli, "--exec", f"touch {started}; {_until(go)}; {RECORD}", "--count", "1", "--lease", "60s",
+                     "-o", "json", env={"OUT": str(out)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(started.exists, 30, "the command to start")
+        undo = cli.subprocess("undo", "--all", "-o", "json")
+        assert undo.code == 0 and undo.json()["undone"] == 0, undo
+        assert f"1 left in flight: a consumer in process {worker.pid} is delivering them" in undo.stderr, undo
+        purge = cli.subprocess("queue", "purge", "q", "--yes", "-o", "json")
+        assert purge.code == 0 and purge.json()["removed"] == 0, purge
+        second = cli.subprocess("consume", "q", "--exec", RECORD, "--idle", "0.3s", "-o", "json",
+                                env={"OUT": str(out)})
+        assert second.code == 0 and second.json()["messages"] == 0, second
+        go.touch()
+        stdout, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0 and json.loads(stdout)["confirmed"] == 1, err
+    assert [body for _, _, body in handled(out)] == ["b000"] and states(cli) == []
+
+    fill(cli, 1)
+    pid_file = tmp_path / "pid"
+    worker = _worker(cli, "--exec", f"echo $$ > {pid_file}; exec sleep 600", "--lease", "60s",
+                     stderr=subprocess.DEVNULL)
+    try:
+        pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 30, "the command"))
+        worker.kill()
+        worker.wait(timeout=30)
+        wait_until(lambda: not _alive(pid), 30, "the killed worker's command to be killed too")
+    finally:
+        worker.kill()
+    assert cli.json("undo", "--all")["undone"] == 1
+    assert held(cli) == [("b000", "available", 1)]

@@ -4,6 +4,7 @@ blocks nobody; a holder that is killed gives back its messages, and only its own
 processes, real pipes, SIGKILL."""
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -250,3 +251,24 @@ def test_a_get_stalled_on_a_full_pipe_stops_on_a_signal_and_loses_nothing(cli, s
     assert {(m.state, m.backouts) for m in left} == {("available", 0)}  # nothing left held
     assert shown | {m.msg_id for m in left} == everything
     assert len(shown & {m.msg_id for m in left}) <= 1  # shown again: at most the one cut part way
+
+
+def test_a_live_consumers_message_is_left_by_an_operators_undo_and_a_purge_but_its_lease_lapses(st, clock):
+    # a consumer's messages are being handled: an operators' undo or a purge that took one
+    # handed it to another worker while the first one's handler still ran (store/consumer.py)
+    st.put_many("q", [NewMessage(b"a"), NewMessage(b"b")])
+    me = f"consumer in process {os.getpid()}"
+    with st.consumer("q", lease=30) as c:
+        m = c.next(0)
+        undone = st.undo_inflight("q")
+        assert (undone, undone.delivering) == (0, {me: 1})
+        purged = st.purge_queue("q")
+        assert (purged, purged.delivering) == (1, {me: 1})  # b, available, is purged
+        assert [(x.body, x.state) for x in st.browse("q", states="all")] == [(b"a", "get-unconfirmed")]
+        clock.advance(31)  # a stopped consumer keeps nothing: its lease lapses as any
+        again = st.get("q", wait=0, confirm_id=7)
+        assert (again.body, again.backouts) == (b"a", 1)
+        c.confirm(m)
+    assert [type(exc).__name__ for _, exc in c.failed] == ["ConfirmIdLapsed"]
+    assert st.confirm("q", 7) == 1
+    assert st._read(lambda t: t.lt.stat(t.dbs["holders"])["entries"]) == 0  # closed: its row is gone
