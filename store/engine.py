@@ -1964,6 +1964,7 @@ class Store(Forwarding):
                 nonlocal forgotten
                 step = self._maintain(t)
                 if first:
+                    holders.recover(t, self._holder)  # dead consumers' rows too (Write.any_held skips them)
                     holders.remove_dead_files(self._holder)
                 forgotten = ids.prune(t, MAINTENANCE_BATCH)  # lapsed ids older than a day
                 return step

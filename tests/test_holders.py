@@ -272,3 +272,20 @@ def test_a_live_consumers_message_is_left_by_an_operators_undo_and_a_purge_but_i
     assert [type(exc).__name__ for _, exc in c.failed] == ["ConfirmIdLapsed"]
     assert st.confirm("q", 7) == 1
     assert st._read(lambda t: t.lt.stat(t.dbs["holders"])["entries"]) == 0  # closed: its row is gone
+
+
+def test_a_dead_consumers_row_is_forgotten_by_sweep_and_its_message_waits_for_its_lease(tmp_path):
+    path = tmp_path / "qm"
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        st.put("q", b"x")
+    dies = (f"import os, sys; sys.path[:0] = {sys.path!r}; from store import Store; "
+            f"c = Store.open({str(path)!r}).consumer('q', lease=600); c.next(0); os._exit(0)")
+    subprocess.run([sys.executable, "-c", dies], check=True, timeout=60)
+    with Store.open(path) as st:
+        rows = lambda: st._read(lambda t: t.lt.stat(t.dbs["holders"])["entries"])  # noqa: E731
+        assert rows() == 1
+        st.sweep()
+        assert rows() == 0 and not list((path / "holders").iterdir())
+        assert [m.state for m in st.browse("q", states="all")] == ["get-unconfirmed"]  # until its lease lapses
+        assert st.undo_inflight("q") == 1  # no one's now: an operator may release it
