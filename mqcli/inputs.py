@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Generic, Optional, TypeVar
 
 from store import errors
-from store.records import DEFAULT_PRIORITY, MAX_PUT_TIME_LEAD_US, Message, check_put_time
+from store.records import DEFAULT_PRIORITY, MAX_PUT_TIME_LEAD_US, PUT_UNCONFIRMED, Message, check_put_time
 
 if TYPE_CHECKING:  # the engine loads when a record is read, not with `put --help`
     from store import NewMessage
@@ -343,6 +343,9 @@ def put_record(record: Any, now_us: int,
         raise errors.BadData("a record must be a JSON object")
     if "msg_id" in record:  # a replay of the JSON form (its fields: records.RECORD_FIELDS)
         m = Message.from_dict(record)
+        if m.state == PUT_UNCONFIRMED:
+            raise errors.BadData("a record in state put-unconfirmed (a put awaiting its confirm, as an older "
+                                 "mqcli exported them) is not a message; `mqcli import` leaves them out")
         if put_times is not None:
             put_times(m.put_time)
         return m

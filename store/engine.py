@@ -26,7 +26,7 @@ from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .consumer import Consumer, ConsumerIds
 from .environment import (
-    DEFAULT_MAP_SIZE, MAP_SIZES, ONE_HANDLE, RESTORE, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
+    DEFAULT_MAP_SIZE, MAP_SIZES, ONE_HANDLE, RESTORE, STORE_FORMAT, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
     layout_error, lmdb_failed, open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists,
     sync_directory, verify_data_file, write_marker,
 )
@@ -119,15 +119,42 @@ _NEW_MESSAGE_TYPES = (
 
 class Imported(list[Message]):
     """What `Store.import_messages` stored, in input order; `skipped` holds, in input order,
-    the messages it did not store because they were stored already, and `expired` those whose
+    the messages it did not store because they were stored already, `expired` those whose
     time to be received had passed: dead-lettered (reason `expired`) or, sent without
-    dead-lettering, dropped, as expiry would have done where they came from."""
+    dead-lettering, dropped, as expiry would have done where they came from, and
+    `unconfirmed` the puts that were awaiting their confirm (an older mqcli's export wrote
+    them): not messages yet, not stored."""
 
     def __init__(self, stored: Iterable[Message] = (), skipped: Iterable[Message] = (),
-                 expired: Iterable[Message] = ()) -> None:
+                 expired: Iterable[Message] = (), unconfirmed: Iterable[Message] = ()) -> None:
         super().__init__(stored)
         self.skipped: list[Message] = list(skipped)
         self.expired: list[Message] = list(expired)
+        self.unconfirmed: list[Message] = list(unconfirmed)
+
+
+LAYOUT = 2
+"""The layout of the tables (keys.META_FORMAT): 1 (or none), as stores of format 3 wrote them,
+where a queue may lack its counters or keep them in an older layout; 2, every queue's counters
+current (Store._upgrade_layout) and kept by every write since (environment.STORE_FORMAT 4)."""
+
+
+def _layout(raw: bytes | None) -> int:
+    return 0 if raw is None or len(raw) != U64.size else int(U64.unpack(raw)[0])
+
+
+def _mark_current(path: Path, env: lmdb.Environment) -> None:
+    """A format-3 store opened to write: marked STORE_FORMAT first, so that no older mqcli
+    writes it again (their counters would go stale here), then its layout brought up to date
+    (Store._upgrade_layout). Another process may be doing the same: one at a time."""
+    try:
+        with creation_lock(path):
+            marker = read_marker(path)
+            if marker["format"] != STORE_FORMAT:
+                write_marker(path, marker["map_size"])
+    except BaseException:
+        env.close()
+        raise
 
 
 class Undone(int):
@@ -459,12 +486,15 @@ class Store(Forwarding):
         with as_owner(checked):  # root in another user's store: by path, with the owner's ids
             if not allow_unsafe_permissions:
                 check_permissions(path)
-            map_size = max(map_size or 0, read_marker(path)["map_size"])
+            marker = read_marker(path)
+            map_size = max(map_size or 0, marker["map_size"])
             env, dbs = _open_verified(path, map_size, checked, readonly=reading)
             if reading and len(dbs) < len(DATABASES):  # a table of a later version still to make
                 env.close()
                 env, dbs = _open_verified(path, map_size, checked)
                 reading = False
+            if not reading and marker["format"] != STORE_FORMAT:
+                _mark_current(path, env)
         store = cls(path, env, dbs, clock or time.time)
         store.foreign_owner = checked.foreign_owner
         store.reading = reading
@@ -472,6 +502,7 @@ class Store(Forwarding):
         try:
             with env.begin() as lt:
                 guid = lt.get(keys.META_GUID, db=dbs["meta"])
+                layout = lt.get(keys.META_FORMAT, db=dbs["meta"])
         except lmdb.Error as exc:  # a damaged page on the way (LMDB keeps no checksums)
             env.close()
             raise lmdb_failed(exc, path) from None
@@ -480,7 +511,27 @@ class Store(Forwarding):
             raise StoreCorrupt(f"the store at {path} has no queue manager identity (its data "
                                f"file was replaced or cut short); {RESTORE}")
         store._guid = guid_text(bytes(guid))
+        if not reading and _layout(layout) < LAYOUT:
+            try:
+                store._write(store._upgrade_layout, maintain=False)
+            except BaseException:
+                store.close()
+                raise
         return store
+
+    @staticmethod
+    def _upgrade_layout(t: Write) -> None:
+        """Bring the tables an older mqcli wrote up to LAYOUT, before any other write: every
+        queue's counters, counted from its messages if it had none, in the current layout
+        (store/queue_counters.py). Computed later, inside a write that had already moved a
+        message, they missed it or counted it twice: a confirm or an unlock exited 11 "out of
+        range" on every try, a commit stored counters one short."""
+        if _layout(t.lt.get(keys.META_FORMAT, db=t.dbs["meta"])) >= LAYOUT:
+            return  # another process did it first
+        for name in t.queue_names():
+            t.queue_counters(t.queue(name).qid, change=True)
+        t.lt.put(keys.META_FORMAT, U64.pack(LAYOUT), db=t.dbs["meta"])
+        t.durable = True
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, name: str | None = None,
@@ -551,7 +602,7 @@ class Store(Forwarding):
             meta = self._dbs["meta"]
             if t.lt.get(keys.META_GUID, db=meta) is not None:
                 return  # another process finished it first
-            t.lt.put(keys.META_FORMAT, U64.pack(1), db=meta)
+            t.lt.put(keys.META_FORMAT, U64.pack(LAYOUT), db=meta)
             t.lt.put(keys.META_GUID, new_guid(), db=meta)
             t.lt.put(keys.META_NAME, (name or os.uname().nodename).encode(), db=meta)
             t.lt.put(keys.META_CREATED, U64.pack(t.now), db=meta)
@@ -1066,10 +1117,16 @@ class Store(Forwarding):
         new ids); pass copies to keep the originals. With `create`, a missing queue is made (a
         journal NAME;journal, or an outgoing queue for a format name, as export writes them).
 
+        A put that was awaiting its confirm (state put-unconfirmed: an export by an older
+        mqcli wrote them) is not a message: it is not stored (`Imported.unconfirmed`).
+
         Returns the messages stored, in input order, as an `Imported` list whose `skipped`
         holds the others.
         """
         batch = list(messages)
+        unconfirmed = [m for m in batch if m.state == PUT_UNCONFIRMED]
+        if unconfirmed:
+            batch = [m for m in batch if m.state != PUT_UNCONFIRMED]
         for m in batch:
             at_rest(m)
             validate_fields(m)
@@ -1079,7 +1136,7 @@ class Store(Forwarding):
             if new_ids:
                 t.give_new_ids(batch)
                 kept, late = (batch, []) if refuse_expired else t.expired_on_arrival(q, batch)
-                return Imported(t.enqueue(q, kept), expired=late)
+                return Imported(t.enqueue(q, kept), expired=late, unconfirmed=unconfirmed)
             latest, origin = t.now + MAX_PUT_TIME_LEAD_US, t.origin
             for m in batch:  # only this queue manager's own move its counters (keep_ids_ahead_of)
                 if m.put_time > latest and m.origin == origin:
@@ -1096,7 +1153,7 @@ class Store(Forwarding):
                     fresh.append(m)
             t.keep_ids_ahead_of(fresh)
             kept, late = (fresh, []) if refuse_expired else t.expired_on_arrival(q, fresh)
-            return Imported(t.enqueue(q, kept), skipped, late)
+            return Imported(t.enqueue(q, kept), skipped, late, unconfirmed)
         return self._write(enqueue)
 
     # ---- get ---------------------------------------------------------------------------

@@ -40,7 +40,12 @@ from .ownership import private_dir
 from .writer_lock import WRITER_LOCK, in_room
 
 MARKER = "mqcli-store.json"
-STORE_FORMAT = 3  # 3: available records live in their position entries, a table of their own
+STORE_FORMAT = 4  # 3: available records live in their position entries, a table of their own;
+# 4: every write keeps each queue's counters (store/queue_counters.py). A mqcli of format 3 did
+# not always, and trusted them where it did not: it must not write a store this one opened. So a
+# writable open of a format-3 store marks it 4 (older mqcli refuse it then), and the store's
+# layout (keys.META_FORMAT, Store._upgrade_layout) is brought up to date before any other write.
+READABLE_FORMATS = (3, STORE_FORMAT)
 DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space, sparse on disk
 MAP_SIZES = range(1 << 16, 1 << 63)  # a marker's map size outside it is no size mqcli chose
 
@@ -198,10 +203,10 @@ def read_marker(path: Path) -> Marker:
         raise StorePermission(f"no permission to read the store at {path}") from None
     except (ValueError, OSError, AttributeError) as exc:
         raise StoreCorrupt(f"the store marker {path / MARKER} is unreadable: {exc}") from None
-    if marker.get("format") != STORE_FORMAT:
+    if marker.get("format") not in READABLE_FORMATS:
         raise StoreUnavailable(
-            f"the store at {path} has format {marker.get('format')!r}; this mqcli reads format "
-            f"{STORE_FORMAT} (export it with the mqcli that made it, then import)")
+            f"the store at {path} has format {marker.get('format')!r}; this mqcli reads formats "
+            f"{' and '.join(map(str, READABLE_FORMATS))} (export it with the mqcli that made it, then import)")
     return marker
 
 
@@ -531,7 +536,7 @@ def reserve_lock_file(path: Path) -> None:
         raise layout_error(path, exc) from None
 
 
-_ADDED_LATER = frozenset((b"ids",))
+_ADDED_LATER = frozenset((b"holders", b"ids"))  # not in stores no mqcli since them wrote
 
 
 # why a process has one handle on a store, and what a forked one does instead
@@ -581,7 +586,7 @@ def open_environment(path: Path, map_size: int, readonly: bool = False, reserve:
                 try:
                     dbs[name.decode()] = env.open_db(name, create=False)
                 except lmdb.NotFoundError:
-                    # a table added in a later version (``ids``) is made by the first writable
+                    # a table added in a later version (``ids``, ``holders``) is made by the first writable
                     # open; a reader of a store no such version opened yet does without it
                     if name not in _ADDED_LATER:
                         raise

@@ -869,6 +869,9 @@ def _from_dict(d: Any) -> Message:
     m = Message(
         body=body,
         queue=f["queue"],
+        # every record reads back at rest but a put awaiting its confirm (an older mqcli's
+        # export wrote them): no message yet, which Store.import_messages does not store
+        state=PUT_UNCONFIRMED if f["state"] == PUT_UNCONFIRMED else AVAILABLE,
         priority=f["priority"],
         origin=origin,
         msg_n=msg_n,

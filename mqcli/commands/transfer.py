@@ -135,7 +135,7 @@ def import_(
       mqcli export orders | mqcli --store /tmp/qm2 import -
       mqcli import orders.jsonl --queue replay --new-ids
     """
-    imported = skipped = expired = 0
+    imported = skipped = expired = unconfirmed = 0
     # a put time far ahead of the clock is refused (records.check_put_time); --new-ids replaces it
     put_times = None if new_ids else inputs.put_time_check()
     with inputs.opened(source) as stream, s.open() as st:
@@ -152,7 +152,7 @@ def import_(
         target: str | None = None
 
         def flush() -> None:
-            nonlocal imported, skipped, expired
+            nonlocal imported, skipped, expired, unconfirmed
             if pending:
                 assert target is not None  # set with the first pending record
                 with deferred():  # a batch that commits is counted
@@ -160,6 +160,7 @@ def import_(
                     imported += len(done)
                     skipped += len(done.skipped)
                     expired += len(done.expired)
+                    unconfirmed += len(done.unconfirmed)
                 if target.casefold() not in known:
                     known.add(target.casefold())
                     s.out.note(f"created queue {target!r}")
@@ -182,19 +183,27 @@ def import_(
                 flush()
         except KeyboardInterrupt:
             # the batches that committed stay imported: say how many, then exit 130
-            s.out.document({**_counts(s, imported, skipped, expired), "interrupted": True})
+            s.out.document({**_counts(s, imported, skipped, expired, unconfirmed), "interrupted": True})
             raise
-    s.out.document(_counts(s, imported, skipped, expired))
+    s.out.document(_counts(s, imported, skipped, expired, unconfirmed))
 
 
-def _counts(s: Session, imported: int, skipped: int, expired: int) -> dict[str, int]:
+def _counts(s: Session, imported: int, skipped: int, expired: int, unconfirmed: int) -> dict[str, int]:
     """An import's summary; `expired` only when some were (their time to be received had
-    passed: dead-lettered, as expiry would have)."""
-    if not expired:
-        return {"imported": imported, "skipped": skipped}
-    s.out.note(f"{expired} record{'s' if expired != 1 else ''} had expired: dead-lettered with the reason "
-               "'expired' (dropped if sent without dead-lettering), as expiry would have in their old place")
-    return {"imported": imported, "skipped": skipped, "expired": expired}
+    passed: dead-lettered, as expiry would have), `unconfirmed` only when some were (puts
+    awaiting their confirm in an older mqcli's export: not messages, not stored)."""
+    counts = {"imported": imported, "skipped": skipped}
+    if expired:
+        s.out.note(f"{expired} record{'s' if expired != 1 else ''} had expired: dead-lettered with the reason "
+                   "'expired' (dropped if sent without dead-lettering), as expiry would have in their old place")
+        counts["expired"] = expired
+    if unconfirmed:
+        many = unconfirmed != 1
+        s.out.note(f"{unconfirmed} record{'s were puts' if many else ' was a put'} awaiting {'their' if many else 'its'} "
+                   f"confirm when exported (an older mqcli exported them): not {'messages' if many else 'a message'}, "
+                   f"not imported")
+        counts["unconfirmed"] = unconfirmed
+    return counts
 
 
 def _records(stream: BinaryIO, limit: int, first: int = 1, end: int | None = None,

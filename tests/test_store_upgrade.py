@@ -1,0 +1,135 @@
+"""Stores an older mqcli wrote, opened by this one (store/engine.py LAYOUT, environment's
+STORE_FORMAT): every message and figure as it was, every in-flight message resolvable, and no
+older mqcli writing a store this one opened. The older layouts are made from a store of this
+version with raw py-lmdb, as those versions left them (their differences: no per-queue
+counters, no `holders` and `ids` tables, the marker's format 3)."""
+
+import json
+
+import lmdb
+import pytest
+
+from cli_helpers import Cli
+from store import NewMessage, Store, errors, keys
+from store.environment import MARKER, STORE_FORMAT
+
+
+def as_an_older_mqcli_left_it(path, *, tables=True):
+    """The store at `path` (closed) as a mqcli of format 3 from before per-queue counters left
+    it: no counters entry for any queue, no layout number, the marker's format 3; without
+    `tables`, no `holders` or `ids` table either."""
+    marker = json.loads((path / MARKER).read_text())
+    env = lmdb.open(str(path), map_size=marker["map_size"], max_dbs=32)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn)
+        cur = txn.cursor(db=meta)
+        counters = [bytes(k) for k in cur.iternext(values=False) if k[:1] == b"k" and len(k) == 5]
+        for key in counters + [keys.META_FORMAT]:
+            txn.delete(key, db=meta)
+        if not tables:
+            for name in (b"holders", b"ids"):
+                txn.drop(env.open_db(name, txn=txn), delete=True)
+    env.close()
+    assert counters  # the system queues' at least
+    (path / MARKER).write_text(json.dumps({**marker, "format": 3}))
+
+
+def marker_format(path):
+    return json.loads((path / MARKER).read_text())["format"]
+
+
+def states(st, queue):
+    return sorted((m.body, m.state) for m in st.browse(queue, states="all"))
+
+
+def test_in_flight_messages_of_a_store_without_counters_are_resolved_and_counted(tmp_path):
+    # the first write on such a queue counted its counters from its messages after moving one:
+    # an unlock or a confirm exited 11 "out of range" on every try, a commit stored them one short
+    path = tmp_path / "s"
+    with Store.open(path, create=True) as st:
+        for name in ("locked", "got"):
+            st.create_queue(name)
+        st.create_queue("txq", transactional=True)
+        st.put_many("locked", [NewMessage(b"a"), NewMessage(b"b", priority=7)])
+        st.browse_lock("locked", lock_id=301)
+        st.put_many("got", [NewMessage(b"g1"), NewMessage(b"g2"), NewMessage(b"g3")])
+        st.get_many("got", 2, confirm_id=42)
+        first = st.tx_begin()
+        st.put("txq", b"x", tx=first)
+        st.tx_commit(first)
+        tx = st.tx_begin()
+        st.get("txq", wait=0, tx=tx)
+        st.put("txq", b"y", tx=tx)
+    as_an_older_mqcli_left_it(path)
+    with Store.open(path) as st:
+        assert marker_format(path) == STORE_FORMAT  # an older mqcli refuses it from now on
+        assert st.unlock("locked", 301) == 2
+        assert st.confirm("got", 42) == 2
+        st.tx_commit(tx)
+        assert states(st, "locked") == [(b"a", "available"), (b"b", "available")]
+        assert states(st, "got") == [(b"g3", "available")]
+        assert states(st, "txq") == [(b"y", "available")]
+        for name in ("locked", "got", "txq"):
+            s = st.queue_stats(name)
+            assert s.depth == sum(s.by_state.values()) == len(st.browse(name, states="all")), name
+        assert st.check() == []
+
+
+def test_a_reader_leaves_an_older_stores_format_and_a_writer_marks_it(tmp_path):
+    path = tmp_path / "s"
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        st.put("q", b"m")
+    as_an_older_mqcli_left_it(path)
+    with Store.open(path, reading=True) as st:
+        assert [m.body for m in st.browse("q")] == [b"m"] and st.queue_stats("q").depth == 1
+    assert marker_format(path) == 3  # a look changes nothing: the older mqcli may still use it
+    Store.open(path).close()
+    assert marker_format(path) == STORE_FORMAT
+
+
+def test_a_store_of_a_format_this_mqcli_does_not_know_is_refused_naming_the_formats_it_reads(tmp_path):
+    path = tmp_path / "s"
+    Store.open(path, create=True).close()
+    marker = json.loads((path / MARKER).read_text())
+    (path / MARKER).write_text(json.dumps({**marker, "format": STORE_FORMAT + 1}))
+    with pytest.raises(errors.StoreUnavailable, match=f"has format {STORE_FORMAT + 1}; this mqcli reads formats "
+                                                      f"3 and {STORE_FORMAT} \\(export it"):
+        Store.open(path)
+
+
+def test_reading_commands_work_on_a_store_from_before_the_holders_and_ids_tables(tmp_path):
+    # check, stats, browse, export said "lacks its tables ... MQ_ERROR_STORE_CORRUPT" (exit 11)
+    # on a healthy store until a write made the tables
+    path = tmp_path / "s"
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        st.put("q", b"hello")
+    as_an_older_mqcli_left_it(path, tables=False)
+    cli = Cli(path, tmp_path / "home")
+    assert cli.ok("check").code == 0
+    assert [r["queue"] for r in cli.json("stats")][-1] == "q"
+    assert [r["body"] for r in cli.jsonl("browse", "q")] == ["hello"]
+    assert cli.ok("export", "q", "-o", "jsonl").stdout.count(b'"msg_id"') == 1
+    assert cli.ok("get", "q", "-o", "body").stdout == b"hello\n"
+
+
+def test_an_older_exports_puts_awaiting_their_confirm_are_not_imported_as_messages(cli, tmp_path):
+    # an older mqcli's export wrote them with their state; the import made each an available
+    # message that was never put
+    with Store.open(cli.store) as st:
+        st.put("q", b"real")
+        st.put("q", b"never confirmed", confirm_id=101)
+        (real,) = st.browse("q")
+    dump = [real.to_dict(), {**real.to_dict(), "msg_id": real.msg_id[:-1] + "9", "body": "never confirmed",
+                                "state": "put-unconfirmed"}]
+    source = tmp_path / "old.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in dump))
+    other = Cli(tmp_path / "other", tmp_path / "home2")
+    other.ok("init")
+    result = other.ok("import", source, "-o", "json")
+    assert result.json() == {"imported": 1, "skipped": 0, "unconfirmed": 1}
+    assert "1 record was a put awaiting its confirm when exported" in result.stderr
+    assert [r["body"] for r in other.jsonl("browse", "q")] == ["real"]
+    refused = other.fails(12, "put", "q", "--jsonl", source)
+    assert "line 2: a record in state put-unconfirmed" in refused.stderr
