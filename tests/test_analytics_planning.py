@@ -118,3 +118,17 @@ def test_a_queue_in_one_band_is_cut_evenly_by_seq_and_read_once(tmp_path):
             batches = list(scan.read_range(r, select(["body"]), rows))
             assert all(0 < b.num_rows <= rows for b in batches)
             assert [row["body"] for b in batches for row in b.to_pylist()] == whole, (rows, size)
+
+
+def test_a_store_an_older_mqcli_wrote_without_the_holders_table_is_read(tmp_path):
+    from older_stores import as_an_older_mqcli_left_it
+    from store.analytics import scan
+    from store.analytics.columns import select
+
+    with Store.open(tmp_path / "qm", create=True, name="qm") as st:
+        st.create_queue("q")
+        st.put_many("q", [NewMessage(b"m%d" % i) for i in range(5)])
+    as_an_older_mqcli_left_it(tmp_path / "qm", tables=False)
+    bodies = [row["body"] for r in scan.plan([tmp_path / "qm"], ["q"])
+              for b in scan.read_range(r, select(["body"])) for row in b.to_pylist()]
+    assert sorted(bodies) == [b"m%d" % i for i in range(5)]

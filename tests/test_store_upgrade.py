@@ -6,32 +6,12 @@ counters, no `holders` and `ids` tables, the marker's format 3)."""
 
 import json
 
-import lmdb
 import pytest
 
 from cli_helpers import Cli
-from store import NewMessage, Store, errors, keys
+from older_stores import as_an_older_mqcli_left_it
+from store import NewMessage, Store, errors
 from store.environment import MARKER, STORE_FORMAT
-
-
-def as_an_older_mqcli_left_it(path, *, tables=True):
-    """The store at `path` (closed) as a mqcli of format 3 from before per-queue counters left
-    it: no counters entry for any queue, no layout number, the marker's format 3; without
-    `tables`, no `holders` or `ids` table either."""
-    marker = json.loads((path / MARKER).read_text())
-    env = lmdb.open(str(path), map_size=marker["map_size"], max_dbs=32)
-    with env.begin(write=True) as txn:
-        meta = env.open_db(b"meta", txn=txn)
-        cur = txn.cursor(db=meta)
-        counters = [bytes(k) for k in cur.iternext(values=False) if k[:1] == b"k" and len(k) == 5]
-        for key in counters + [keys.META_FORMAT]:
-            txn.delete(key, db=meta)
-        if not tables:
-            for name in (b"holders", b"ids"):
-                txn.drop(env.open_db(name, txn=txn), delete=True)
-    env.close()
-    assert counters  # the system queues' at least
-    (path / MARKER).write_text(json.dumps({**marker, "format": 3}))
 
 
 def marker_format(path):

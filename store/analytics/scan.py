@@ -222,8 +222,11 @@ def read_range(r: ScanRange, columns: Sequence[tuple[str, str]] = MESSAGE_COLUMN
 
 
 def _placed(lt: lmdb.Transaction, dbs: dict[str, Any]) -> dict[int, holders.Hold]:
-    """seq -> hold of every message held in place (store/holders.py)."""
+    """seq -> hold of every message held in place (store/holders.py); none in a store an older
+    mqcli wrote without the table (environment._ADDED_LATER)."""
     placed: dict[int, holders.Hold] = {}
+    if "holders" not in dbs:
+        return placed
     for key, value in lt.cursor(db=dbs["holders"]):
         hold = holders.decode(bytes(key), bytes(value))
         placed.update((seq, hold) for _, seq in hold.placed)
