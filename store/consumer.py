@@ -47,16 +47,20 @@ class ConsumerIds:
     """A consumer's confirm ids, base+1, base+2, ..., each neither pending in the queue nor
     reserved (as ids.draw's); its row in `holders` is `token` (CONSUMERS | base)."""
 
-    def __init__(self, base: int) -> None:
+    def __init__(self, base: int, holder: holders.Holder) -> None:
         self.base = base
         self.token = holders.CONSUMERS | base
+        self.holder = holder  # its locked file says the consumer lives
         self.used = 0
 
     def draw(self, t: Write, tag: bytes, q: QueueInfo) -> int:
+        # no one else takes one of them (ids.claim, ids.draw), but one pending or claimed
+        # before the consumer registered, or reserved after a lapse, is stepped over
         while self.used < holders.CONSUMER_IDS:
             self.used += 1
             ident = self.base + self.used
-            if not ids.pending(t, tag, q.qid, ident) and ids.lapse_of(t, tag, q.qid, ident) is None:
+            if (not ids.pending(t, tag, q.qid, ident) and ids.lapse_of(t, tag, q.qid, ident) is None
+                    and holders.claimed(t, q.qid, ident) is None):
                 return ident
         return ids.draw(t, tag, q)  # 2^40 gets later: fresh ids, which an operators' undo may take
 
@@ -78,7 +82,7 @@ class Consumer:
         """The next message (None if none came within `wait` seconds; None waits forever),
         got two-phase in the commit that confirms the messages acked since the last call."""
         if self._ids is None:
-            self._ids = self.store._register_consumer(self.queue)
+            self._ids = self.store._register_consumer(self)
         acked, self._acked = self._acked, {}
         message, failed = self.store._ack_and_get(self.queue, list(acked), wait=wait, lease=self.lease,
                                                   where=self.where, ids_from=self._ids)
@@ -119,7 +123,7 @@ class Consumer:
         for m in list(self.in_flight.values()):
             self.undo(m)
         if self._ids is not None:
-            self.store._unregister_consumer(self._ids.token)
+            self.store._unregister_consumer(self._ids)
             self._ids = None
 
     def __iter__(self) -> Iterator[Message]:

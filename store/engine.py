@@ -12,6 +12,7 @@ import os
 import shutil
 import struct
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
@@ -422,6 +423,9 @@ class Store(Forwarding):
         self.foreign_owner: str | None = None  # set by open: the owner of another user's store
         self._queue_cache: dict[bytes, tuple[bytes, QueueInfo]] = {}
         self._holder = holders.Holder(path)
+        # this handle's consumers' rows in `holders` (store/consumer.py): token -> the holder
+        # (a locked file of its own) that says the consumer lives; forgotten at close
+        self._consumers: dict[int, holders.Holder] = {}
         # the file LMDB maps, to see it cut short after a wait (Store._env); unbuffered: each check reads anew
         self._data = open(path / "data.mdb", "rb", buffering=0)  # noqa: SIM115  (closed by close())
         self._data_path = os.path.abspath(path / "data.mdb")  # where it must stay (_still_at_its_path)
@@ -661,6 +665,20 @@ class Store(Forwarding):
     def close(self) -> None:
         """Close the handle (again: nothing). A forked child leaves its parent's handle alone."""
         if not self._closed and os.getpid() == self._pid:
+            if self._consumers:  # consumers never closed: their rows go (else they look alive while the process lives)
+                def forget(t: Write) -> None:
+                    for token in self._consumers:
+                        holders.forget(t, token)
+                try:
+                    self._write(forget, maintain=False)
+                    gone = True
+                except StoreError:
+                    gone = False  # the store went away: the next writer forgets the rows (their holders let go)
+                for holder in self._consumers.values():
+                    if gone:
+                        holder.close()
+                    else:
+                        holder.let_go()
             self._lmdb.close()
             self._data.close()
             self._holder.close()
@@ -1574,20 +1592,42 @@ class Store(Forwarding):
         """A two-phase consumer of a queue whose confirms ride on its next get (store/consumer.py)."""
         return Consumer(self, queue, lease=lease, where=where)
 
-    def _register_consumer(self, queue: str) -> ConsumerIds:
+    def _register_consumer(self, consumer: Consumer) -> ConsumerIds:
         """A consumer's row in `holders` (kind CONSUME, in a light commit of its own) and the
-        confirm ids it names (store/consumer.py)."""
-        ids_from = ConsumerIds(holders.new_token())
-        self._write(lambda t: self._holder.register(t, ids_from.token, addressing.lookup(t, queue), holders.CONSUME))
+        confirm ids it names (store/consumer.py): a range no live consumer of the queue has,
+        nor any pending or claimed id. The row has a holder of its own, whose locked file says
+        the consumer lives: dropped unclosed, the consumer lets go of it (the row's next
+        reader finds it dead and forgets it), and a closed store lets go of every one."""
+        holder = holders.Holder(self.path)
+
+        def register(t: Write) -> ConsumerIds:
+            q = addressing.lookup(t, consumer.queue)
+            while True:
+                ids_from = ConsumerIds(holders.new_token(), holder)
+                if holders.range_free(t, q.qid, ids_from.base):
+                    holder.register(t, ids_from.token, q, holders.CONSUME)
+                    return ids_from
+        try:
+            ids_from = self._write(register)
+        except BaseException:
+            holder.close()
+            raise
+        self._consumers[ids_from.token] = holder
+        weakref.finalize(consumer, holder.let_go)
         return ids_from
 
-    def _unregister_consumer(self, token: int) -> None:
-        """The consumer's row gone: it holds nothing more (if this write fails, the next writer
-        forgets the row once this process is gone)."""
+    def _unregister_consumer(self, ids_from: ConsumerIds) -> None:
+        """The consumer's row gone: it holds nothing more (if this write fails, its holder lets
+        go, and the row's next reader forgets it)."""
+        holder = self._consumers.pop(ids_from.token, None)
         try:
-            self._write(lambda t: holders.forget(t, token), maintain=False)
+            self._write(lambda t: holders.forget(t, ids_from.token), maintain=False)
         except StoreError:
-            pass
+            if holder is not None:
+                holder.let_go()
+            return
+        if holder is not None:
+            holder.close()
 
     def _ack_and_get(self, queue: str, confirm_ids: list[int], *, wait: float | None,
                      lease: float | None, where: str | None, ids_from: ConsumerIds,

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import keys
 from .errors import StoreCorrupt, StorePermission, StoreUnavailable
 from .ownership import open_checked, private_dir
 from .records import AVAILABLE, BROWSE_GET_UNCONFIRMED, GET_UNCONFIRMED, LOCKED_BROWSE, Message
@@ -154,15 +155,32 @@ def delivering(t: Write, m: Message) -> str | None:
 
 def consuming(t: Write, qid: int, confirm_id: int) -> Hold | None:
     """The consumer whose confirm ids in queue `qid` include `confirm_id`, if any (a dead
-    one's row is there until `recover` forgets it: callers recover first)."""
+    one's row is there until `recover` forgets it: callers recover first). Those ids are its
+    own: ids.claim refuses them to anyone else, ids.draw never draws one."""
+    return next((h for h in _consumers(t, qid) if 0 < confirm_id - (h.token - CONSUMERS) <= CONSUMER_IDS), None)
+
+
+def range_free(t: Write, qid: int, base: int) -> bool:
+    """Whether the confirm ids base+1 ... base+CONSUMER_IDS of queue `qid` are no one's, for a
+    new consumer to take: no consumer's range overlaps them, no message is pending under one
+    and no two-phase get is writing out messages it will hold under one."""
+    last = base + CONSUMER_IDS
+    if any(abs((h.token - CONSUMERS) - base) < CONSUMER_IDS for h in _consumers(t, qid)):
+        return False
+    if t.any_held() and any(h.qid == qid and h.confirm_id is not None and base < h.confirm_id <= last
+                            for h in holds(t)):
+        return False
+    cur = t.lt.cursor(db=t.dbs["idx"])
+    return not (cur.set_range(keys.id_in_queue_prefix(keys.CONFIRM, qid, base + 1))
+                and cur.key() < keys.id_in_queue_prefix(keys.CONFIRM, qid, last + 1))
+
+
+def _consumers(t: Write, qid: int) -> list[Hold]:
+    """The consumers' rows of queue `qid` (after every hold's)."""
     cur = t.lt.cursor(db=t.dbs["holders"])
     if not cur.set_range(_TOKEN.pack(CONSUMERS)):
-        return None
-    for key, value in cur:
-        h = decode(bytes(key), bytes(value))
-        if h.kind == CONSUME and h.qid == qid and 0 < confirm_id - (h.token - CONSUMERS) <= CONSUMER_IDS:
-            return h
-    return None
+        return []
+    return [h for key, value in cur if (h := decode(bytes(key), bytes(value))).kind == CONSUME and h.qid == qid]
 
 
 def leaving(t: Write, m: Message) -> bool:
@@ -256,6 +274,15 @@ class Holder:
         else:
             self._alive.pop(holder, None)
         return alive
+
+    def let_go(self) -> None:
+        """Drop the lock and keep the file: from now on this holder is dead to every process,
+        this one too (a file that is gone leaves its process to decide: `is_alive`). Safe in a
+        finalizer: no store is touched. The next writer that looks returns or forgets what its
+        rows held, and removes the file."""
+        if self._fd is not None and os.getpid() == self.pid:
+            os.close(self._fd)
+        self._fd = None
 
     def close(self) -> None:
         """Drop the lock and the file (rows naming this holder, if any are left, are then

@@ -150,6 +150,10 @@ def claim(t: Write, tag: bytes, q: QueueInfo, ident: int, *, extend: bool = Fals
     if hold is not None:
         raise IdInUse(f"{what} {ident} is taken in queue {q.name!r}: a {hold.what} is writing out "
                       f"messages it will hold under it, and an id has one holder; use another id or auto")
+    hold = holders.consuming(t, q.qid, ident) if tag == keys.CONFIRM and not extend else None
+    if hold is not None:
+        raise IdInUse(f"{what} {ident} is taken in queue {q.name!r}: it is one of the ids of a {hold.what}, "
+                      f"and an id has one holder; use another id or auto")
     # `extend`: the caller's own bulk operation goes on under its id, whatever took its earlier
     # batches meanwhile (an operators' undo between two batches of one get): it is still their holder
     lapse = None if extend else lapse_of(t, tag, q.qid, ident)
@@ -192,10 +196,11 @@ os.register_at_fork(after_in_child=_forget_random)
 
 
 def draw(t: Write, tag: bytes, q: QueueInfo) -> int:
-    """A fresh positive 63-bit id, neither pending in the queue nor reserved."""
+    """A fresh positive 63-bit id, neither pending in the queue nor reserved, nor a consumer's."""
     while True:
         ident = random_id()
-        if ident and not pending(t, tag, q.qid, ident) and lapse_of(t, tag, q.qid, ident) is None:
+        if (ident and not pending(t, tag, q.qid, ident) and lapse_of(t, tag, q.qid, ident) is None
+                and (tag != keys.CONFIRM or holders.consuming(t, q.qid, ident) is None)):
             return ident
 
 

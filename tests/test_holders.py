@@ -289,3 +289,48 @@ def test_a_dead_consumers_row_is_forgotten_by_sweep_and_its_message_waits_for_it
         assert rows() == 0 and not list((path / "holders").iterdir())
         assert [m.state for m in st.browse("q", states="all")] == ["get-unconfirmed"]  # until its lease lapses
         assert st.undo_inflight("q") == 1  # no one's now: an operator may release it
+
+
+def test_a_consumers_confirm_ids_are_its_own(st, monkeypatch):
+    # they run base+1, base+2, ...: a user's get naming the next one while it wrote its message
+    # out took it too, and one confirm or undo then ended both holders' messages
+    from store import errors, holders
+
+    st.put_many("q", [NewMessage(b"a"), NewMessage(b"b"), NewMessage(b"c")])
+    st.get("q", wait=0, confirm_id=1_000_005)  # pending before the consumer comes
+    bases = iter([1_000_000, 7_000_000])  # the first range would hold it: the consumer draws again
+    monkeypatch.setattr(holders, "new_token", lambda: next(bases))
+    with st.consumer("q") as c:
+        m = c.next(0)
+        assert m.confirm_id == 7_000_001
+        with pytest.raises(errors.IdInUse, match="one of the ids of a consumer in process"):
+            st.get("q", wait=0, confirm_id=7_000_002)
+        assert c.next(0).confirm_id == 7_000_002
+        undone = st.undo_inflight("q")  # the user's, not the consumer's two
+        assert (undone, undone.delivering) == (1, {f"consumer in process {os.getpid()}": 2})
+    assert sorted(m.body for m in st.browse("q")) == [b"a", b"b", b"c"]  # and the consumer undid its two at close
+
+
+@pytest.mark.parametrize("left", ["dropped", "store closed"])
+def test_a_consumer_left_unclosed_keeps_nothing_from_an_operators_undo(tmp_path, left):
+    # its row said "a consumer in process P" for as long as the process lived: undo --all and
+    # purge left its messages (no lease by default: for good)
+    import gc
+
+    path = tmp_path / "qm"
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        st.put("q", b"job")
+    st = Store.open(path)
+    c = st.consumer("q")
+    c.next(0)
+    if left == "dropped":
+        del c
+        gc.collect()
+    else:
+        st.close()
+    with Store.open(path) if left == "store closed" else st as other:
+        assert other.undo_inflight("q") == 1
+        assert other.get("q", wait=0).body == b"job"
+        assert other._read(lambda t: t.lt.stat(t.dbs["holders"])["entries"]) == 0
+    assert not list((path / "holders").iterdir())
