@@ -99,6 +99,37 @@ def test_the_job_checks_its_inputs_before_spark_starts(tmp_path):
     assert out.stderr == "store.analytics.job: error: queue 'nope' does not exist in the store [MQ_ERROR_QUEUE_NOT_AVAILABLE]\n"
 
 
+def test_outputs_and_stores_that_cannot_be_used_are_refused_before_spark_starts(tmp_path):
+    # each was found out after the whole job: --plot into no directory exited 1 (an internal
+    # error), --out onto a file 14 without the cause; and a store given with its copy (one
+    # queue manager twice) had every figure counted twice
+    pytest.importorskip("pyspark")
+    with Store.open(tmp_path / "qm", create=True, name="qm") as st:
+        st.put("dead-letter", b"x")
+    subprocess.run(["cp", "-a", str(tmp_path / "qm"), str(tmp_path / "copy")], check=True)
+    (tmp_path / "file").write_text("")
+    for args, says in (
+        (["--plot", tmp_path / "nodir" / "x.png"], f"cannot write {tmp_path / 'nodir' / 'x.png'}: "
+                                                  f"{tmp_path / 'nodir'} is not a directory"),
+        (["--out", tmp_path / "file"], f"cannot write into {tmp_path / 'file'}: it is not a directory"),
+        ([tmp_path / "copy"], f"the stores at {tmp_path / 'qm'} and {tmp_path / 'copy'} are one queue manager"),
+    ):
+        for command in ("health", "routes"):
+            result = run_mqcli(["analyze", command, tmp_path / "qm", *args], timeout=120)
+            assert result.code == 2 and len(result.err_lines) == 1 and says in result.stderr, result
+
+
+def test_a_spark_errors_line_carries_its_java_cause():
+    from store.analytics.session import _first_line
+
+    py4j = ("An error occurred while calling o794.parquet.\n: org.apache.hadoop.fs.ParentNotDirectoryException: "
+            "Parent path is not a directory: file:/tmp/results\n\tat org.apache.hadoop.fs.RawLocalFileSystem.mkdirs")
+    assert _first_line(RuntimeError(py4j)) == ("An error occurred while calling o794.parquet: org.apache.hadoop.fs."
+                                               "ParentNotDirectoryException: Parent path is not a directory: "
+                                               "file:/tmp/results")
+    assert _first_line(RuntimeError("one line\nanother")) == "one line"
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_spark_submit_runs_the_job(tmp_path):

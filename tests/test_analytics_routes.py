@@ -206,3 +206,27 @@ def test_machine_names_and_guids_come_back_as_the_reports_wrote_them(spark, tmp_
     exported = tmp_path / "qm.parquet"
     assert invoke(["--store", path, "export", "--format", "parquet", "--to", exported]).code == 0
     assert _routes_json("--parquet", exported) == got
+
+
+def test_a_hop_whose_clock_is_behind_keeps_the_routes_start_and_shows_in_its_link(tmp_path):
+    # C's clock 3 s behind: the route "started" at C's report (the earliest of all clocks), its
+    # latency came out 0.0 ms, and the link's text showed only positive percentiles
+    paths = {qm: tmp_path / f"qm{qm}" for qm in "ABC"}
+    guids = {}
+    for qm, path in paths.items():
+        with Store.open(path, create=True, name=f"qm{qm}") as st:
+            guids[qm] = st.info().guid
+    A, hops = guids["A"], [guids[q] for q in "ABC"]
+    per_store = {qm: [] for qm in "ABC"}
+    for i, ev in enumerate(route_events(hops, START, [20_000, 15_000 - 3_000_000])):
+        per_store[next(q for q in "ABC" if guids[q] == ev.computer)].append(report(A, 1, TARGET, ev, i))
+    for qm, messages in per_store.items():
+        with Store.open(paths[qm]) as st:
+            put_reports(st, messages)
+    (route,) = _routes_json(*paths.values()).values()
+    assert route["started"].startswith("2023-11-14T22:13:20.000000")  # START: A's enqueued report
+    assert route["latency_ms"] == pytest.approx((100 + 20_000 + 100 + 15_000 - 3_000_000) / 1000)
+    result = invoke(["analyze", "routes", *map(str, paths.values())])
+    assert result.code == 0, result
+    assert "1 link(s) go back in time, by up to 2985.000 ms: the queue managers' clocks differ" in result.stderr
+    assert "-2985" in result.stdout.decode()

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
 from ..durations import parse_duration
 from ..exits import UsageError
+from ..outfile import written_whole
 from ..options import Session, shared_options
 from ..render import age, progress
 
@@ -55,7 +56,7 @@ MasterOpt = Annotated[Optional[str], typer.Option(
 
 def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], queues: Optional[list[str]],
              fmt: str, plot: Optional[Path], reports: Optional[Path] = None,
-             snapshots: Optional[Path] = None) -> Source:
+             snapshots: Optional[Path] = None, out: Optional[Path] = None) -> Source:
     """Check the command line and the inputs before Spark starts."""
     from store.analytics import require
     from store.analytics.pipeline import Source
@@ -64,6 +65,10 @@ def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], 
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if plot is not None and plot.suffix.lower() != ".png":
         raise UsageError(f"--plot writes a PNG: name the file FILE.png, got {str(plot)!r}")
+    if out is not None and out.exists() and not out.is_dir():  # Spark found out after the whole job
+        raise UsageError(f"cannot write into {out}: it is not a directory (--out names a directory)")
+    if plot is not None and not plot.absolute().parent.is_dir():  # found out after the whole job, it was exit 1
+        raise UsageError(f"cannot write {plot}: {plot.absolute().parent} is not a directory")
     if sum((bool(stores), parquet is not None, snapshots is not None)) > 1:
         raise UsageError("give store directories, --snapshots DIR or --parquet DIR: one of them")
     if reports is not None and (stores or parquet is not None or snapshots is not None or queues):
@@ -85,6 +90,16 @@ def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], 
     for path, owner in source.foreign_owners.items():
         s.said_foreign(owner, path)
     return source
+
+
+def _plot(s: Session, plot: Path, draw: Callable[[Path], object]) -> None:
+    """Draw the PNG into `plot` whole or not at all, as export writes (outfile.written_whole)."""
+    try:
+        with written_whole(plot) as path:
+            draw(path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {plot}: {exc.strerror or exc}") from None
+    s.out.note(f"wrote {plot}")
 
 
 def _written(s: Session, paths: list[str]) -> None:
@@ -120,7 +135,7 @@ def health(
       mqcli analyze health --snapshots /shared/mq-snapshots --master spark://head:7077
     """
     stuck = parse_duration(stuck_after, allow_forever=False, what="--stuck-after") or 0.0
-    source = _prepare(s, stores, parquet, queue, fmt, plot, snapshots=snapshots)
+    source = _prepare(s, stores, parquet, queue, fmt, plot, snapshots=snapshots, out=out)
     from store.analytics.outputs import plot_health, to_records, write_datasets
     from store.analytics.pipeline import run_health
     from store.analytics.session import spark_session
@@ -135,7 +150,7 @@ def health(
             df.unpersist()
     _written(s, written)
     if plot is not None:
-        s.out.note(f"wrote {plot_health(rows, plot)}")
+        _plot(s, plot, lambda path: plot_health(rows, path))
     if s.out.mode in ("json", "jsonl"):
         s.out.table(rows, [])
         return
@@ -213,7 +228,7 @@ def routes(
         return
     if checkpoint is not None or count is not None or idle is not None:
         raise UsageError("--checkpoint, --count and --idle go with --follow")
-    source = _prepare(s, stores, parquet, queue, fmt, plot, reports, snapshots)
+    source = _prepare(s, stores, parquet, queue, fmt, plot, reports, snapshots, out)
     from pyspark.sql import functions as F
 
     from store.analytics.outputs import plot_links, to_records, write_datasets
@@ -237,7 +252,7 @@ def routes(
             report.close()
     _written(s, written)
     if plot is not None:
-        s.out.note(f"wrote {plot_links(report.links, plot, source.names)}")
+        _plot(s, plot, lambda path: plot_links(report.links, path, source.names))
     if not text:
         s.out.table(rows, [])
         return
@@ -283,7 +298,11 @@ def _render_routes(s: Session, summary: dict[str, int], links: list[dict[str, An
     s.out.document(summary)
     for r in links:
         r["link"] = f"{qm(r['from_qm'])} > {qm(r['to_qm'])}"
-    s.out.table(links, [("link", "link"), ("count", "messages"), ("p50_ms", "p50 ms"),
+    backwards = [r["min_ms"] for r in links if r.get("min_ms") is not None and r["min_ms"] < 0]
+    if backwards:  # no message takes negative time: each queue manager stamps its reports by its own clock
+        s.out.note(f"{len(backwards)} link(s) go back in time, by up to {-min(backwards):.3f} ms: the queue "
+                   f"managers' clocks differ at least that much (each stamps its reports by its own)")
+    s.out.table(links, [("link", "link"), ("count", "messages"), ("min_ms", "min ms"), ("p50_ms", "p50 ms"),
                         ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("max_ms", "max ms")],
                 title="latency per link")
     for title, rows, n in (("incomplete routes (never reached their target queue)", incomplete,

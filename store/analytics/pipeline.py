@@ -74,6 +74,7 @@ class Source:
             return
         self.stores = distinct_stores(self.stores)
         found = set()
+        paths: dict[str, str] = {}  # guid -> the path it was read at
         for path in self.stores:
             # whose store it is, before Spark reads a page of it
             checked = check_store(Path(path), allow_foreign=self.allow_foreign_owner)
@@ -81,6 +82,10 @@ class Source:
                 self.foreign_owners[path] = checked.foreign_owner
             with open_readonly(path, allow_foreign=self.allow_foreign_owner) as (env, dbs), env.begin() as lt:
                 where = identity(lt, dbs, str(Path(path).absolute()))
+                if where.guid in paths:  # a copy (cp -a, a backup restored): its figures would be counted twice
+                    raise InvalidArgument(f"the stores at {paths[where.guid]} and {path} are one queue manager "
+                                          f"({where.guid}): one is a copy of the other; give one of them")
+                paths[where.guid] = path
                 self.names[where.guid] = where.name
                 found.update(bytes(k) for k, _ in lt.cursor(db=dbs["queues"]))
         self._check_queues(found, "the store" if len(self.stores) == 1 else "any of the stores")

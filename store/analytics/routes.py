@@ -21,7 +21,9 @@ share their first four digits. Per route:
   at two different hop counts makes `loop` true (`repeated` names them);
 - `hops`: the highest hop count reported; `complete`: some report says delivered — a route
   that is not complete never reached its target queue (yet);
-- `started` (the first report), `delivered` (the delivered report's time) and `latency_ms`.
+- `started` (the first report of its lowest hop: its origin's, by the origin's clock; the
+  earliest report of any hop was a later hop's whose clock was behind, and the route's latency
+  came out 0), `delivered` (the delivered report's time) and `latency_ms`.
 
 A step's computer is keyed by two numbers (computers.py), its name given back in the
 results: at one hop count and µs, steps are walked in that key's order (machine names first,
@@ -30,8 +32,9 @@ then GUIDs as their text sorts).
 Per link (queue manager → queue manager, from hop k to hop k+1 of a route): latency = the
 first report at hop k+1 minus the `sent` report at hop k (or, without one, the last report at
 hop k); `links` gives count, p50/p95/p99 (Spark's percentile_approx, accuracy 10,000: within
-0.01% of the rank), mean and max, in ms. Queue managers' clocks are used as they are: a link
-between two machines carries their clock offset.
+0.01% of the rank), mean, min and max, in ms. Queue managers' clocks are used as they are: a
+link between two machines carries their clock offset (a negative min says so: `analyze routes`
+notes it, as `trace route` notes a step back in time).
 
 Reports whose label does not decode are not part of any route; `summary` counts them.
 """
@@ -67,7 +70,7 @@ PERCENTILE_ACCURACY = 10_000
 TOTALS = ("reports", "invalid", "conflicts", "route_rows", "complete", "loop")
 # a link's latency percentiles: each figure's name and the fraction percentile_approx is asked for
 PERCENTILES_MS = {"p50_ms": 0.5, "p95_ms": 0.95, "p99_ms": 0.99}
-LINK_FIELDS = ("from_qm", "to_qm", "count", *PERCENTILES_MS, "mean_ms", "max_ms")
+LINK_FIELDS = ("from_qm", "to_qm", "count", *PERCENTILES_MS, "mean_ms", "min_ms", "max_ms")
 
 
 @dataclass
@@ -125,7 +128,7 @@ def _in_ms(per_link: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return per_link.select("*", *[(F.col("p")[i] / 1000.0).alias(name) for i, name in enumerate(PERCENTILES_MS)],
-                           (F.col("mean_us") / 1000.0).alias("mean_ms"), (F.col("max_us") / 1000.0).alias("max_ms"))
+                           *[(F.col(f"{name}_us") / 1000.0).alias(f"{name}_ms") for name in ("mean", "min", "max")])
 
 
 def _delivered_text(messages: DataFrame) -> Column:
@@ -274,7 +277,7 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
         F.lead("first_t").over(in_order).alias("next_first_t"),
         F.collect_list("computer").over(whole).alias("path_keys"),
         F.max("hops").over(whole).alias("max_hops"),
-        F.min("first_t").over(whole).alias("started_t"),
+        F.first("first_t").over(whole).alias("started_t"),  # its lowest hop's first report
         F.min("delivered_t").over(whole).alias("route_delivered_t"),
         F.sum("reports").over(whole).alias("route_reports"),
         F.max("target_queue").over(whole).alias("route_target"),
@@ -296,7 +299,7 @@ def routes(messages: DataFrame, *, cache: bool = True, decoded_rows: bool = Fals
     ).groupBy("from_qm", "to_qm").agg(
         F.sum("is_link").alias("count"),
         F.percentile_approx("latency_us", list(PERCENTILES_MS.values()), PERCENTILE_ACCURACY).alias("p"),
-        F.avg("latency_us").alias("mean_us"), F.max("latency_us").alias("max_us"),
+        F.avg("latency_us").alias("mean_us"), F.min("latency_us").alias("min_us"), F.max("latency_us").alias("max_us"),
         *[F.sum(c).alias(c) for c in TOTALS])
     per_link = per_link.withColumns({q: computers.name_of(F.col(q)) for q in ("from_qm", "to_qm")})
     return Routes(steps=steps, walked=walked, per_link=per_link)

@@ -271,5 +271,10 @@ def _is_spark_error(exc: BaseException) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
+    """The error's first line; Py4J's ("An error occurred while calling o794.parquet.") with the
+    next, which names the Java exception and its message (the cause)."""
+    lines = [line.strip() for line in (str(exc).strip() or type(exc).__name__).splitlines() if line.strip()]
+    line = lines[0]
+    if line.startswith("An error occurred while calling") and len(lines) > 1:
+        line = f"{line.rstrip('.')}: {lines[1].lstrip(': ')}"
+    return line[:300]
