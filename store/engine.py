@@ -27,9 +27,9 @@ from . import keys
 from .arguments import MAX_SECONDS, is_int, is_seconds, is_text, refuse_control_characters
 from .consumer import Consumer, ConsumerIds
 from .environment import (
-    DEFAULT_MAP_SIZE, MAP_SIZES, ONE_HANDLE, RESTORE, STORE_FORMAT, check_permissions, creation_lock, discard_unfinished_data, is_map_size,
-    layout_error, lmdb_failed, open_environment, no_store, prepare_directory, read_marker, says_disk_full, store_exists,
-    sync_directory, verify_data_file, write_marker,
+    DEFAULT_MAP_SIZE, MAP_SIZES, ONE_HANDLE, RESTORE, STORE_FORMAT, check_permissions, creation_lock,
+    discard_unfinished_data, is_map_size, layout_error, lmdb_failed, no_store, open_elsewhere, open_environment,
+    prepare_directory, read_marker, says_disk_full, store_exists, sync_directory, verify_data_file, write_marker,
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
@@ -492,13 +492,18 @@ class Store(Forwarding):
                 check_permissions(path)
             marker = read_marker(path)
             map_size = max(map_size or 0, marker["map_size"])
+            current = marker["format"] == STORE_FORMAT
+            # an older mqcli's store is upgraded only by a writer that has it to itself: an older
+            # process working in it would misread what the upgrade writes (open_elsewhere)
+            upgrade = not reading and not current and not open_elsewhere(path)
             env, dbs = _open_verified(path, map_size, checked, readonly=reading)
             if reading and len(dbs) < len(DATABASES):  # a table of a later version still to make
                 env.close()
                 env, dbs = _open_verified(path, map_size, checked)
                 reading = False
-            if not reading and marker["format"] != STORE_FORMAT:
+            if upgrade:
                 _mark_current(path, env)
+                current = True
         store = cls(path, env, dbs, clock or time.time)
         store.foreign_owner = checked.foreign_owner
         store.reading = reading
@@ -515,7 +520,7 @@ class Store(Forwarding):
             raise StoreCorrupt(f"the store at {path} has no queue manager identity (its data "
                                f"file was replaced or cut short); {RESTORE}")
         store._guid = guid_text(bytes(guid))
-        if not reading and _layout(layout) < LAYOUT:
+        if not reading and current and _layout(layout) < LAYOUT:  # format 4: no older mqcli has it open
             try:
                 store._write(store._upgrade_layout, maintain=False)
             except BaseException:
@@ -734,7 +739,7 @@ class Store(Forwarding):
             env = self._env
             # the flock first: a signal ends the wait for it (writer_lock.py), not LMDB's mutex's
             with self._writers, env.begin(write=True) as lt:
-                t = Write(lt, self._dbs, self._now(), self._queue_cache)
+                t = Write(lt, self._dbs, self._now(), self._queue_cache, env.begin)
                 txn = lt.id()
                 carry, self._carry = self._carry, None  # used once: a write that fails leaves none
                 if carry is not None and carry.txn + 1 == txn:  # no other write came between

@@ -536,6 +536,27 @@ def reserve_lock_file(path: Path) -> None:
         raise layout_error(path, exc) from None
 
 
+_FLOCK = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid
+
+
+def open_elsewhere(path: Path) -> bool:
+    """Whether another process has the store's LMDB environment open: LMDB holds a shared
+    fcntl lock on the first byte of lock.mdb for as long as it has it open. Ask before this
+    process opens it: closing a descriptor drops every fcntl lock the process holds on the
+    file, LMDB's own too."""
+    try:
+        fd = os.open(path / "lock.mdb", os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False  # none yet: no one has it open
+    try:
+        held = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
+    except OSError:
+        return True  # cannot tell: as if someone had
+    finally:
+        os.close(fd)
+    return bool(struct.unpack(_FLOCK, held)[0] != fcntl.F_UNLCK)
+
+
 _ADDED_LATER = frozenset((b"holders", b"ids"))  # not in stores no mqcli since them wrote
 
 

@@ -102,11 +102,14 @@ class Write:
     __slots__ = ("lt", "dbs", "now", "durable", "woke", "_queues", "_queue_cache", "_qnames", "_qstats", "_qtimes",
                  "_qtimes_stored", "_qcounters", "_qcounters_dirty", "_qreasons", "_meta", "_meta_dirty", "_origin",
                  "_qm_name", "_counters", "msg_db", "idx_db", "pos_db", "_placed", "_any_held", "_soonest",
-                 "_cursors", "last_run", "_carried")  # one made per operation: no instance dict to fill
+                 "_cursors", "last_run", "_carried", "_committed")  # one made per operation: no instance dict to fill
 
     def __init__(self, lt: lmdb.Transaction[bytes], dbs: dict[str, lmdb._Database], now: int,
-                 queue_cache: dict[bytes, tuple[bytes, QueueInfo]] | None = None) -> None:
+                 queue_cache: dict[bytes, tuple[bytes, QueueInfo]] | None = None,
+                 committed: Callable[[], lmdb.Transaction[bytes]] | None = None) -> None:
         self.lt = lt
+        # a write's: a read transaction of the store as last committed (queue_counters)
+        self._committed = committed
         self.dbs = dbs
         self.now = now
         self.durable = False          # True once a change must survive an OS crash (docs/design.md#store)
@@ -400,17 +403,31 @@ class Write:
             c = self._carried.qcounters.get(qid)
             if c is None:
                 raw = self.lt.get(queue_counters.counters_key(qid), db=self.dbs["meta"])
-                if raw is not None and len(raw) in queue_counters.SIZES:
+                if raw is not None and len(raw) == queue_counters.SIZE:
                     c = QueueCounters.decode(bytes(raw))
-                    if len(raw) != queue_counters.SIZE:  # written before the put order was kept
-                        self.find_put_order(qid, c)
-                        self._qcounters_dirty.add(qid)
-                else:  # a store written before these counters: its current counts, computed once
-                    c = self.count_queue(qid)
+                else:  # an older mqcli's store: found from the messages, once (then written)
+                    c = self._counted(qid, None if raw is None or len(raw) not in queue_counters.SIZES
+                                      else QueueCounters.decode(bytes(raw)))
                     self._qcounters_dirty.add(qid)
             self._qcounters[qid] = c
         if change:
             self._qcounters_dirty.add(qid)
+        return c
+
+    def _counted(self, qid: int, c: QueueCounters | None) -> QueueCounters:
+        """Counters an older mqcli did not write, found from the queue's messages: all of them
+        (`c` None: a store from before them), or the put order of `c` (counters from before it
+        was kept). In a write, as the store was last committed: the write may have moved some
+        of the queue's messages already, and counts each move after it (counted from here, the
+        move was missed or counted twice: an unlock exited 11 "out of range" every time)."""
+        if self._committed is None:
+            return self.count_queue(qid) if c is None else self._with_put_order(qid, c)
+        with self._committed() as lt:
+            then = Write(lt, self.dbs, self.now)
+            return then.count_queue(qid) if c is None else then._with_put_order(qid, c)
+
+    def _with_put_order(self, qid: int, c: QueueCounters) -> QueueCounters:
+        self.find_put_order(qid, c)
         return c
 
     def count_queue(self, qid: int) -> QueueCounters:

@@ -5,6 +5,9 @@ version with raw py-lmdb, as those versions left them (their differences: no per
 counters, no `holders` and `ids` tables, the marker's format 3)."""
 
 import json
+import subprocess
+import sys
+from contextlib import contextmanager, nullcontext
 
 import pytest
 
@@ -22,9 +25,27 @@ def states(st, queue):
     return sorted((m.body, m.state) for m in st.browse(queue, states="all"))
 
 
-def test_in_flight_messages_of_a_store_without_counters_are_resolved_and_counted(tmp_path):
+@contextmanager
+def open_in_another_process(path):
+    """The store open in another process (an older mqcli's, say) for as long as the block runs."""
+    code = (f"import sys, time; sys.path[:0] = {sys.path!r}; from store import Store; "
+            f"st = Store.open({str(path)!r}, reading=True); st.list_queues(); print('open', flush=True); "
+            f"sys.stdin.read()")
+    other = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert other.stdout.readline() == b"open\n"
+        yield
+    finally:
+        other.stdin.close()
+        other.wait(timeout=60)
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "open elsewhere"])
+def test_in_flight_messages_of_a_store_without_counters_are_resolved_and_counted(tmp_path, alone):
     # the first write on such a queue counted its counters from its messages after moving one:
-    # an unlock or a confirm exited 11 "out of range" on every try, a commit stored them one short
+    # an unlock or a confirm exited 11 "out of range" on every try, a commit stored them one short.
+    # Alone, the writer upgrades the store first; with the store open elsewhere (an older
+    # mqcli's process would misread the upgrade) it counts each queue as last committed
     path = tmp_path / "s"
     with Store.open(path, create=True) as st:
         for name in ("locked", "got"):
@@ -41,8 +62,8 @@ def test_in_flight_messages_of_a_store_without_counters_are_resolved_and_counted
         st.get("txq", wait=0, tx=tx)
         st.put("txq", b"y", tx=tx)
     as_an_older_mqcli_left_it(path)
-    with Store.open(path) as st:
-        assert marker_format(path) == STORE_FORMAT  # an older mqcli refuses it from now on
+    with (nullcontext() if alone else open_in_another_process(path)), Store.open(path) as st:
+        assert marker_format(path) == (STORE_FORMAT if alone else 3)  # format 4: older mqcli refuse it
         assert st.unlock("locked", 301) == 2
         assert st.confirm("got", 42) == 2
         st.tx_commit(tx)
