@@ -33,7 +33,7 @@ from .environment import (
 )
 from .errors import (
     AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
-    StoreFull, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
+    StoreFull, StorePermission, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
 )
 from .filters import Filter
 from .forwarding import Forwarding
@@ -144,18 +144,23 @@ def _layout(raw: bytes | None) -> int:
     return 0 if raw is None or len(raw) != U64.size else int(U64.unpack(raw)[0])
 
 
-def _mark_current(path: Path, env: lmdb.Environment) -> None:
+def _mark_current(path: Path, env: lmdb.Environment) -> bool:
     """A format-3 store opened to write: marked STORE_FORMAT first, so that no older mqcli
     writes it again (their counters would go stale here), then its layout brought up to date
-    (Store._upgrade_layout). Another process may be doing the same: one at a time."""
+    (Store._upgrade_layout). Another process may be doing the same: one at a time. False if
+    the marker cannot be written (a directory its owner made read-only): the store is used as
+    it is, each queue's counters counted as a write needs them (Write._counted)."""
     try:
         with creation_lock(path):
             marker = read_marker(path)
             if marker["format"] != STORE_FORMAT:
                 write_marker(path, marker["map_size"])
+    except (StorePermission, StoreUnavailable):
+        return False
     except BaseException:
         env.close()
         raise
+    return True
 
 
 class Undone(int):
@@ -502,8 +507,7 @@ class Store(Forwarding):
                 env, dbs = _open_verified(path, map_size, checked)
                 reading = False
             if upgrade:
-                _mark_current(path, env)
-                current = True
+                current = _mark_current(path, env)
         store = cls(path, env, dbs, clock or time.time)
         store.foreign_owner = checked.foreign_owner
         store.reading = reading

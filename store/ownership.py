@@ -35,6 +35,7 @@ from .errors import ForeignOwner, StorePermission, StoreUnavailable
 # a store's entries that mqcli made (environment.py, holders.py, notify.py); their names are
 # repeated here rather than imported so this module depends on nothing of the store's
 _FILES = ("mqcli-store.json", "data.mdb", "lock.mdb")
+_REWRITTEN = "mqcli-store.json"  # replaced by rename when an upgrade marks the format (engine._mark_current)
 _FOLDERS = ("wait", "holders")
 _LMDB_FILES = ("data.mdb", "lock.mdb")
 
@@ -154,16 +155,19 @@ class StoreFiles:
     def verify_unchanged(self) -> None:
         """After LMDB opened the store by path: the directory and files at those paths are
         still the ones checked (else a path was swapped meanwhile: StorePermission)."""
+        # the marker is read before LMDB opens anything, and another process's upgrade may
+        # replace it meanwhile (as the owner may: the directory is the owner's alone); what
+        # LMDB maps, and the directory, must be the ones checked
+        mapped = {name: identity for name, identity in self.files.items() if name != _REWRITTEN}
         try:
             st = os.stat(self.path)
-            now = {name: _identity(os.stat(self.path / name, follow_symlinks=False))
-                   for name in self.files}
+            now = {name: _identity(os.stat(self.path / name, follow_symlinks=False)) for name in mapped}
         except OSError:
             now = None
         other = self._mapped_other()
         if other is not None:
             why = f"LMDB opened {other} instead of its files"
-        elif now is None or _identity(st) != self.directory or now != self.files:
+        elif now is None or _identity(st) != self.directory or now != mapped:
             why = "a file or the directory was replaced"
         else:
             return

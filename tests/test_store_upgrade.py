@@ -134,3 +134,27 @@ def test_an_older_exports_puts_awaiting_their_confirm_are_not_imported_as_messag
     assert [r["body"] for r in other.jsonl("browse", "q")] == ["real"]
     refused = other.fails(12, "put", "q", "--jsonl", source)
     assert "line 2: a record in state put-unconfirmed" in refused.stderr
+
+
+def test_a_marker_another_process_upgrades_while_this_one_opens_is_no_swapped_file(tmp_path, monkeypatch):
+    # the open checked the marker's inode, another process's upgrade replaced it by rename, and
+    # the open then said "the store changed while it was being opened (a file or the directory
+    # was replaced)" (exit 11): 1 put in 30 of 10 at once on a format-3 store
+    import store.engine as engine
+    from store.environment import write_marker
+
+    path = tmp_path / "s"
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        st.put("q", b"first")
+    as_an_older_mqcli_left_it(path)
+    checked = engine.check_store
+
+    def and_meanwhile_upgraded(where, **kw):
+        found = checked(where, **kw)
+        write_marker(path, json.loads((path / MARKER).read_text())["map_size"])  # as _mark_current does
+        return found
+    monkeypatch.setattr(engine, "check_store", and_meanwhile_upgraded)
+    with Store.open(path) as st:
+        st.put("q", b"m")
+        assert [m.body for m in st.browse("q")] == [b"first", b"m"]
