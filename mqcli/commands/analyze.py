@@ -205,7 +205,8 @@ def routes(
     --reports FILE runs the same analysis on reports no mqcli store wrote: JSON Lines or CSV
     rows of label, body and arrived (ISO-8601 with Z or an offset), such as an export of a
     Windows report queue (README: "Reports from a Windows report queue"). Routes are keyed by
-    their labels (qm-id:message-id), times are the arrival times, and a route is complete when
+    their labels (qm-id:message-id), a report's time is its event's as its label gives it (not
+    the arrival time: reports travel back by different paths), and a route is complete when
     its last report is a `received by`. At most 256 MiB and 1,000,000 rows; a malformed row
     exits 12 naming the row and the column.
 
