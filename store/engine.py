@@ -1995,10 +1995,13 @@ class Store(Forwarding):
         try:
             self._env.copy(str(building), compact=True)
             _seal(building / "data.mdb")
-            map_size = read_marker(self.path)["map_size"]
+            marker = read_marker(self.path)
+            map_size = marker["map_size"]
             _mark_backup(building, map_size, self._now())
             private_dir(building / WAIT_DIR)
-            write_marker(building, map_size)  # a whole copy is a store; synced with its directory
+            # a whole copy is a store (synced with its directory), of the original's format: one not
+            # yet upgraded (open elsewhere when this mqcli came) stays an older mqcli's to open
+            write_marker(building, map_size, format=marker["format"])
             try:
                 os.rename(building, target)  # onto nothing, or onto an empty directory
             except OSError as exc:

@@ -154,11 +154,12 @@ class Marker(TypedDict):
     creating: NotRequired[bool]  # `init` has not made the LMDB part yet
 
 
-def write_marker(path: Path, map_size: int, *, creating: bool = False) -> None:
+def write_marker(path: Path, map_size: int, *, creating: bool = False, format: int = STORE_FORMAT) -> None:
     """Write the marker whole or not at all (0600): a temporary file, synced, renamed.
-    `creating`: the LMDB part is not made yet (Store.open finishes such a store)."""
+    `creating`: the LMDB part is not made yet (Store.open finishes such a store). `format`:
+    another than this version's (a backup's copy of a store not yet upgraded keeps its own)."""
     temp = path / _MARKER_TEMP
-    marker: Marker = {"format": STORE_FORMAT, "map_size": map_size}
+    marker: Marker = {"format": format, "map_size": map_size}
     if creating:
         marker["creating"] = True
     try:

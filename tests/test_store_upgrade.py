@@ -158,3 +158,18 @@ def test_a_marker_another_process_upgrades_while_this_one_opens_is_no_swapped_fi
     with Store.open(path) as st:
         st.put("q", b"m")
         assert [m.body for m in st.browse("q")] == [b"first", b"m"]
+
+
+def test_a_backup_of_a_store_not_yet_upgraded_keeps_its_format(tmp_path):
+    # its copy said format 4 while its tables were an older mqcli's: refused by that mqcli
+    path = tmp_path / "s"
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        st.put("q", b"m")
+    as_an_older_mqcli_left_it(path)
+    with Store.open(path, reading=True) as st:  # a reader upgrades nothing
+        copy = st.backup(tmp_path / "copy")
+    assert marker_format(path) == marker_format(copy) == 3
+    with Store.open(copy) as st:  # opened to write, alone: upgraded as any
+        assert [m.body for m in st.browse("q")] == [b"m"]
+    assert marker_format(copy) == STORE_FORMAT
