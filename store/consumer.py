@@ -59,8 +59,7 @@ class ConsumerIds:
         while self.used < holders.CONSUMER_IDS:
             self.used += 1
             ident = self.base + self.used
-            if (not ids.pending(t, tag, q.qid, ident) and ids.lapse_of(t, tag, q.qid, ident) is None
-                    and holders.claimed(t, q.qid, ident) is None):
+            if ids.free(t, tag, q.qid, ident) and holders.claimed(t, q.qid, ident) is None:
                 return ident
         return ids.draw(t, tag, q)  # 2^40 gets later: fresh ids, which an operators' undo may take
 

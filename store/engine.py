@@ -675,19 +675,7 @@ class Store(Forwarding):
         """Close the handle (again: nothing). A forked child leaves its parent's handle alone."""
         if not self._closed and os.getpid() == self._pid:
             if self._consumers:  # consumers never closed: their rows go (else they look alive while the process lives)
-                def forget(t: Write) -> None:
-                    for token in self._consumers:
-                        holders.forget(t, token)
-                try:
-                    self._write(forget, maintain=False)
-                    gone = True
-                except StoreError:
-                    gone = False  # the store went away: the next writer forgets the rows (their holders let go)
-                for holder in self._consumers.values():
-                    if gone:
-                        holder.close()
-                    else:
-                        holder.let_go()
+                self._forget_consumers(list(self._consumers))
             self._lmdb.close()
             self._data.close()
             self._holder.close()
@@ -1626,16 +1614,24 @@ class Store(Forwarding):
         return ids_from
 
     def _unregister_consumer(self, ids_from: ConsumerIds) -> None:
-        """The consumer's row gone: it holds nothing more (if this write fails, its holder lets
-        go, and the row's next reader forgets it)."""
-        holder = self._consumers.pop(ids_from.token, None)
+        """The consumer's row gone: it holds nothing more."""
+        self._forget_consumers([ids_from.token])
+
+    def _forget_consumers(self, tokens: list[int]) -> None:
+        """These consumers' rows gone and their holders closed; if the write fails (the store
+        went away), their holders let go, and the rows' next reader forgets them."""
+        gone = [self._consumers.pop(token) for token in tokens if token in self._consumers]
+
+        def forget(t: Write) -> None:
+            for token in tokens:
+                holders.forget(t, token)
         try:
-            self._write(lambda t: holders.forget(t, ids_from.token), maintain=False)
+            self._write(forget, maintain=False)
         except StoreError:
-            if holder is not None:
+            for holder in gone:
                 holder.let_go()
             return
-        if holder is not None:
+        for holder in gone:
             holder.close()
 
     def _ack_and_get(self, queue: str, confirm_ids: list[int], *, wait: float | None,

@@ -195,12 +195,16 @@ def _forget_random() -> None:
 os.register_at_fork(after_in_child=_forget_random)
 
 
+def free(t: Write, tag: bytes, qid: int, ident: int) -> bool:
+    """Whether an id is neither pending in the queue nor reserved (after a lapse)."""
+    return not pending(t, tag, qid, ident) and lapse_of(t, tag, qid, ident) is None
+
+
 def draw(t: Write, tag: bytes, q: QueueInfo) -> int:
     """A fresh positive 63-bit id, neither pending in the queue nor reserved, nor a consumer's."""
     while True:
         ident = random_id()
-        if (ident and not pending(t, tag, q.qid, ident) and lapse_of(t, tag, q.qid, ident) is None
-                and (tag != keys.CONFIRM or holders.consuming(t, q.qid, ident) is None)):
+        if ident and free(t, tag, q.qid, ident) and (tag != keys.CONFIRM or holders.consuming(t, q.qid, ident) is None):
             return ident
 
 

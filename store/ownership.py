@@ -35,7 +35,6 @@ from .errors import ForeignOwner, StorePermission, StoreUnavailable
 # a store's entries that mqcli made (environment.py, holders.py, notify.py); their names are
 # repeated here rather than imported so this module depends on nothing of the store's
 _FILES = ("mqcli-store.json", "data.mdb", "lock.mdb")
-_REWRITTEN = "mqcli-store.json"  # replaced by rename when an upgrade marks the format (engine._mark_current)
 _FOLDERS = ("wait", "holders")
 _LMDB_FILES = ("data.mdb", "lock.mdb")
 
@@ -158,7 +157,7 @@ class StoreFiles:
         # the marker is read before LMDB opens anything, and another process's upgrade may
         # replace it meanwhile (as the owner may: the directory is the owner's alone); what
         # LMDB maps, and the directory, must be the ones checked
-        mapped = {name: identity for name, identity in self.files.items() if name != _REWRITTEN}
+        mapped = {name: identity for name, identity in self.files.items() if name in _LMDB_FILES}
         try:
             st = os.stat(self.path)
             now = {name: _identity(os.stat(self.path / name, follow_symlinks=False)) for name in mapped}

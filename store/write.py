@@ -19,6 +19,7 @@ import bisect
 import itertools
 import struct
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Unpack
@@ -420,15 +421,12 @@ class Write:
         was kept). In a write, as the store was last committed: the write may have moved some
         of the queue's messages already, and counts each move after it (counted from here, the
         move was missed or counted twice: an unlock exited 11 "out of range" every time)."""
-        if self._committed is None:
-            return self.count_queue(qid) if c is None else self._with_put_order(qid, c)
-        with self._committed() as lt:
-            then = Write(lt, self.dbs, self.now)
-            return then.count_queue(qid) if c is None else then._with_put_order(qid, c)
-
-    def _with_put_order(self, qid: int, c: QueueCounters) -> QueueCounters:
-        self.find_put_order(qid, c)
-        return c
+        with self._committed() if self._committed is not None else nullcontext() as lt:
+            then = self if lt is None else Write(lt, self.dbs, self.now)
+            if c is None:
+                return then.count_queue(qid)
+            then.find_put_order(qid, c)
+            return c
 
     def count_queue(self, qid: int) -> QueueCounters:
         """The queue's in-flight and by-priority counts and its put order from its messages

@@ -4,7 +4,7 @@ import json
 
 import lmdb
 
-from store import keys
+from store import Store, keys
 from store.environment import MARKER
 
 
@@ -26,3 +26,13 @@ def as_an_older_mqcli_left_it(path, *, tables=True):
     env.close()
     assert counters  # the system queues' at least
     (path / MARKER).write_text(json.dumps({**marker, "format": 3}))
+
+
+def an_older_store(path, body=b"m", *, tables=True):
+    """A store at `path` with queue q holding `body`, as an older mqcli left it
+    (as_an_older_mqcli_left_it)."""
+    with Store.open(path, create=True) as st:
+        st.create_queue("q")
+        st.put("q", body)
+    as_an_older_mqcli_left_it(path, tables=tables)
+    return path

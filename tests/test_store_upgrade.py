@@ -12,7 +12,7 @@ from contextlib import contextmanager, nullcontext
 import pytest
 
 from cli_helpers import Cli
-from older_stores import as_an_older_mqcli_left_it
+from older_stores import an_older_store, as_an_older_mqcli_left_it
 from store import NewMessage, Store, errors
 from store.environment import MARKER, STORE_FORMAT
 
@@ -78,10 +78,7 @@ def test_in_flight_messages_of_a_store_without_counters_are_resolved_and_counted
 
 def test_a_reader_leaves_an_older_stores_format_and_a_writer_marks_it(tmp_path):
     path = tmp_path / "s"
-    with Store.open(path, create=True) as st:
-        st.create_queue("q")
-        st.put("q", b"m")
-    as_an_older_mqcli_left_it(path)
+    an_older_store(path)
     with Store.open(path, reading=True) as st:
         assert [m.body for m in st.browse("q")] == [b"m"] and st.queue_stats("q").depth == 1
     assert marker_format(path) == 3  # a look changes nothing: the older mqcli may still use it
@@ -103,10 +100,7 @@ def test_reading_commands_work_on_a_store_from_before_the_holders_and_ids_tables
     # check, stats, browse, export said "lacks its tables ... MQ_ERROR_STORE_CORRUPT" (exit 11)
     # on a healthy store until a write made the tables
     path = tmp_path / "s"
-    with Store.open(path, create=True) as st:
-        st.create_queue("q")
-        st.put("q", b"hello")
-    as_an_older_mqcli_left_it(path, tables=False)
+    an_older_store(path, b"hello", tables=False)
     cli = Cli(path, tmp_path / "home")
     assert cli.ok("check").code == 0
     assert [r["queue"] for r in cli.json("stats")][-1] == "q"
@@ -144,10 +138,7 @@ def test_a_marker_another_process_upgrades_while_this_one_opens_is_no_swapped_fi
     from store.environment import write_marker
 
     path = tmp_path / "s"
-    with Store.open(path, create=True) as st:
-        st.create_queue("q")
-        st.put("q", b"first")
-    as_an_older_mqcli_left_it(path)
+    an_older_store(path, b"first")
     checked = engine.check_store
 
     def and_meanwhile_upgraded(where, **kw):
@@ -163,10 +154,7 @@ def test_a_marker_another_process_upgrades_while_this_one_opens_is_no_swapped_fi
 def test_a_backup_of_a_store_not_yet_upgraded_keeps_its_format(tmp_path):
     # its copy said format 4 while its tables were an older mqcli's: refused by that mqcli
     path = tmp_path / "s"
-    with Store.open(path, create=True) as st:
-        st.create_queue("q")
-        st.put("q", b"m")
-    as_an_older_mqcli_left_it(path)
+    an_older_store(path)
     with Store.open(path, reading=True) as st:  # a reader upgrades nothing
         copy = st.backup(tmp_path / "copy")
     assert marker_format(path) == marker_format(copy) == 3
