@@ -98,6 +98,14 @@ def age_seconds(us: int | None, now_us: int) -> float | None:
     return None if us is None else round(max(0, now_us - us) / 1e6, 3)
 
 
+def back_in_time(count: int, what: str, by_ms: float) -> str:
+    """The note for `count` steps or links of routes that take negative time, by up to `by_ms`:
+    no message does; each queue manager stamps its reports by its own clock (`trace route`,
+    `analyze routes`)."""
+    return (f"{count} {what} go back in time, by up to {by_ms:.3f} ms: the queue managers' clocks "
+            f"differ at least that much (each stamps its reports by its own)")
+
+
 def age(us: int | None, now_us: int) -> str:
     """A short human age like 3s, 4m12s, 2h05m, 3d04h."""
     if us is None:

@@ -16,7 +16,7 @@ from ..durations import parse_duration
 from ..exits import UsageError
 from ..outfile import written_whole
 from ..options import Session, shared_options
-from ..render import age, progress
+from ..render import age, back_in_time, progress
 
 if TYPE_CHECKING:
     from store.analytics.pipeline import Source
@@ -300,9 +300,8 @@ def _render_routes(s: Session, summary: dict[str, int], links: list[dict[str, An
     for r in links:
         r["link"] = f"{qm(r['from_qm'])} > {qm(r['to_qm'])}"
     backwards = [r["min_ms"] for r in links if r.get("min_ms") is not None and r["min_ms"] < 0]
-    if backwards:  # no message takes negative time: each queue manager stamps its reports by its own clock
-        s.out.note(f"{len(backwards)} link(s) go back in time, by up to {-min(backwards):.3f} ms: the queue "
-                   f"managers' clocks differ at least that much (each stamps its reports by its own)")
+    if backwards:
+        s.out.note(back_in_time(len(backwards), "link(s)", -min(backwards)))
     s.out.table(links, [("link", "link"), ("count", "messages"), ("min_ms", "min ms"), ("p50_ms", "p50 ms"),
                         ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("max_ms", "max ms")],
                 title="latency per link")

@@ -22,7 +22,7 @@ from store.records import guid_text, parse_msg_id
 from .. import inputs
 from ..exits import UsageError
 from ..options import Session, shared_options
-from ..render import iso
+from ..render import back_in_time, iso
 
 EXAMPLE_LABEL = "1A2B:0000002A:01 received by 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f at 03:15:42 PM Sun,Nov 22 26"
 
@@ -227,7 +227,6 @@ def _print_route(s: Session, rows: list[dict], msg_id: str, where: str) -> None:
         r["since_previous"] = "" if us is None else f"{int(us) / 1000:+.3f} ms"  # one sign (two clocks may differ)
     backwards = [int(r["since_previous_us"]) for r in steps if r["since_previous_us"] is not None
                  and int(r["since_previous_us"]) < 0]
-    if backwards:  # no step takes negative time: each queue manager stamps its reports by its own clock
-        s.out.note(f"{len(backwards)} step(s) of the route go back in time, by up to {-min(backwards) / 1000:.3f} ms: "
-                   f"the queue managers' clocks differ at least that much (each stamps its reports by its own)")
+    if backwards:
+        s.out.note(back_in_time(len(backwards), "step(s) of the route", -min(backwards) / 1000))
     s.out.table(steps, ROUTE_COLUMNS, title=f"route of {msg_id}")
