@@ -126,7 +126,8 @@ def import_(
 
     A msg_id is unique within a store: a record whose msg_id is stored already (or came
     earlier in the input) is skipped and counted, so importing a dump again changes nothing;
-    --new-ids stores copies instead. A file is validated whole first, so a bad line (exit 12,
+    --new-ids stores copies instead. A record of a put still awaiting its confirm (an older
+    mqcli's export held them) is no message: left out and counted (`unconfirmed`). A file is validated whole first, so a bad line (exit 12,
     naming the line) stores nothing; from stdin, each batch of 1,000 is all or nothing.
 
     \b
