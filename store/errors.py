@@ -278,14 +278,24 @@ class ChannelErrorCode(IntEnum):
 class PeerError(ChannelError):
     """The peer sent an ERROR frame."""
 
+    when = ""
+
     def __init__(self, code: int, text: str) -> None:
         try:
             name = ChannelErrorCode(code).name.lower().replace("_", " ")
         except ValueError:
             name = f"error {code}"
-        super().__init__(f"the peer refused: {name}: {text}")
+        super().__init__(f"the peer refused: {name}: {text}{self.when}")
         self.peer_code = code
         self.text = text
+
+
+class UnprovenPeerError(PeerError):
+    """An ERROR frame sent before the peer proved it holds the link's key. Anyone who answers
+    at the link's address can send one, so it is a failure to retry, never a reason to lock
+    the link's queues."""
+
+    when = " (before it proved it holds the link's key)"
 
 
 class AuthenticationFailed(ChannelError):

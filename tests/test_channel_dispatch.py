@@ -3,11 +3,14 @@
 HTTP(S) and multicast outgoing queues: [MS-MQQB] 3.1.7.12), failures (exit 13, recorded on the queue,
 locked when a retry cannot help), one dispatcher per store, --follow with retries and signals."""
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -15,6 +18,7 @@ import pytest
 from channel_helpers import ListenerProc, free_port, keygen, linked_pair, make_store, mqcli, wait_until
 from cli_helpers import mqcli_command
 from store import NewMessage, Store
+from store.channel.frames import ErrorCode, encode_error
 
 DEST = "DIRECT=OS:qmB\\q"
 
@@ -145,6 +149,59 @@ def test_a_wrong_key_locks_the_queue_until_resumed(net):
     assert mqcli(net.a, "outgoing", "resume", DEST).code == 0
     dispatch_json(net.a, "--once")
     assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
+
+
+class ErrorAnswerer:
+    """Whoever answers at a link's address: to each connection, one ERROR frame with `code`
+    before any CHALLENGE (so before it could prove the key), then it hangs up."""
+
+    def __init__(self, code):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port, self.code, self.answered = self.sock.getsockname()[1], code, 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        self.sock.settimeout(60)
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.settimeout(10)
+                    conn.recv(65536)  # the HELLO
+                    conn.sendall(encode_error(self.code, "go away"))
+                    self.answered += 1
+
+    def close(self):
+        self.sock.close()
+        self.thread.join(10)
+
+
+@pytest.mark.parametrize("code", [ErrorCode.VERSION, ErrorCode.AUTHENTICATION, ErrorCode.BAD_DATA,
+                                  ErrorCode.TOO_LARGE])
+def test_an_error_from_a_peer_that_has_not_proved_the_key_is_retried_not_locked(net, code):
+    # anyone who answers at the link's address can send an ERROR frame before the handshake
+    # proves the key; one whose code a retry cannot fix (when a peer that proved the key says
+    # it) locked the link's queues until an operator resumed them
+    answerer = ErrorAnswerer(code)
+    try:
+        assert mqcli(net.a, "link", "remove", "qmB").code == 0
+        assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{answerer.port}", "--key-file", net.key).code == 0
+        put(net.a, DEST, [b"m"] * 3)
+        for attempt in (1, 2):  # waiting, not locked: the next dispatch tries again
+            r = mqcli(net.a, "dispatch", "--once")
+            assert r.code == 13 and "before it proved it holds the link's key" in r.stderr, r
+            o = outgoing(net.a, DEST)
+            assert (o.state, o.messages, o.in_flight, o.attempts) == ("waiting", 3, 0, attempt), o
+            assert "go away" in o.last_error
+        assert answerer.answered == 2
+    finally:
+        answerer.close()
+    assert mqcli(net.a, "link", "remove", "qmB").code == 0
+    assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
+    assert outgoing(net.a, DEST).messages == 0
 
 
 def test_a_message_larger_than_the_listener_accepts_locks_the_queue(net):

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import (
     AuthenticationFailed, ChannelError, ChannelMessageTooLarge, ChannelTimeout, ConnectionLost, PeerError,
-    ProtocolError, SelfLink, StoreError, StoreUnavailable, VersionMismatch,
+    ProtocolError, SelfLink, StoreError, StoreUnavailable, UnprovenPeerError, VersionMismatch,
 )
 from .batches import decode_ack, encode_batch
 from .frames import HANDSHAKE_MAX_FRAME, ErrorCode, FrameType, encode_frame
@@ -117,10 +117,11 @@ class _Stopped(Exception):
 
 
 def is_permanent(exc: BaseException) -> bool:
-    """A failure that a retry cannot fix: the queues are locked until an operator resumes them."""
+    """A failure that a retry cannot fix: the queues are locked until an operator resumes them.
+    A peer's word counts only once it has proved it holds the link's key (UnprovenPeerError)."""
     if isinstance(exc, (AuthenticationFailed, VersionMismatch, ChannelMessageTooLarge, SelfLink)):
         return True
-    return isinstance(exc, PeerError) and exc.peer_code in (
+    return isinstance(exc, PeerError) and not isinstance(exc, UnprovenPeerError) and exc.peer_code in (
         ErrorCode.AUTHENTICATION, ErrorCode.VERSION, ErrorCode.BAD_DATA, ErrorCode.TOO_LARGE)
 
 
@@ -374,7 +375,10 @@ class Dispatcher:
         try:
             client = ClientHandshake(key, self.guid, self.name)
             await conn.send((encode_frame(FrameType.HELLO, client.hello()),))
-            challenge = await conn.expect((FrameType.CHALLENGE,), t, "waiting for CHALLENGE")
+            try:
+                challenge = await conn.expect((FrameType.CHALLENGE,), t, "waiting for CHALLENGE")
+            except PeerError as exc:
+                raise UnprovenPeerError(exc.peer_code, exc.text) from None
             auth = client.on_challenge(challenge.payload)
             if client.peer is not None and client.peer.guid == self.guid:
                 raise SelfLink("it reaches this queue manager itself")
