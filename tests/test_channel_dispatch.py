@@ -85,7 +85,9 @@ def test_a_held_queue_is_not_sent_until_resumed(net):
     put(net.a, DEST, [b"held"] * 3)
     put(net.a, "DIRECT=OS:qmB\\q2", [b"free"] * 2)
     assert mqcli(net.a, "outgoing", "hold", DEST).code == 0
-    dispatch_json(net.a, "--once")
+    r = dispatch_json(net.a, "--once")
+    assert ("3 messages wait in outgoing queues that are not dispatched: "
+            f"{DEST} (3): on hold (`mqcli outgoing resume` to send)") in r.stderr, r
     assert [m.body for m in browse(net.b, "q2")] == [b"free"] * 2
     assert browse(net.b, "q") == []
     held = outgoing(net.a, DEST)
@@ -142,7 +144,10 @@ def test_a_wrong_key_locks_the_queue_until_resumed(net):
     o = outgoing(net.a, DEST)
     assert (o.state, o.messages, o.in_flight) == ("locked", 3, 0)
     assert "locked" in o.why
-    assert mqcli(net.a, "dispatch", "--once").code == 0  # locked: not even tried
+    r = mqcli(net.a, "dispatch", "--once")  # locked: not even tried, and it says why nothing went
+    assert r.code == 0 and "nothing to send" not in r.stderr, r
+    assert (f"3 messages wait in outgoing queues that are not dispatched: {DEST} (3): locked: "
+            f"link 'qmB' (127.0.0.1:{net.listener.port}): the listener") in r.stderr, r
     assert browse(net.b, "q") == []
     assert mqcli(net.a, "link", "remove", "qmB").code == 0
     assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -20,9 +20,25 @@ from ..durations import parse_duration, parse_size
 from ..exits import UsageError, one_line
 from ..options import Session, shared_options
 
+if TYPE_CHECKING:
+    from store import Store
+
 RESULT_COLUMNS = [("link", "link"), ("address", "address"), ("peer", "next hop"), ("messages", "messages"),
                   ("duplicates", "duplicates"), ("batches", "batches"), ("seconds", "seconds"),
                   ("error", "error")]
+
+
+def _not_dispatched(st: Store, only: tuple[str, ...]) -> str | None:
+    """The outgoing queues that hold messages a dispatch does not send (held, locked, no link,
+    never sent by [MS-MQQB] 3.1.7.12), as one line, or None."""
+    links = {name.casefold() for name in only}
+    left = [q for q in st.outgoing_list()
+            if q.messages and q.why and (not links or (q.link or "").casefold() in links)]
+    if not left:
+        return None
+    n = sum(q.messages for q in left)
+    return (f"{n} message{'s' if n != 1 else ''} wait in outgoing queues that are not dispatched: "
+            + "; ".join(f"{one_line(q.name)} ({q.messages}): {one_line(q.why or '')}" for q in left))
 
 
 def _logger(prefix: str, quiet: bool):
@@ -154,13 +170,14 @@ def dispatch(
             for name in config.links:
                 st.link(name)  # exit 6 for a link that does not exist
         results, stopped_by = run(st, config, follow=follow, log=_logger("dispatch", s.out.quiet))
+        left = None if follow else _not_dispatched(st, config.links)
     rows = [r.to_dict() for r in results]
     if s.out.mode == "text":  # the error may quote a peer: escaped, as outgoing show does
         rows = [{**row, "error": None if row.get("error") is None else one_line(row["error"])} for row in rows]
     if rows or s.out.mode != "text":
         s.out.table(rows, RESULT_COLUMNS)
-    else:
-        s.out.note("nothing to send")
+    if left or not rows:
+        s.out.note(left or "nothing to send")
     for r in results:  # they crossed (exit 0), but did not reach their queue there
         if r.dead_lettered:
             s.out.note(f"mqcli: warning: link {r.link!r}: {describe_dead_lettered(r.dead_lettered)}")
