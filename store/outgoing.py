@@ -35,10 +35,11 @@ destination is a direct format name over HTTP or HTTPS. Here:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import addressing, deadletters, formatnames, holders, keys, links, reports
@@ -469,6 +470,10 @@ def _dead_letter(t: Write, m: Message, queue: str, reason: str, transactional: b
     `undelivered` counts it by reason, dead-lettered or (no dead_letter flag) discarded."""
     if undelivered is not None:
         undelivered[reason] = undelivered.get(reason, 0) + 1
+    # [MS-MQQB] 3.1.5.8.9: a traced message reports its arrival whatever becomes of it here;
+    # the report names the queue it was sent to (an arrival's own queue is set by its enqueue)
+    with contextlib.suppress(StoreError):  # a report that cannot be made is discarded, as one whose open fails
+        reports.emit(t, [replace(m, queue=queue)], reports.RECEIVED, delivered=False)
     if m.dead_letter:
         moved = deadletters.dead_lettered(m, reason, queue, t.now, expires=None)
         t.enqueue(t.queue(dead_letter_queue(transactional)), [moved], check=False)

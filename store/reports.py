@@ -2,7 +2,8 @@
 
 A message put with `trace` and a `report_queue` makes the queue manager that handles it send a
 report message each time it is enqueued: at its origin (our addition: MSMQ skips local sends),
-when it leaves a queue manager, and when it arrives at one. [MS-MQQB]'s report:
+when it leaves a queue manager, and when it arrives at one (also when it is dead-lettered
+there on arrival: delivered false). [MS-MQQB]'s report:
 
 - class report, delivery express, destination the report queue's public format name;
 - label `qm-id:message-id:hops received by computer at time-date` and a NUL, body

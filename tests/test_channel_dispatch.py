@@ -19,6 +19,7 @@ from channel_helpers import ListenerProc, free_port, keygen, linked_pair, make_s
 from cli_helpers import mqcli_command
 from store import NewMessage, Store
 from store.channel.frames import ErrorCode, encode_error
+from store.reports import describe
 
 DEST = "DIRECT=OS:qmB\\q"
 
@@ -435,6 +436,30 @@ def test_an_arrival_over_its_queue_quota_is_dead_lettered_and_the_rest_still_arr
     (dead,) = browse(net.b, "dead-letter")
     assert (dead.body, dead.original_queue) == (b"x" * 600, "q")
     assert dead.dead_letter_reason == "queue quota exceeded (1500 bytes)"
+
+
+def test_a_traced_message_dead_lettered_on_arrival_still_reports_its_arrival(net):
+    # [MS-MQQB] 3.1.5.8.9: a queue manager that receives a traced message sends a report,
+    # whatever becomes of the message there; one dead-lettered on arrival (no such queue,
+    # expired in transit, over its queue's quota) sent none, so its route ended at the sender
+    assert mqcli(net.b, "queue", "set", "q2", "--quota", "100").code == 0
+    traced = {"trace": True, "report_queue": "reports"}  # qmA's: qmB's reports wait for a link back
+    put(net.a, "DIRECT=OS:qmB\\nosuch", [b"no queue"], **traced)
+    put(net.a, "DIRECT=OS:qmB\\q2", [b"x" * 200], **traced)
+    put(net.a, DEST, [b"fine"], **traced)
+    dispatch_json(net.a, "--once")
+    with Store.open(net.b) as st:
+        dead = {m.msg_id: m.dead_letter_reason for m in st.browse("dead-letter")}
+        (fine,) = st.browse("q")
+        (back,) = st.outgoing_list()
+        arrivals = {r["msg_id"]: r for r in map(describe, st.browse(back.name))}
+    assert sorted(dead.values()) == [
+        "destination not available: queue 'nosuch' does not exist (create it with `mqcli queue create nosuch`)",
+        "queue quota exceeded (100 bytes)"], dead
+    assert set(arrivals) == {*dead, fine.msg_id}, arrivals
+    assert {(r["event"], r["hops"]) for r in arrivals.values()} == {("received", 1)}
+    assert {r["target"] for r in arrivals.values()} == {DEST, "DIRECT=OS:qmB\\nosuch", "DIRECT=OS:qmB\\q2"}
+    assert {m: r["delivered"] for m, r in arrivals.items()} == {**dict.fromkeys(dead, False), fine.msg_id: True}
 
 
 def test_a_receiver_over_its_quota_refuses_the_batch_and_the_sender_retries_later(net):
