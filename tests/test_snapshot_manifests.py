@@ -211,3 +211,28 @@ def test_a_data_file_swapped_for_another_stores_is_refused(tmp_path):
                                     f"forged snapshot is not read")
     line = _refused(tmp_path / "snaps")  # and so `analyze`, before Spark starts
     assert line == f"mqcli: error: {caught.value.message} [MQ_ERROR_STORE_CORRUPT]"
+
+
+def test_snapshots_of_a_store_and_its_copy_are_refused_together_before_spark(tmp_path):
+    # `analyze` refuses two stores that are one queue manager (a copy double-counts); their
+    # snapshots in one DIR were taken for one store's history, and the older dropped unsaid
+    first = _snapshot(tmp_path)
+    shutil.copytree(tmp_path / "qm1", tmp_path / "copy")  # cp -a, or a backup restored elsewhere
+    with Store.open(tmp_path / "copy") as st:
+        st.put("orders", b"only in the copy")
+        second, _ = take(st, tmp_path / "snaps")
+    guid = json.loads((first / MANIFEST).read_text())["guid"]
+    host = json.loads((first / MANIFEST).read_text())["host"]
+    older, newer = sorted((first, second))
+    stores = {first: tmp_path / "qm1", second: tmp_path / "copy"}
+    result = invoke(["analyze", "health", "--snapshots", tmp_path / "snaps"])
+    assert result.code == 2, result
+    assert result.err_lines == [
+        f"mqcli: error: the snapshots {older} (store {stores[older]} on {host}) and {newer} (store "
+        f"{stores[newer]} on {host}) are of one queue manager ({guid}) in two stores: one is a copy of "
+        f"the other, or the store moved; leave one store's snapshots in {tmp_path / 'snaps'} "
+        f"[MQ_ERROR_INVALID_PARAMETER]"], result
+    shutil.rmtree(second)  # one store's snapshots, however many: its newest is read
+    with Store.open(tmp_path / "qm1") as st:
+        take(st, tmp_path / "snaps")
+    assert len(_check(tmp_path / "snaps").names) == 1

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import _backup_sibling, _remove_dead_backups
 from ..environment import layout_error, sync_directory
-from ..errors import StoreUnavailable
+from ..errors import InvalidArgument, StoreUnavailable
 from ..ownership import check_parents
 from .columns import StoreIdentity
 from .locate import MANIFEST, MANIFEST_FORMAT, STORE_DIR, local_copy, own_identity, read_manifest
@@ -129,7 +129,9 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
 def find(root: str | Path, *, allow_foreign: bool = False) -> list[tuple[Path, dict[str, Any], int]]:
     """The snapshots under `root` (or `root` itself when it is one): the newest of each store
     (by GUID), in the order of their stores' paths, with the uid owning each (the running
-    user, or another for root with `allow_foreign`: locate.read_manifest). None at all is an error."""
+    user, or another for root with `allow_foreign`: locate.read_manifest). None at all is an
+    error, and so are snapshots of one GUID taken of two stores (another host or path), as
+    `analyze` refuses two stores that are one queue manager (exit 2)."""
     root = Path(root)
     if (root / MANIFEST).is_file():
         return [(root, *read_manifest(root, allow_foreign=allow_foreign))]
@@ -138,10 +140,18 @@ def find(root: str | Path, *, allow_foreign: bool = False) -> list[tuple[Path, d
     except OSError as exc:
         raise StoreUnavailable(f"cannot read the snapshots in {root}: {exc.strerror or exc}") from None
     newest: dict[str, tuple[Path, dict[str, Any], int]] = {}
+    taken_at: dict[str, tuple[Path, tuple[str, str]]] = {}  # guid -> a snapshot of it, and its host and store
     for entry in entries:
         if not (entry / MANIFEST).is_file():
             continue
         manifest, owner = read_manifest(entry, allow_foreign=allow_foreign)
+        origin = (str(manifest["host"]), str(manifest["store"]))
+        other, other_origin = taken_at.setdefault(manifest["guid"], (entry, origin))
+        if other_origin != origin:  # a copy (cp -a, a backup restored) or a store moved: whose is newest says nothing
+            raise InvalidArgument(
+                f"the snapshots {other} (store {other_origin[1]} on {other_origin[0]}) and {entry} (store "
+                f"{origin[1]} on {origin[0]}) are of one queue manager ({manifest['guid']}) in two stores: "
+                f"one is a copy of the other, or the store moved; leave one store's snapshots in {root}")
         known = newest.get(manifest["guid"])
         if known is None or manifest["taken_us"] > known[1]["taken_us"]:  # read_manifest: whole numbers
             newest[manifest["guid"]] = (entry, manifest, owner)
