@@ -14,6 +14,12 @@ every process of the machine): the watcher kills a group still running then. The
 its commands at `--lease` itself, but a worker that is stopped (SIGSTOP, a debugger, a frozen
 cgroup) kills nothing, while the store's lease of its message lapses and another worker runs it:
 twice at once. The deadline falls between the two (consume.py `watcher_deadline`).
+
+A command is only known to the watcher once it is started, so `start` runs it behind a gate:
+its shell first reads a line from a pipe of the worker's, opened by its path under /proc (so
+the command inherits no descriptor of it), and the worker writes that line only after telling
+the watcher. A worker killed between the two leaves a shell that reads end of file (or finds
+the worker gone) and exits 125 without running the command: never a command no watcher knows.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import BinaryIO
 
 # the watcher: `-I -S`, no site-packages and no mqcli to import, a few ms to start
 _WATCHER = """
@@ -72,6 +79,7 @@ class Lifeline:
 
     def __init__(self) -> None:
         self._groups: set[int] = set()
+        self._gates: dict[int, Gate] = {}  # pgid -> its gate, kept open until the command ends
         self._lock = threading.Lock()
         self._watcher: subprocess.Popen[bytes] | None = None
 
@@ -83,6 +91,29 @@ class Lifeline:
         except OSError:
             self._watcher = None  # no watcher: the commands outlive a killed worker, as before
         return self
+
+    def spawn(self, command: str, stdin: BinaryIO, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Gate]:
+        """`command` started by /bin/sh in a session of its own, waiting at its gate (closed):
+        `start`'s first half."""
+        gate = Gate()
+        try:
+            return subprocess.Popen(["/bin/sh", "-c", gate.prefix + command], stdin=stdin, env=env,
+                                    start_new_session=True), gate
+        except BaseException:
+            gate.close()
+            raise
+
+    def start(self, command: str, stdin: BinaryIO, env: dict[str, str],
+              deadline: float | None = None) -> subprocess.Popen[bytes]:
+        """Run `command` by /bin/sh in a session of its own, watched (to be killed at
+        `deadline`, time.monotonic, if it still runs then) before it runs; `release` its group
+        when it ends. Raises OSError as Popen does."""
+        proc, gate = self.spawn(command, stdin, env)
+        with self._lock:
+            self._gates[proc.pid] = gate
+        self.watch(proc.pid, deadline)
+        gate.open()
+        return proc
 
     def watch(self, pgid: int, deadline: float | None = None) -> None:
         """A command started in process group `pgid`, to be killed at `deadline` (time.monotonic)
@@ -96,6 +127,9 @@ class Lifeline:
         with self._lock:
             self._groups.discard(pgid)
             self._send(b"-%d\n" % pgid)
+            gate = self._gates.pop(pgid, None)
+        if gate is not None:
+            gate.close()
 
     def _send(self, line: bytes) -> None:
         if self._watcher is not None and self._watcher.stdin is not None:
@@ -112,6 +146,10 @@ class Lifeline:
                         os.killpg(pgid, signal.SIGKILL)
                     except OSError:
                         pass
+        with self._lock:
+            gates, self._gates = list(self._gates.values()), {}
+        for gate in gates:
+            gate.close()
         watcher, self._watcher = self._watcher, None
         if watcher is not None and watcher.stdin is not None:
             try:
@@ -119,3 +157,37 @@ class Lifeline:
                 watcher.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
+
+
+class Gate:
+    """What a command waits at before it runs: a pipe of this process's. The command's shell
+    reads a line from it by its path, /proc/PID/fd/N (a descriptor passed down would stay open
+    in the command and everything it starts: sh cannot close a descriptor above 9); `open`
+    writes the line. If this process dies first, the path is gone or the pipe ends (no other
+    process holds its write end): the shell exits 125, the command never runs.
+
+    Where /proc cannot show this process's descriptors the gate is always open (no prefix)."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()  # close-on-exec: no command inherits either end
+        where = f"/proc/{os.getpid()}/fd/{self._read}"
+        self.prefix = (f"IFS= read -r mqcli_gate <{where} && [ \"$mqcli_gate\" = go ] || exit 125; "
+                       f"unset mqcli_gate; ") if _PROC_FDS else ""
+
+    def open(self) -> None:
+        """Let the command run: the line, then the write end closed (the line stays in the
+        pipe for the shell, however late it comes to read it)."""
+        if self._write >= 0:
+            os.write(self._write, b"go\n")
+            os.close(self._write)
+            self._write = -1
+
+    def close(self) -> None:
+        """The command ended (or never started): the pipe goes."""
+        for fd in (self._write, self._read):
+            if fd >= 0:
+                os.close(fd)
+        self._read = self._write = -1
+
+
+_PROC_FDS = os.path.isdir(f"/proc/{os.getpid()}/fd")

@@ -10,6 +10,7 @@ import random
 import resource
 import signal
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 
@@ -557,6 +558,37 @@ def test_a_stopped_workers_command_is_killed_before_its_message_may_run_elsewher
     assert (summary["confirmed"], summary["undone"]) == (0, 1), summary
     time.sleep(store_lease(1.0))  # whichever undid it, the message is back once, with one backout
     assert held(cli) == [("b000", "available", 1)]
+
+
+# a worker that has started a command's shell and is SIGKILLed before it tells its watcher of
+# it: the one moment of a command's start that no watcher covers
+_KILLED_AT_START = """
+import os, signal, sys
+from mqcli.lifeline import Lifeline
+body, ran, open_gate = sys.argv[1], sys.argv[2], sys.argv[3] == "open"
+with open(body, "rb") as stdin, Lifeline() as line:
+    proc, gate = line.spawn(f"echo ran > {ran}", stdin, dict(os.environ))
+    print(proc.pid, flush=True)
+    if open_gate:
+        gate.open()
+        proc.wait()
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("open_gate", [False, True])
+def test_a_command_whose_worker_is_killed_before_it_tells_the_watcher_never_runs(tmp_path, open_gate):
+    # a worker SIGKILLed between starting a command and telling its lifeline's watcher left a
+    # command no one would kill: it ran on while its message, back in the queue once the lease
+    # lapsed, ran again elsewhere. The command waits at a gate the worker opens only after
+    body, ran = tmp_path / "body", tmp_path / "ran"
+    body.write_bytes(b"m")
+    worker = subprocess.run([sys.executable, "-c", _KILLED_AT_START, str(body), str(ran),
+                             "open" if open_gate else "closed"], capture_output=True, timeout=60)
+    assert worker.returncode == -signal.SIGKILL, worker
+    shell = int(worker.stdout)
+    wait_until(lambda: not _alive(shell), 30, "the command's shell to end")
+    assert ran.exists() == open_gate  # opened: it ran (the test can see a run); closed: never
 
 
 @pytest.mark.parametrize("command, status, why", [

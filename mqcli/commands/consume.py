@@ -299,7 +299,7 @@ def _start(command: str, env: dict[str, str], m: Message, lease: float, results:
         results.put(Outcome(m, 127, f"cannot hand its body over: {exc.strerror or exc}"))
         return _Run(None)
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=body, env=env, start_new_session=True)
+        proc = lifeline.start(command, body, env, time.monotonic() + watcher_deadline(lease))
     except OSError as exc:
         too_large = exc.errno == errno.E2BIG
         results.put(Outcome(m, 127, f"cannot run /bin/sh: {exc.strerror or exc}" + (
@@ -308,7 +308,6 @@ def _start(command: str, env: dict[str, str], m: Message, lease: float, results:
         return _Run(None)
     finally:
         body.close()
-    lifeline.watch(proc.pid, time.monotonic() + watcher_deadline(lease))
     run = _Run(proc)
     threading.Thread(target=run.wait, args=(m, lease, results, lifeline), daemon=True).start()
     return run
