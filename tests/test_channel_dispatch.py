@@ -135,23 +135,36 @@ def test_an_unreachable_link_fails_with_exit_13_and_keeps_its_messages(net):
     assert [m.body for m in browse(net.b, "q")] == [b"goes"]
 
 
-def test_a_wrong_key_locks_the_queue_until_resumed(net):
+def test_a_wrong_key_is_retried_and_heals_once_the_key_is_fixed(net):
+    # the listener's proof fails: a wrong key, or anyone else answering at the address (who
+    # could then stop the link until an operator resumed it: the queues were locked). It waits
+    # for the next retry, sends nothing, and sends once the key is right, with no resume
     wrong = keygen(net.tmp / "wrong.key")
     assert mqcli(net.a, "link", "remove", "qmB").code == 0
     assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", wrong).code == 0
     put(net.a, DEST, [b"m"] * 3)
-    r = mqcli(net.a, "dispatch", "--once")
-    assert r.code == 13 and "did not prove it holds the link's key" in r.stderr, r
-    o = outgoing(net.a, DEST)
-    assert (o.state, o.messages, o.in_flight) == ("locked", 3, 0)
-    assert "locked" in o.why
-    r = mqcli(net.a, "dispatch", "--once")  # locked: not even tried, and it says why nothing went
-    assert r.code == 0 and "nothing to send" not in r.stderr, r
-    assert (f"3 messages wait in outgoing queues that are not dispatched: {DEST} (3): locked: "
-            f"link 'qmB' (127.0.0.1:{net.listener.port}): the listener") in r.stderr, r
+    for attempt in (1, 2):
+        r = mqcli(net.a, "dispatch", "--once")
+        assert r.code == 13 and "did not prove it holds the link's key" in r.stderr, r
+        assert "or something else answers there" in r.stderr, r
+        o = outgoing(net.a, DEST)
+        assert (o.state, o.messages, o.in_flight, o.attempts) == ("waiting", 3, 0, attempt), o
     assert browse(net.b, "q") == []
     assert mqcli(net.a, "link", "remove", "qmB").code == 0
     assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
+
+
+def test_a_locked_queue_is_not_sent_and_dispatch_says_why(net):
+    put(net.a, DEST, [b"m"] * 3)
+    with Store.open(net.a) as st:  # as a failure a retry cannot fix records it
+        st.outgoing_event([DEST], "locked", "link 'qmB': the listener chose protocol version 9")
+    r = mqcli(net.a, "dispatch", "--once")  # locked: not even tried, and it says why nothing went
+    assert r.code == 0 and "nothing to send" not in r.stderr, r
+    assert (f"3 messages wait in outgoing queues that are not dispatched: {DEST} (3): locked: "
+            "link 'qmB': the listener chose protocol version 9 (fix it, then `mqcli outgoing resume`)") in r.stderr, r
+    assert outgoing(net.a, DEST).state == "locked"
     assert mqcli(net.a, "outgoing", "resume", DEST).code == 0
     dispatch_json(net.a, "--once")
     assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
@@ -225,6 +238,25 @@ def test_a_message_larger_than_the_listener_accepts_locks_the_queue(net):
         assert (o.state, o.messages, o.in_flight) == ("locked", 2, 0)
         # what came before it went; queue order is kept, so what comes after waits
         assert [m.body for m in browse(s, "q")] == [b"a", b"b"]
+        assert small.stop() == 0
+    finally:
+        small.kill()
+
+
+def test_a_message_larger_than_the_listener_accepts_locks_only_its_own_queue(net):
+    s = net.tmp / "s"
+    make_store(s, "qmS", "big", "small")
+    small = ListenerProc(s, net.key, 0, "--max-frame", "64KiB")
+    try:
+        assert mqcli(net.a, "link", "add", "qmS", f"127.0.0.1:{small.port}", "--key-file", net.key).code == 0
+        put(net.a, "DIRECT=OS:qmS\\big", [b"x" * 100_000])
+        put(net.a, "DIRECT=OS:qmS\\small", [b"a", b"b"])
+        r = mqcli(net.a, "dispatch", "--once", "--link", "qmS")
+        assert r.code == 13 and "larger than the listener accepts (65536-byte frames)" in r.stderr, r
+        assert outgoing(net.a, "DIRECT=OS:qmS\\big").state == "locked"
+        o = outgoing(net.a, "DIRECT=OS:qmS\\small")
+        assert (o.state, o.messages) == ("active", 0), o
+        assert [m.body for m in browse(s, "small")] == [b"a", b"b"]
         assert small.stop() == 0
     finally:
         small.kill()

@@ -93,6 +93,18 @@ def test_a_changed_challenge_fails_the_server_proof():
         client.on_challenge(bytes(challenge))
 
 
+def test_a_challenge_version_counts_only_once_its_proof_verifies():
+    # anyone answering at the link's address can send a CHALLENGE: an unproven one that names a
+    # version we do not speak is a failed proof (the version is inside it), never VersionMismatch
+    key = secrets.token_bytes(32)
+    client = ClientHandshake(key, GUID_C, "qmC")
+    server = ServerHandshake(secrets.token_bytes(32), GUID_S, "qmS", 1 << 20)
+    challenge = bytearray(server.on_hello(client.hello()))
+    challenge[0:2] = (7).to_bytes(2, "big")
+    with pytest.raises(AuthenticationFailed):
+        client.on_challenge(bytes(challenge))
+
+
 def test_no_common_version_is_refused():
     key = secrets.token_bytes(32)
     with pytest.raises(VersionMismatch, match="3..4"):

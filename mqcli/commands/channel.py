@@ -143,8 +143,9 @@ def dispatch(
     Held, locked, HTTP(S) and multicast outgoing queues are not sent, as in MSMQ. A message
     leaves the outgoing queue only when the receiver has committed it. --once exits 13 if a
     link failed (its queues record the error; `mqcli outgoing show`); --follow retries with
-    backoff. A peer that does not hold the key, refuses our records, or cannot take a message
-    that large locks the queues until `mqcli outgoing resume`. One dispatcher per store.
+    backoff. A peer that proved the key and refuses our records or version locks the queues
+    until `mqcli outgoing resume` (a message larger than it takes locks its own queue); a wrong
+    key is retried. One dispatcher per store.
     Messages the receiver dead-lettered (no such queue, expired, over quota) did cross: a
     warning per link says how many and why, and the exit status stays 0.
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import (
-    AuthenticationFailed, ChannelError, ChannelMessageTooLarge, ChannelTimeout, ConnectionLost, PeerError,
+    ChannelError, ChannelMessageTooLarge, ChannelTimeout, ConnectionLost, PeerError,
     ProtocolError, SelfLink, StoreError, StoreUnavailable, UnprovenPeerError, VersionMismatch,
 )
 from .batches import decode_ack, encode_batch
@@ -118,8 +118,11 @@ class _Stopped(Exception):
 
 def is_permanent(exc: BaseException) -> bool:
     """A failure that a retry cannot fix: the queues are locked until an operator resumes them.
-    A peer's word counts only once it has proved it holds the link's key (UnprovenPeerError)."""
-    if isinstance(exc, (AuthenticationFailed, VersionMismatch, ChannelMessageTooLarge, SelfLink)):
+    Only what a peer that proved it holds the link's key says or chose counts: a failed proof
+    (AuthenticationFailed: a wrong key, or something else answering at the address) and an
+    ERROR before the proof (UnprovenPeerError) are retried, so that nobody without the key can
+    stop a link, and a link whose key is fixed at either end heals by itself."""
+    if isinstance(exc, (VersionMismatch, ChannelMessageTooLarge, SelfLink)):
         return True
     return isinstance(exc, PeerError) and not isinstance(exc, UnprovenPeerError) and exc.peer_code in (
         ErrorCode.AUTHENTICATION, ErrorCode.VERSION, ErrorCode.BAD_DATA, ErrorCode.TOO_LARGE)
@@ -293,12 +296,17 @@ class Dispatcher:
                 await self._call(self.st.link_seen, link.name, session.peer_guid)
             await self._call(self.st.outgoing_event, queues, "connected",
                              f"{session.peer_name} ({session.peer_guid}) at {link.address}")
+            too_large: list[tuple[str, ChannelMessageTooLarge]] = []
             for queue in queues:
                 if self.stopping:
                     break
                 part = LinkResult(link.name, link.address)  # each queue's history says what it sent
                 try:
                     await self._drain(conn, session, queue, part)
+                except ChannelMessageTooLarge as big:
+                    # this queue's next message cannot go (its acks are in): lock this queue
+                    # only, after what it sent is recorded; the link's other queues go on
+                    too_large.append((queue, big))
                 finally:
                     result.add(part)
                 if part.messages:
@@ -307,6 +315,11 @@ class Dispatcher:
                         detail += f"; {describe_dead_lettered(part.dead_lettered)}"
                     await self._call(self.st.outgoing_event, [queue], "sent", detail, None,
                                      part.dead_lettered or None)
+            for queue, refused in too_large:
+                message = f"link {link.name!r} ({link.address}): {refused.message}"
+                result.error, result.locked = message, True
+                await self._call(self.st.outgoing_event, [queue], "locked", message)
+                self.log(f"{message}; the outgoing queue is locked until `mqcli outgoing resume`")
             await conn.send(session.seal(FrameType.BYE, b""))
             if result.dead_lettered and retry:  # --once: the command reports it
                 self.log(f"link {link.name!r}: {describe_dead_lettered(result.dead_lettered)}")

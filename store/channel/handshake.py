@@ -177,13 +177,15 @@ class ClientHandshake:
         if not self._hello:
             raise ProtocolError("CHALLENGE before HELLO")
         c = decode_challenge(payload)
+        # the proof first: it covers the version, and until it verifies anyone who answers at
+        # the link's address could have chosen that version (a reason to lock the queues)
+        if not _verify(server_proof(self._key, self._hello, payload[:-MAC_SIZE]), c.proof):
+            raise AuthenticationFailed(
+                f"the listener (calling itself queue manager {c.name!r}, {c.guid}) did not prove it "
+                f"holds the link's key: the two ends have different keys, or something else answers there")
         if not self._versions[0] <= c.version <= self._versions[1]:
             raise VersionMismatch(f"the listener chose protocol version {c.version}, which this "
                                   f"mqcli does not speak ({self._versions[0]}..{self._versions[1]})")
-        if not _verify(server_proof(self._key, self._hello, payload[:-MAC_SIZE]), c.proof):
-            raise AuthenticationFailed(
-                f"the listener (queue manager {c.name!r}, {c.guid}) did not prove it holds the "
-                f"link's key: the two ends have different keys")
         if c.max_frame < MIN_MAX_FRAME:
             raise ProtocolError(f"the listener's maximum frame size {c.max_frame} is below "
                                 f"the protocol's minimum {MIN_MAX_FRAME}")
