@@ -1375,7 +1375,7 @@ class Store(Forwarding):
             placed = holders.Placed(token, places, positions, found)  # type: ignore[arg-type]  # set with held_at
         if deliver is not None:
             two_phase = found[0].confirm_id if confirm_id is not None and tx is None else None  # auto: drawn
-            end = self._deliver(queue, found, deliver, hold=token, placed=placed, two_phase=two_phase,
+            end = self._deliver(queue, found, deliver, hold=token, placed=placed, two_phase=two_phase, tx=tx,
                                 later=chain is not None and placed is not None, lease_us=lease_us)
             if chain is not None:
                 chain.end = end
@@ -1383,12 +1383,15 @@ class Store(Forwarding):
 
     def _deliver(self, queue: str, found: list[Message], deliver: Callable[[list[Message]], None], *,
                  hold: int | None, placed: holders.Placed | None, two_phase: int | None,
-                 later: bool = False, lease_us: int | None = None) -> Callable[[Write], None] | None:
+                 tx: int | None = None, later: bool = False,
+                 lease_us: int | None = None) -> Callable[[Write], None] | None:
         """Call `deliver(found)` with no transaction open; then end the `hold`: remove what was
         delivered (a `two_phase` get: put it under its confirm id) and put back the rest. If `deliver` raises, the exception's `delivered` attribute (default 0)
-        says how many of the first messages it delivered whole. A get in a transaction keeps
-        its messages either way: the transaction's abort returns them. With `later`, a delivery
-        that went through returns the hold's end for the caller's next write to run instead."""
+        says how many of the first messages it delivered whole. A get in transaction `tx`
+        keeps what it delivered in the transaction (its abort returns them) and gives the rest
+        back, out of the transaction and without a backout: a commit must not remove messages
+        nobody received. With `later`, a delivery that went through returns the hold's end for
+        the caller's next write to run instead."""
         try:
             deliver(found)
         except BaseException as exc:
@@ -1396,6 +1399,9 @@ class Store(Forwarding):
             done = done if type(done) is int and 0 <= done <= len(found) else 0
             if hold is not None:
                 self._write(self._ending(queue, hold, placed, two_phase, {m.seq for m in found[:done]}, lease_us))
+            elif tx is not None and done < len(found):
+                undelivered = {m.seq for m in found[done:]}
+                self._write(lambda t: msmq_transactions.give_back(t, tx, undelivered))
             raise
         if hold is not None:  # all delivered (held in place: None says so, no set to make)
             end = self._ending(queue, hold, placed, two_phase, None if placed is not None else {m.seq for m in found},

@@ -138,6 +138,20 @@ def note_moved(t: Write, tx_id: int, record: TxRecord, messages: list[Message]) 
     t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
 
 
+def give_back(t: Write, tx_id: int, seqs: set[int]) -> int:
+    """The messages got in T whose seqs are `seqs` and that nobody received (their get's output
+    failed): out of T and available again without a backout, as if never got. What T no longer
+    holds (committed, aborted or timed out meanwhile) is left as it is. Returns how many."""
+    if t.lt.get(_key(tx_id), db=t.dbs["txs"]) is None:
+        return 0
+    given = 0
+    for m in operations(t, tx_id, load(t, tx_id)):
+        if m.seq in seqs and not m.tx_put:
+            t.leave(m, AVAILABLE)
+            given += 1
+    return given
+
+
 def prepare_enqueue(t: Write, tx_id: int, record: TxRecord, qid: int, messages: list[Message]) -> None:
     """Enqueue inside T ([MS-MQDMPR] 3.1.7.1.9): the new positions are locked until commit."""
     touch(t, tx_id, record, qid)

@@ -118,6 +118,30 @@ def test_get_tx_with_count_takes_several_messages_in_the_transaction(txcli):
     assert bodies(txcli, "a") == ["3"]
 
 
+@pytest.mark.parametrize("output", ["closed pipe", "/dev/full"])
+def test_a_get_in_a_transaction_whose_output_fails_gives_back_what_it_did_not_write(txcli, output):
+    # the messages stayed in the transaction, unwritten, and its commit removed them: a script
+    # that commits after `get --tx T ... | head` lost every message the pipe did not take
+    seed(txcli, "a", *(f"m{i}" for i in range(5)))
+    t = begin(txcli)
+    command = [*mqcli_command(), "get", "a", "--tx", str(t), "--all", "-o", "jsonl"]
+    env = {**os.environ, **txcli.env}
+    if output == "/dev/full":
+        with open("/dev/full", "wb") as full:
+            code = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, env=env, timeout=60).returncode
+    else:
+        r, w = os.pipe()
+        os.close(r)  # nobody reads: the first write fails (EPIPE)
+        try:
+            code = subprocess.run(command, stdout=w, stderr=subprocess.PIPE, env=env, timeout=60).returncode
+        finally:
+            os.close(w)
+    assert code in (8, 141), code
+    txcli.ok("tx", "commit", t)  # it commits what the get wrote whole: nothing
+    assert bodies(txcli, "a") == [f"m{i}" for i in range(5)]
+    assert {m["backouts"] for m in txcli.json("browse", "a")} == {0}  # never received: no backout
+
+
 # ---- exit codes ---------------------------------------------------------------------------
 
 
