@@ -5,6 +5,7 @@ imports Typer or click."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import time
@@ -450,14 +451,22 @@ def browse(s: Session, queue: str, msg_id: Optional[str] = None, unique_id: Opti
                 raise UsageError("--state does not go with --lock (only available messages are locked)")
             lid, locked = st.browse_lock(queue, limit=limit, lock_id=lock_id,  # type: ignore[arg-type]  # int|AUTO
                                          lease=optional_seconds(lease, "lease"), **filters)
-            if s.out.mode == "text":
-                s.out.value(lid, "lock_id")  # the data a script needs; the messages go to stderr
-                if not s.out.quiet:
-                    note = Output("text", stdout=sys.stderr.buffer)
-                    with note.messages() as stream:
+            try:
+                if s.out.mode == "text":
+                    s.out.value(lid, "lock_id")  # the data a script needs; the messages go to stderr
+                else:
+                    with s.out.messages() as stream:
                         stream.extend(locked)
-            else:
-                with s.out.messages() as stream:
+            except BaseException:
+                # the lock id never reached the caller (a closed or full stdout, a signal while it
+                # stalled): nobody could unlock them, so the messages go back (as a two-phase get's do)
+                if locked:
+                    with contextlib.suppress(errors.StoreError):  # lapsed or taken meanwhile: nothing to give back
+                        st.unlock(queue, lid)
+                raise
+            if s.out.mode == "text" and not s.out.quiet:
+                note = Output("text", stdout=sys.stderr.buffer)
+                with note.messages() as stream:
                     stream.extend(locked)
             return
         states: str | list[str] | None = None

@@ -1,10 +1,13 @@
 """CLI: put, get, browse (with lock), unlock, confirm, undo, delete, move, inflight (docs/design.md#states)."""
 
+import os
+import subprocess
 import time
 from datetime import datetime, timezone
 
 import pytest
 
+from cli_helpers import mqcli_command
 from store import Store
 
 # docs/design.md#messages: every field a message shows in JSON, and the ones present only while in flight.
@@ -355,6 +358,28 @@ def test_browse_lock_json_shows_the_locked_records(cli):
     assert [m["lock_id"] for m in locked] == [555, 555]
     assert {m["state"] for m in locked} == {"locked-browse"}
     assert all(m["lease_expires"] for m in locked)
+
+
+@pytest.mark.parametrize("mode", ["text", "json", "jsonl"])
+@pytest.mark.parametrize("output", ["closed pipe", "/dev/full"])
+def test_browse_lock_whose_lock_id_cannot_be_written_leaves_nothing_locked(cli, mode, output):
+    # the lock was committed, the lock id never reached anyone, and with no lease the
+    # messages stayed locked-browse for ever, invisible to every get
+    cli.put("q", "a", "--count", "3")
+    command = [*mqcli_command(), "-o", mode, "browse", "q", "--lock"]
+    env = {**os.environ, **cli.env}
+    if output == "/dev/full":
+        with open("/dev/full", "wb") as full:
+            code = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, env=env, timeout=60).returncode
+    else:
+        r, w = os.pipe()
+        os.close(r)  # nobody reads: the first write fails (EPIPE)
+        try:
+            code = subprocess.run(command, stdout=w, stderr=subprocess.PIPE, env=env, timeout=60).returncode
+        finally:
+            os.close(w)
+    assert code in (8, 141), code
+    assert [m["state"] for m in cli.json("browse", "q", "--state", "all")] == ["available"] * 3
 
 
 def test_browse_lock_on_an_empty_queue_exits_3(cli):
