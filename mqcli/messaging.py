@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 from . import inputs, shorthands
 from .durations import parse_duration
 from .exits import UsageError
-from .render import Output, counting, progress
+from .render import Output, OutputClosed, counting, progress
 from .session import Session
 from .shorthands import key_values
 from .signals import Terminated, WritingGate, deferred
@@ -74,11 +74,13 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                 tx: Optional[int] = None, new_ids: bool = False, *,
                 tracking: ContextManager[Callable[[int], None]]) -> int:
     """Put the batches of `items`; `tracking` is the progress bar, told of each batch."""
-    total = skipped = 0
+    total = skipped = stored = 0
     extend = False  # the later batches add to the confirm id the first one took
     try:
         with tracking as step, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
             for batch in items:
+                if stored and out.reader_gone():  # `| head -1` left: no batch more is stored whose ids no one sees
+                    raise OutputClosed()
                 with deferred() as gate:  # what is committed is printed: Ctrl-C waits for the ids
                     done: list[Message]
                     if keep_ids:
@@ -87,12 +89,16 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                     else:
                         done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
                                            extend=extend)
-                    with gate.writing(_ids_stalled(out, total + len(done))):
+                    stored += len(done)
+                    with gate.writing(_ids_stalled(out, stored)):
                         _announcing(out, confirm_id, stream.extend)(done)
                 if confirm_id is not None and not extend and done:
                     confirm_id, extend = done[0].confirm_id, True
                 total += len(done)
                 step(len(batch))
+    except (OutputClosed, errors.DiskFull):
+        _ids_lost(out, stored)
+        raise
     finally:  # also when interrupted: the ids printed are not all the records read
         if skipped:
             out.note(f"skipped {skipped} already stored (their msg_ids are in the store; --new-ids stores copies)")
@@ -104,6 +110,16 @@ def _ids_stalled(out: Output, stored: int) -> Callable[[], None]:
     not all be written (Deferral.writing)."""
     return lambda: out.note(f"{stored} message{'s' if stored != 1 else ''} stored; the output stalled, "
                             "so not all of their ids were written")
+
+
+def _ids_lost(out: Output, stored: int) -> None:
+    """What a put says when writing the ids of its `stored` messages failed (a closed or full
+    stdout): they are stored all the same, and a script that retries on the exit code would
+    store them again."""
+    if stored == 1:
+        out.note("1 message stored; its id could not be written")
+    elif stored:
+        out.note(f"{stored} messages stored; not all of their ids could be written")
 
 
 def _store_records(st: Store, queue: str, batch: list[Message | NewMessage],
@@ -220,8 +236,12 @@ def put(s: Session, queue: str, body: Optional[str] = None, file: Optional[Path]
             message = new(inputs.message_body(body, file, lambda: st.info().max_message_size))
             with deferred() as gate:
                 done = st.put_many(queue, [message], lease=lease_s, tx=tx)
-                with gate.writing(_ids_stalled(s.out, 1)):
-                    s.out.msg_ids(done)
+                try:
+                    with gate.writing(_ids_stalled(s.out, 1)):
+                        s.out.msg_ids(done)
+                except (OutputClosed, errors.DiskFull):
+                    _ids_lost(s.out, 1)
+                    raise
         else:
             data = inputs.message_body(body, file, lambda: st.info().max_message_size)
             _put_stream(st, s.out, queue,

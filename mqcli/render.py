@@ -244,6 +244,17 @@ class Output:
         self.torn = False  # a write to stdout failed or was interrupted part-way
         self.template: Template | None = None  # --format: each message fills it, whatever the mode
 
+    def reader_gone(self) -> bool:
+        """Whether stdout is a pipe or socket whose reader has gone (POLLERR, POLLHUP), asked
+        without waiting: a put stops before it stores what no one would see the ids of."""
+        try:
+            fd = self.out.fileno()
+        except (AttributeError, OSError, ValueError):  # a stream in memory (a batch line's)
+            return False
+        poller = select.poll()
+        poller.register(fd, 0)  # no event asked: a pipe with room or a file never reports
+        return bool(poller.poll(0))
+
     # ---- diagnostics -------------------------------------------------------------------
 
     def note(self, text: str) -> None:

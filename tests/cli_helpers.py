@@ -102,6 +102,28 @@ def run_mqcli(args: Sequence[Any], input: bytes | None = None,
                          proc.stderr.decode("utf-8", "backslashreplace"), list(map(str, args))))
 
 
+BROKEN_OUTPUTS = ("closed pipe", "/dev/full")
+
+
+def run_into(output: str, args: Sequence[Any], env: Mapping[str, str] | None = None,
+             input: bytes | None = None, timeout: float = 60) -> Result:
+    """Run the installed `mqcli ARGS` with stdout one of BROKEN_OUTPUTS: a pipe nobody reads
+    (its first write fails: EPIPE) or /dev/full (ENOSPC). stdout is not captured."""
+    full_env = {**os.environ, **(env or {})}
+    if output == "/dev/full":
+        sink = os.open("/dev/full", os.O_WRONLY)
+    else:
+        r, sink = os.pipe()
+        os.close(r)
+    try:
+        proc = subprocess.run([*mqcli_command(), *map(str, args)], input=input or b"", stdout=sink,
+                              stderr=subprocess.PIPE, env=full_env, timeout=timeout)
+    finally:
+        os.close(sink)
+    return checked(Result(proc.returncode, b"", proc.stderr.decode("utf-8", "backslashreplace"),
+                          list(map(str, args))))
+
+
 class Cli:
     """`mqcli` bound to one test store (through MQCLI_STORE) and a private XDG_DATA_HOME."""
 
@@ -142,6 +164,10 @@ class Cli:
     def subprocess(self, *args: Any, input: bytes | None = None,
                    env: Mapping[str, str] | None = None, timeout: float = 60) -> Result:
         return run_mqcli(args, input=input, env={**self.env, **(env or {})}, timeout=timeout)
+
+    def into(self, output: str, *args: Any, input: bytes | None = None) -> Result:
+        """`mqcli ARGS` with stdout one of BROKEN_OUTPUTS (run_into)."""
+        return run_into(output, args, env=self.env, input=input)
 
     def put(self, queue: str, body: str | bytes = "x", *args: Any) -> dict[str, Any]:
         """Put one message; return its record (the last one if --count)."""

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cli_helpers import mqcli_command
+from cli_helpers import BROKEN_OUTPUTS, mqcli_command
 from store import Store
 
 # docs/design.md#messages: every field a message shows in JSON, and the ones present only while in flight.
@@ -361,25 +361,58 @@ def test_browse_lock_json_shows_the_locked_records(cli):
 
 
 @pytest.mark.parametrize("mode", ["text", "json", "jsonl"])
-@pytest.mark.parametrize("output", ["closed pipe", "/dev/full"])
+@pytest.mark.parametrize("output", BROKEN_OUTPUTS)
 def test_browse_lock_whose_lock_id_cannot_be_written_leaves_nothing_locked(cli, mode, output):
     # the lock was committed, the lock id never reached anyone, and with no lease the
     # messages stayed locked-browse for ever, invisible to every get
     cli.put("q", "a", "--count", "3")
-    command = [*mqcli_command(), "-o", mode, "browse", "q", "--lock"]
-    env = {**os.environ, **cli.env}
-    if output == "/dev/full":
-        with open("/dev/full", "wb") as full:
-            code = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, env=env, timeout=60).returncode
-    else:
-        r, w = os.pipe()
-        os.close(r)  # nobody reads: the first write fails (EPIPE)
-        try:
-            code = subprocess.run(command, stdout=w, stderr=subprocess.PIPE, env=env, timeout=60).returncode
-        finally:
-            os.close(w)
+    code = cli.into(output, "-o", mode, "browse", "q", "--lock").code
     assert code in (8, 141), code
     assert [m["state"] for m in cli.json("browse", "q", "--state", "all")] == ["available"] * 3
+
+
+@pytest.mark.parametrize("output", BROKEN_OUTPUTS)
+@pytest.mark.parametrize("how", ["one", "count", "lines"])
+def test_a_put_whose_ids_cannot_be_written_says_they_were_stored(cli, output, how):
+    # exit 8 (or 141) and nothing said: a script retrying on the exit code stored them twice
+    args = {"one": ["put", "q", "m"], "count": ["put", "q", "m", "--count", "3"],
+            "lines": ["put", "q", "--lines", "-"]}[how]
+    r = cli.into(output, *args, input=b"m\nm\nm\n")
+    n = 1 if how == "one" else 3
+    assert r.code == (8 if output == "/dev/full" else 141), r
+    said = "1 message stored; its id could not be written" if n == 1 else \
+        "3 messages stored; not all of their ids could be written"
+    assert said in r.stderr, r
+    assert len(cli.json("browse", "q")) == n
+
+
+def test_a_bulk_put_stores_no_batch_more_once_its_reader_has_gone(cli):
+    # `yes | mqcli put q --lines - | head -1`: the batch read after head went was stored,
+    # and then its ids failed to go out
+    head = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    put = subprocess.Popen([*mqcli_command(), "put", "q", "--lines", "-"], stdin=subprocess.PIPE,
+                           stdout=head.stdin, stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    head.stdin.close()  # put's stdout is head's only writer
+    put.stdin.write(b"m\n" * 1000)  # one batch: stored, its ids go to head, which reads one and leaves
+    put.stdin.flush()
+    assert head.stdout.readline().strip()
+    head.wait(timeout=30)
+    put.stdin.write(b"m\n" * 1000)  # the next batch: its ids could reach no one
+    put.stdin.close()
+    stderr = put.stderr.read().decode()
+    assert put.wait(timeout=60) == 141, stderr
+    assert "1000 messages stored; not all of their ids could be written" in stderr
+    assert cli.json("queue", "show", "q")["depth"] == 1000
+
+
+@pytest.mark.parametrize("output", BROKEN_OUTPUTS)
+def test_a_move_whose_summary_cannot_be_written_says_it_moved(cli, output):
+    cli.ok("queue", "create", "r", "-q")
+    cli.put("q", "a", "--count", "2")
+    r = cli.into(output, "move", "q", "r")
+    assert r.code == (8 if output == "/dev/full" else 141), r
+    assert "2 messages moved from 'q' to 'r'; the summary could not be written" in r.stderr, r
+    assert len(cli.json("browse", "r")) == 2
 
 
 def test_browse_lock_on_an_empty_queue_exits_3(cli):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cli_helpers import mqcli_command
+from cli_helpers import BROKEN_OUTPUTS, mqcli_command
 from store import Store
 
 TX_ERROR = "[MQ_ERROR_TRANSACTION_USAGE]"
@@ -118,28 +118,25 @@ def test_get_tx_with_count_takes_several_messages_in_the_transaction(txcli):
     assert bodies(txcli, "a") == ["3"]
 
 
-@pytest.mark.parametrize("output", ["closed pipe", "/dev/full"])
+@pytest.mark.parametrize("output", BROKEN_OUTPUTS)
 def test_a_get_in_a_transaction_whose_output_fails_gives_back_what_it_did_not_write(txcli, output):
     # the messages stayed in the transaction, unwritten, and its commit removed them: a script
     # that commits after `get --tx T ... | head` lost every message the pipe did not take
     seed(txcli, "a", *(f"m{i}" for i in range(5)))
     t = begin(txcli)
-    command = [*mqcli_command(), "get", "a", "--tx", str(t), "--all", "-o", "jsonl"]
-    env = {**os.environ, **txcli.env}
-    if output == "/dev/full":
-        with open("/dev/full", "wb") as full:
-            code = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, env=env, timeout=60).returncode
-    else:
-        r, w = os.pipe()
-        os.close(r)  # nobody reads: the first write fails (EPIPE)
-        try:
-            code = subprocess.run(command, stdout=w, stderr=subprocess.PIPE, env=env, timeout=60).returncode
-        finally:
-            os.close(w)
+    code = txcli.into(output, "get", "a", "--tx", t, "--all", "-o", "jsonl").code
     assert code in (8, 141), code
     txcli.ok("tx", "commit", t)  # it commits what the get wrote whole: nothing
     assert bodies(txcli, "a") == [f"m{i}" for i in range(5)]
     assert {m["backouts"] for m in txcli.json("browse", "a")} == {0}  # never received: no backout
+
+
+@pytest.mark.parametrize("output", BROKEN_OUTPUTS)
+def test_tx_begin_whose_id_cannot_be_written_leaves_no_transaction(txcli, output):
+    # its id reached no one: an open transaction nobody could commit or abort, taking part in
+    # nothing until its timeout
+    assert txcli.into(output, "tx", "begin", "--timeout", "forever").code in (8, 141)
+    assert txcli.json("tx", "list") == []
 
 
 # ---- exit codes ---------------------------------------------------------------------------

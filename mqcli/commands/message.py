@@ -11,12 +11,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from store.errors import DiskFull
+
 from .. import messaging, shorthands, values
 from ..template import option as template_option
 from ..exits import UsageError
 from ..messaging import Filters, parse_lookup, optional_seconds, to_take
 from ..options import NewConfirmOpt, NewLockOpt, Session, shared_options
-from ..render import age, age_seconds, iso, progress
+from ..render import OutputClosed, age, age_seconds, iso, progress
 from ..signals import deferred
 
 QueueArg = Annotated[str, typer.Argument(help="Queue name or format name.", show_default=False)]
@@ -311,7 +313,12 @@ def move(
             s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved,
                             "interrupted": True})
             raise
-    s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved})
+    try:
+        s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved})
+    except (OutputClosed, DiskFull):  # done all the same: said, lest a retry move (or copy) again
+        s.out.note(f"{moved} message{'s' if moved != 1 else ''} {'copied' if copy else 'moved'} from "
+                   f"{source!r} to {target!r}; the summary could not be written")
+        raise
 
 
 @shared_options

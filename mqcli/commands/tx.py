@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from store.errors import DiskFull
+
 from .. import values
 from ..durations import parse_duration
 from ..options import Session, shared_options
-from ..render import age, age_seconds, iso
+from ..render import OutputClosed, age, age_seconds, iso
 from ..signals import deferred
 
 if TYPE_CHECKING:
@@ -79,12 +81,16 @@ def begin(
     seconds = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, what="timeout")
     with s.open() as st, deferred() as gate:  # a transaction begun is printed: Ctrl-C waits for its id
         tx = st.tx_begin(timeout=seconds)
-        with gate.writing(lambda: s.out.note(f"transaction {tx} was begun; the output stalled, "
-                                             "so its id may not have been written")):
-            if s.out.mode in ("json", "jsonl"):
-                s.out.document({"tx": tx, "timeout_s": seconds})
-            else:
-                s.out.value(tx, "tx")
+        try:
+            with gate.writing(lambda: s.out.note(f"transaction {tx} was begun; the output stalled, "
+                                                 "so its id may not have been written")):
+                if s.out.mode in ("json", "jsonl"):
+                    s.out.document({"tx": tx, "timeout_s": seconds})
+                else:
+                    s.out.value(tx, "tx")
+        except (OutputClosed, DiskFull):  # its id reached no one, who could use it: it never was
+            st.tx_abort(tx)
+            raise
 
 
 @app.command("commit")
