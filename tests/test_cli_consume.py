@@ -300,6 +300,45 @@ def test_a_closed_output_pipe_stops_the_worker_with_141_and_dead_letters_nothing
     assert b"back without a backout: the output closed" in err or len(left) == 19, err
 
 
+def test_a_full_output_stops_the_worker_with_8_and_dead_letters_nothing(cli):
+    # every command failed writing to /dev/full (or a full disk) and each failure was a
+    # backout: at max-backouts 1 every message went to the dead-letter queue, exit 0
+    cli.ok("queue", "set", "q", "--max-backouts", "1")
+    fill(cli, 5)
+    with open("/dev/full", "wb") as full:
+        worker = _worker(cli, "--exec", "cat", "--idle", "2s", stdout=full, stderr=subprocess.PIPE)
+        _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 8 and b"stdout's device is full" in err, err
+    assert held(cli) == [(f"b{i:03d}", "available", 0) for i in range(5)]
+    assert cli.jsonl("browse", "dead-letter") == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_an_output_disk_that_fills_up_returns_messages_without_a_backout(cli, tmp_path):
+    # the disk fills while the worker runs: the command that fails writing its output is not
+    # the message's fault, and the worker stops with exit 8 rather than fail every message
+    cli.ok("queue", "set", "q", "--max-backouts", "1")
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"x" * 6000) for _ in range(6)])
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        with open(disk / "out", "wb") as out:
+            worker = _worker(cli, "--exec", "cat", "--idle", "2s", stdout=out, stderr=subprocess.PIPE)
+            _, err = worker.communicate(timeout=60)
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+    assert worker.returncode == 8 and b"back without a backout: the output is full" in err, err
+    with Store.open(cli.store) as st:
+        left = st.browse("q", states="all")
+        got = {s.name: s.totals["got_messages"] for s in st.stats()}["q"]
+    assert got == 2 and len(left) == 4, (got, left)  # 16 KiB: two bodies whole, the third cut
+    assert {m.state for m in left} == {"available"} and {m.backouts for m in left} == {0}
+    assert cli.jsonl("browse", "dead-letter") == []
+
+
 def test_a_failing_message_is_retried_with_a_growing_pause_not_in_a_hot_loop(cli, tmp_path):
     fill(cli, 1)  # max-backouts 0: it stays at the head of the queue, failing
     worker = _worker(cli, "--exec", "cat >/dev/null; exit 1", stderr=subprocess.DEVNULL)

@@ -14,6 +14,7 @@ import queue as queues
 import re
 import select
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -30,7 +31,7 @@ from ..durations import parse_duration
 from ..exits import UsageError, one_line
 from ..lifeline import Lifeline
 from ..options import Session, shared_options
-from ..render import OutputClosed, iso
+from ..render import OutputClosed, disk_full, iso
 from .message import BodyHasOpt, LabelIsOpt, NewerOpt, OlderOpt, PropIsOpt, QueueArg, WhereOpt
 
 DEFAULT_LEASE = "5m"
@@ -171,6 +172,7 @@ def consume(
         streak = 0  # commands that failed in a row: the next message waits (backoff)
         resume = 0.0  # no message is taken before this (time.monotonic)
         output_closed = False
+        output_full = False  # stdout is /dev/full or a file on a full disk: every command writing there fails
         unstartable: str | None = None  # why no command can start here (E2BIG): the worker stops
 
         def settle(outcome: Outcome) -> None:
@@ -194,6 +196,7 @@ def consume(
                 # sends SIGTERM to the whole cgroup): a service restart would count a backout
                 # for every message in flight, and dead-letter some
                 returned = (outcome.ours or (outcome.code in _SIGPIPED and (output_closed or _output_closed()))
+                            or output_full or _output_full()
                             or (stopping.asked and outcome.code in _killed_by(stopping.signum)))
                 consumer.undo(m, backout=not returned)
                 tally.undone += 1
@@ -230,7 +233,8 @@ def consume(
                 for run in running.values():
                     run.kill()
             output_closed = output_closed or _output_closed()
-            done = (stopping.asked or output_closed or unstartable is not None
+            output_full = output_full or _output_full()
+            done = (stopping.asked or output_closed or output_full or unstartable is not None
                     or (count is not None and tally.messages >= count))
             backoff = resume - time.monotonic()
             if done or len(running) >= parallel or backoff > 0:
@@ -274,7 +278,8 @@ def consume(
     else:
         s.out.note(f"consume {queue}: {tally.messages} messages, {tally.confirmed} confirmed, {tally.undone} undone"
                    + (f" ({tally.killed} killed past --lease)" if tally.killed else "")
-                   + (f" ({tally.returned} back without a backout{': the output closed' if output_closed else ''})"
+                   + (f" ({tally.returned} back without a backout"
+                      f"{': the output closed' if output_closed else ': the output is full' if output_full else ''})"
                       if tally.returned else "")
                    + (f", {tally.lapsed} handled but not confirmed (taken from this worker meanwhile: "
                       "its lease lapsed, or it expired, was undone or purged)" if tally.lapsed else ""))
@@ -282,6 +287,8 @@ def consume(
         raise UsageError(unstartable)
     if output_closed:
         raise OutputClosed()
+    if output_full:
+        raise disk_full(None)
     if stopping.hard:  # the second signal killed the commands: it acts now, as if it came now (130, 143)
         signal.raise_signal(stopping.signum)
 
@@ -490,6 +497,22 @@ def _output_closed() -> bool:
         return any(events & select.POLLERR for _, events in poller.poll(0))
     except (OSError, AttributeError, ValueError):  # no poll() here, or no stdout at all
         return False
+
+
+def _output_full() -> bool:
+    """Whether this worker's stdout, which the commands write to, is /dev/full or a file on a
+    full filesystem: every command writing to it fails (ENOSPC), through no fault of its
+    message, and each failure would be a backout toward the dead-letter queue."""
+    try:
+        st = os.fstat(1)
+        if stat.S_ISCHR(st.st_mode):
+            return st.st_rdev == os.makedev(1, 7)  # /dev/full
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        vfs = os.fstatvfs(1)
+    except (OSError, AttributeError):  # no stdout at all
+        return False
+    return (vfs.f_bfree if os.geteuid() == 0 else vfs.f_bavail) == 0  # root may use the reserved blocks
 
 
 class _Stopping:
