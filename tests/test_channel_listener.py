@@ -3,16 +3,21 @@ what an authenticated peer sends and acks it, and refuses a wrong key, garbage, 
 frame, a tampered or malformed batch and a connection dropped mid-frame, storing nothing of
 them (checked in the store afterwards) and staying up for the next peer."""
 
+import contextlib
+import os
+import re
 import secrets
 import signal
 import struct
+import subprocess
 
 import pytest
 
 from channel_helpers import (
-    ListenerProc, RawPeer, batch_body, bodies, wait_until, keygen, make_store, message_count, mqcli, records_for,
+    READY, ListenerProc, RawPeer, batch_body, bodies, wait_until, keygen, make_store, message_count, mqcli, records_for,
     sealed_batch,
 )
+from cli_helpers import mqcli_command
 from store import Store
 from store.channel.batches import decode_ack
 from store.channel.frames import ErrorCode, FrameType, decode_error
@@ -257,3 +262,52 @@ def test_listen_usage_errors(tmp_path):
         r = mqcli(b, "listen", "--key-file", key_file, "--bind", f"127.0.0.1:{first.port}")
         assert r.code == 13 and f"cannot listen on 127.0.0.1:{first.port}" in r.stderr
         assert r.stderr.count("mqcli: error:") == 1
+
+
+def test_a_listener_whose_log_is_not_read_still_serves_and_stops(tmp_path):
+    # its stderr a pipe nobody drains (`listen 2>&1 | tee log`, tee stopped): the first log
+    # line blocked the event loop, so no peer was answered (the senders' dispatch failed
+    # with exit 13) and SIGTERM was not acted on until someone read the pipe
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_store(a, "qmA")
+    make_store(b, "qmB", "q")
+    key = keygen(tmp_path / "k.key")
+    r, w = os.pipe()
+    listener = subprocess.Popen([*mqcli_command(), "--store", str(b), "listen", "--bind", "127.0.0.1:0",
+                                 "--key-file", str(key)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=w)
+    os.close(w)
+    try:
+        ready = b""
+        while not ready.endswith(b"\n"):
+            ready += os.read(r, 1)
+        port = int(READY.match(ready.decode().strip()).group(2))
+        filler = os.open(f"/proc/self/fd/{r}", os.O_WRONLY | os.O_NONBLOCK)  # the pipe, full from now on
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(filler, b"x" * 4096)
+        assert mqcli(a, "link", "add", "qmB", f"127.0.0.1:{port}", "--key-file", key).code == 0
+        for i in range(3):  # each connection logs a line or two, none of which fits
+            with Store.open(a) as st:
+                st.put("DIRECT=OS:qmB\\q", b"m%d" % i)
+            assert mqcli(a, "dispatch", "--once", "--timeout", "10s").code == 0
+        assert bodies(b, "q") == [b"m0", b"m1", b"m2"]
+        os.close(filler)
+        os.set_blocking(r, False)
+        with contextlib.suppress(BlockingIOError):  # read at last: the next line says what was lost
+            while os.read(r, 65536):
+                pass
+        with Store.open(a) as st:
+            st.put("DIRECT=OS:qmB\\q", b"m3")
+        assert mqcli(a, "dispatch", "--once").code == 0
+        listener.send_signal(signal.SIGTERM)
+        assert listener.wait(timeout=30) == 0
+        log = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(r, 65536):
+                log += chunk
+        dropped = re.search(rb"mqcli: listen: (\d+) log lines? dropped: stderr was not being read\n", log)
+        assert dropped and int(dropped.group(1)) >= 3, log
+    finally:
+        listener.kill()
+        os.close(r)

@@ -42,10 +42,15 @@ def _not_dispatched(st: Store, only: tuple[str, ...]) -> str | None:
 
 
 def _logger(prefix: str, quiet: bool):
-    def log(line: str) -> None:  # a line may quote a peer (its ERROR frame's text): escaped
+    """The log of `listen` or `dispatch`: lines on stderr that never block their loop
+    (mqcli/loglines.py), each escaped (a line may quote a peer: its ERROR frame's text)."""
+    from ..loglines import LogLines
+
+    lines = LogLines(prefix)
+
+    def log(line: str) -> None:
         if not quiet:
-            sys.stderr.write(f"mqcli: {prefix}: {one_line(line)}\n")
-            sys.stderr.flush()
+            lines(one_line(line))
     return log
 
 
