@@ -26,7 +26,7 @@ from cli_helpers import invoke
 from store import Store
 from store.analytics.locate import MANIFEST, STORE_DIR, check_manifest, own_identity
 from store.analytics.pipeline import Source
-from store.analytics.snapshots import take
+from store.analytics.snapshots import identities, take
 from store.errors import StoreCorrupt
 
 
@@ -213,26 +213,25 @@ def test_a_data_file_swapped_for_another_stores_is_refused(tmp_path):
     assert line == f"mqcli: error: {caught.value.message} [MQ_ERROR_STORE_CORRUPT]"
 
 
-def test_snapshots_of_a_store_and_its_copy_are_refused_together_before_spark(tmp_path):
-    # `analyze` refuses two stores that are one queue manager (a copy double-counts); their
-    # snapshots in one DIR were taken for one store's history, and the older dropped unsaid
+def test_snapshots_of_two_stores_with_one_guid_are_said_not_dropped_silently(tmp_path):
+    # a store and its copy (cp -a, a backup restored on another host or path: or the same
+    # store moved, or its host renamed) snapshotted into one DIR: the newest was read and the
+    # other's figures dropped without a word. The newest is still read (a renamed host or a
+    # moved store must not stop the analysis), and the left-out snapshot is named
     first = _snapshot(tmp_path)
     shutil.copytree(tmp_path / "qm1", tmp_path / "copy")  # cp -a, or a backup restored elsewhere
     with Store.open(tmp_path / "copy") as st:
         st.put("orders", b"only in the copy")
         second, _ = take(st, tmp_path / "snaps")
-    guid = json.loads((first / MANIFEST).read_text())["guid"]
-    host = json.loads((first / MANIFEST).read_text())["host"]
-    older, newer = sorted((first, second))
-    stores = {first: tmp_path / "qm1", second: tmp_path / "copy"}
-    result = invoke(["analyze", "health", "--snapshots", tmp_path / "snaps"])
-    assert result.code == 2, result
-    assert result.err_lines == [
-        f"mqcli: error: the snapshots {older} (store {stores[older]} on {host}) and {newer} (store "
-        f"{stores[newer]} on {host}) are of one queue manager ({guid}) in two stores: one is a copy of "
-        f"the other, or the store moved; leave one store's snapshots in {tmp_path / 'snaps'} "
-        f"[MQ_ERROR_INVALID_PARAMETER]"], result
-    shutil.rmtree(second)  # one store's snapshots, however many: its newest is read
-    with Store.open(tmp_path / "qm1") as st:
-        take(st, tmp_path / "snaps")
-    assert len(_check(tmp_path / "snaps").names) == 1
+    manifest = json.loads((first / MANIFEST).read_text())
+    source = _check(tmp_path / "snaps")
+    assert source.notes == [
+        f"snapshots of queue manager {manifest['guid']} in {tmp_path / 'snaps'} were taken of more than one store "
+        f"(a copy of it, a restored backup, or the store moved or its host renamed): read the newest, {second.name} "
+        f"(store {tmp_path / 'copy'} on {manifest['host']}); left out {first.name} (store {tmp_path / 'qm1'} on "
+        f"{manifest['host']})"]
+    assert [w.path for w in identities(tmp_path / "snaps")] == [str(tmp_path / "copy")]
+    with Store.open(tmp_path / "copy") as st:  # one store's snapshots, however many: its history, unsaid
+        take(st, tmp_path / "more")
+        take(st, tmp_path / "more")
+    assert _check(tmp_path / "more").notes == []

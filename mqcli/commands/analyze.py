@@ -89,6 +89,8 @@ def _prepare(s: Session, stores: Optional[list[Path]], parquet: Optional[Path], 
     source.check()
     for path, owner in source.foreign_owners.items():
         s.said_foreign(owner, path)
+    for note in source.notes:
+        s.out.note(f"mqcli: note: {note}")
     return source
 
 

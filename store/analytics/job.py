@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> Any:
     stuck_after = duration(args.stuck_after)
     source = Source(stores=list(args.stores), parquet=args.parquet, snapshots=args.snapshots, queues=args.queue)
     source.check()
+    for note in source.notes:
+        sys.stderr.write(f"store.analytics.job: note: {note}\n")
     with spark_session(args.master, f"mqcli analyze {args.analysis}",
                        sql_labels=args.analysis == "routes" and source.sql_labels) as setup:
         if args.analysis == "health":

@@ -38,6 +38,7 @@ class Source:
     report_rows: list[Any] = field(default_factory=list)
     allow_foreign_owner: bool = False  # root reads other users' stores (store/ownership.py)
     foreign_owners: dict[str, str] = field(default_factory=dict)  # store path → its other owner
+    notes: list[str] = field(default_factory=list)  # what check() found worth saying (snapshots.find)
 
     @property
     def sql_labels(self) -> bool:
@@ -60,7 +61,8 @@ class Source:
             raise InvalidArgument("give store directories, --snapshots DIR or --parquet DIR: one of them")
         if self.snapshots is not None:
             found: set[bytes] = set()
-            for where in snapshots_mod.identities(self.snapshots, allow_foreign=self.allow_foreign_owner):
+            for where in snapshots_mod.identities(self.snapshots, allow_foreign=self.allow_foreign_owner,
+                                                  notes=self.notes):
                 # this host's copy, checked, as the planning will read it (and the tasks here)
                 with open_readonly(local_copy(where)) as (env, dbs), env.begin() as lt:
                     self.names[where.guid] = where.name

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import _backup_sibling, _remove_dead_backups
 from ..environment import layout_error, sync_directory
-from ..errors import InvalidArgument, StoreUnavailable
+from ..errors import StoreUnavailable
 from ..ownership import check_parents
 from .columns import StoreIdentity
 from .locate import MANIFEST, MANIFEST_FORMAT, STORE_DIR, local_copy, own_identity, read_manifest
@@ -126,12 +126,15 @@ def take(st: Store, root: str | Path) -> tuple[Path, dict[str, Any]]:
     return target, manifest
 
 
-def find(root: str | Path, *, allow_foreign: bool = False) -> list[tuple[Path, dict[str, Any], int]]:
+def find(root: str | Path, *, allow_foreign: bool = False,
+         notes: list[str] | None = None) -> list[tuple[Path, dict[str, Any], int]]:
     """The snapshots under `root` (or `root` itself when it is one): the newest of each store
     (by GUID), in the order of their stores' paths, with the uid owning each (the running
     user, or another for root with `allow_foreign`: locate.read_manifest). None at all is an
-    error, and so are snapshots of one GUID taken of two stores (another host or path), as
-    `analyze` refuses two stores that are one queue manager (exit 2)."""
+    error. Older snapshots of a store are its history, left out unsaid; one left out that was
+    taken of another store with the same GUID (a copy, a restored backup; or the same store
+    moved, reached by another path, on a host renamed) is said in `notes`: its figures are
+    not in the result."""
     root = Path(root)
     if (root / MANIFEST).is_file():
         return [(root, *read_manifest(root, allow_foreign=allow_foreign))]
@@ -139,32 +142,38 @@ def find(root: str | Path, *, allow_foreign: bool = False) -> list[tuple[Path, d
         entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError as exc:
         raise StoreUnavailable(f"cannot read the snapshots in {root}: {exc.strerror or exc}") from None
-    newest: dict[str, tuple[Path, dict[str, Any], int]] = {}
-    taken_at: dict[str, tuple[Path, tuple[str, str]]] = {}  # guid -> a snapshot of it, and its host and store
+    found: dict[str, list[tuple[Path, dict[str, Any], int]]] = {}
     for entry in entries:
-        if not (entry / MANIFEST).is_file():
-            continue
-        manifest, owner = read_manifest(entry, allow_foreign=allow_foreign)
-        origin = (str(manifest["host"]), str(manifest["store"]))
-        other, other_origin = taken_at.setdefault(manifest["guid"], (entry, origin))
-        if other_origin != origin:  # a copy (cp -a, a backup restored) or a store moved: whose is newest says nothing
-            raise InvalidArgument(
-                f"the snapshots {other} (store {other_origin[1]} on {other_origin[0]}) and {entry} (store "
-                f"{origin[1]} on {origin[0]}) are of one queue manager ({manifest['guid']}) in two stores: "
-                f"one is a copy of the other, or the store moved; leave one store's snapshots in {root}")
-        known = newest.get(manifest["guid"])
-        if known is None or manifest["taken_us"] > known[1]["taken_us"]:  # read_manifest: whole numbers
-            newest[manifest["guid"]] = (entry, manifest, owner)
-    if not newest:
+        if (entry / MANIFEST).is_file():
+            manifest, owner = read_manifest(entry, allow_foreign=allow_foreign)
+            found.setdefault(manifest["guid"], []).append((entry, manifest, owner))
+    if not found:
         raise StoreUnavailable(f"no snapshots in {root} (take them with `mqcli snapshot {root}` on each host)")
-    return sorted(newest.values(), key=lambda e: (str(e[1]["store"]), str(e[0])))
+    newest = []
+    for guid, snaps in found.items():
+        kept = max(snaps, key=lambda e: e[1]["taken_us"])  # read_manifest: whole numbers
+        newest.append(kept)
+        others = [e for e in snaps if _origin(e[1]) != _origin(kept[1])]
+        if others and notes is not None:
+            notes.append(
+                f"snapshots of queue manager {guid} in {root} were taken of more than one store (a copy of "
+                f"it, a restored backup, or the store moved or its host renamed): read the newest, {kept[0].name} "
+                f"(store {_origin(kept[1])[1]} on {_origin(kept[1])[0]}); left out "
+                + "; ".join(f"{e[0].name} (store {_origin(e[1])[1]} on {_origin(e[1])[0]})" for e in others))
+    return sorted(newest, key=lambda e: (str(e[1]["store"]), str(e[0])))
 
 
-def identities(root: str | Path, *, allow_foreign: bool = False) -> list[StoreIdentity]:
-    """The planned identity of each snapshot `find` gives."""
+def _origin(manifest: dict[str, Any]) -> tuple[str, str]:
+    """Where a snapshot was taken: its host and store path."""
+    return str(manifest["host"]), str(manifest["store"])
+
+
+def identities(root: str | Path, *, allow_foreign: bool = False,
+               notes: list[str] | None = None) -> list[StoreIdentity]:
+    """The planned identity of each snapshot `find` gives (its `notes` too)."""
     return [StoreIdentity(path=str(m["store"]), name=str(m["name"]), guid=str(m["guid"]),
                           snapshot=str(p.absolute()), owner=owner)
-            for p, m, owner in find(root, allow_foreign=allow_foreign)]
+            for p, m, owner in find(root, allow_foreign=allow_foreign, notes=notes)]
 
 
 def local_copies(root: str | Path, *, allow_foreign: bool = False) -> dict[str, StoreIdentity]:
