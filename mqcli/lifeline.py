@@ -20,6 +20,10 @@ its shell first reads a line from a pipe of the worker's, opened by its path und
 the command inherits no descriptor of it), and the worker writes that line only after telling
 the watcher. A worker killed between the two leaves a shell that reads end of file (or finds
 the worker gone) and exits 125 without running the command: never a command no watcher knows.
+The worker first starts one shell at a gate of its own (`_gates_pass`): where a shell cannot
+read the worker's descriptors under /proc (no /proc, a worker that is not dumpable, a PID
+namespace showing another's /proc) commands start ungated, as before the gate, rather than
+never; and a command whose shell ended without passing its gate is told apart (`release`).
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class Lifeline:
         self._gates: dict[int, Gate] = {}  # pgid -> its gate, kept open until the command ends
         self._lock = threading.Lock()
         self._watcher: subprocess.Popen[bytes] | None = None
+        self.guarded = False  # whether commands wait at a gate (Gate): set by __enter__
 
     def __enter__(self) -> Lifeline:
         try:
@@ -90,12 +95,14 @@ class Lifeline:
                 stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:
             self._watcher = None  # no watcher: the commands outlive a killed worker, as before
+        # a shell that cannot read the gate would never run its command: find out once, here
+        self.guarded = self._watcher is not None and _gates_pass()
         return self
 
     def spawn(self, command: str, stdin: BinaryIO, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Gate]:
         """`command` started by /bin/sh in a session of its own, waiting at its gate (closed):
         `start`'s first half."""
-        gate = Gate()
+        gate = Gate(self.guarded)
         try:
             return subprocess.Popen(["/bin/sh", "-c", gate.prefix + command], stdin=stdin, env=env,
                                     start_new_session=True), gate
@@ -122,13 +129,18 @@ class Lifeline:
             self._groups.add(pgid)
             self._send(b"+%d\n" % pgid if deadline is None else b"+%d %.6f\n" % (pgid, deadline))
 
-    def release(self, pgid: int) -> None:
-        """The command of group `pgid` ended (not reaped yet)."""
+    def release(self, pgid: int) -> bool:
+        """The command of group `pgid` ended (not reaped yet). Whether it went past its gate:
+        False, its shell ended without running it (it could not read the gate)."""
         with self._lock:
             self._groups.discard(pgid)
             self._send(b"-%d\n" % pgid)
             gate = self._gates.pop(pgid, None)
-        if gate is not None:
+        if gate is None:
+            return True
+        try:
+            return gate.passed()
+        finally:
             gate.close()
 
     def _send(self, line: bytes) -> None:
@@ -164,15 +176,18 @@ class Gate:
     reads a line from it by its path, /proc/PID/fd/N (a descriptor passed down would stay open
     in the command and everything it starts: sh cannot close a descriptor above 9); `open`
     writes the line. If this process dies first, the path is gone or the pipe ends (no other
-    process holds its write end): the shell exits 125, the command never runs.
+    process holds its write end): the shell exits 125, the command never runs. PID is this
+    process's as /proc names it (/proc/self), which is not os.getpid() in a PID namespace that
+    shows another's /proc. `guarded=False` makes a gate that is always open (no prefix): where
+    a command cannot read this process's descriptors (Lifeline's probe)."""
 
-    Where /proc cannot show this process's descriptors the gate is always open (no prefix)."""
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe()  # close-on-exec: no command inherits either end
-        where = f"/proc/{os.getpid()}/fd/{self._read}"
-        self.prefix = (f"IFS= read -r mqcli_gate <{where} && [ \"$mqcli_gate\" = go ] || exit 125; "
-                       f"unset mqcli_gate; ") if _PROC_FDS else ""
+    def __init__(self, guarded: bool = True) -> None:
+        # close-on-exec: no command inherits either end; non-blocking: `passed` asks at once
+        self._read, self._write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self.prefix = ""
+        if guarded:
+            where = f"/proc/{os.readlink('/proc/self')}/fd/{self._read}"
+            self.prefix = f"IFS= read -r mqcli_gate <{where} && [ \"$mqcli_gate\" = go ] || exit 125; unset mqcli_gate; "
 
     def open(self) -> None:
         """Let the command run: the line, then the write end closed (the line stays in the
@@ -182,6 +197,16 @@ class Gate:
             os.close(self._write)
             self._write = -1
 
+    def passed(self) -> bool:
+        """Whether the command's shell took the line (or there was no gate): else the
+        command never ran, though its shell ended."""
+        if not self.prefix or self._read < 0:
+            return True
+        try:
+            return os.read(self._read, 8) == b""
+        except BlockingIOError:  # empty, its write end still open: nothing was written to take
+            return self._write >= 0
+
     def close(self) -> None:
         """The command ended (or never started): the pipe goes."""
         for fd in (self._write, self._read):
@@ -190,4 +215,24 @@ class Gate:
         self._read = self._write = -1
 
 
-_PROC_FDS = os.path.isdir(f"/proc/{os.getpid()}/fd")
+def _gates_pass() -> bool:
+    """Whether a shell started here passes an open gate: /proc shows this process's
+    descriptors to its children (not so for a process that is not dumpable, or without /proc)."""
+    try:
+        gate = Gate()
+    except OSError:  # no /proc/self
+        return False
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", gate.prefix + "exit 0"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        gate.open()
+        try:
+            return proc.wait(timeout=30) == 0 and gate.passed()
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return False
+    except OSError:
+        return False
+    finally:
+        gate.close()

@@ -630,6 +630,39 @@ def test_a_command_whose_worker_is_killed_before_it_tells_the_watcher_never_runs
     assert ran.exists() == open_gate  # opened: it ran (the test can see a run); closed: never
 
 
+def test_a_shell_that_skipped_its_gate_is_told_apart_from_one_that_passed(tmp_path):
+    # a shell that cannot read the worker's /proc/PID/fd (a worker that is not dumpable) ends
+    # without running its command: the worker must not take that for the message failing
+    from mqcli.lifeline import Gate
+
+    for prefix, passed in ((None, True), ("exit 125; ", False)):
+        gate = Gate()
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", (prefix or gate.prefix) + "true"])
+            gate.open()
+            proc.wait(timeout=30)
+            assert gate.passed() is passed
+        finally:
+            gate.close()
+
+
+@pytest.mark.skipif(subprocess.run(["unshare", "-p", "-f", "true"], capture_output=True).returncode != 0,
+                    reason="needs unshare -p (a PID namespace: root)")
+def test_a_worker_in_a_pid_namespace_that_shows_the_machines_proc_runs_every_command(cli, tmp_path):
+    # in `unshare -p -f` without --mount-proc, os.getpid() is the namespace's and /proc the
+    # machine's: every shell read another process's /proc/PID/fd, exited 125 without running
+    # its command, and each message went, backout by backout, to the dead-letter queue
+    cli.ok("queue", "set", "q", "--max-backouts", "1")
+    fill(cli, 5)
+    out = tmp_path / "out"
+    out.mkdir()
+    worker = subprocess.run(["unshare", "-p", "-f", *mqcli_command(), "consume", "q", "--exec", RECORD, "--idle", "2s"],
+                            env={**os.environ, **cli.env, "OUT": str(out)}, capture_output=True, timeout=120)
+    assert worker.returncode == 0, worker
+    assert sorted(body for _, _, body in handled(out)) == [f"b{i:03d}" for i in range(5)]
+    assert held(cli) == [] and cli.jsonl("browse", "dead-letter") == []
+
+
 @pytest.mark.parametrize("command, status, why", [
     ("/nonexistent/handler", 127, "not found"),
     ("{script}", 126, "found but not executable"),

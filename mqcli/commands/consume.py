@@ -166,6 +166,10 @@ def consume(
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     with s.open() as st, st.consumer(queue, lease=store_lease(lease_s), where=where) as consumer, \
             Lifeline() as lifeline, _Stopping() as stopping:
+        if not lifeline.guarded:
+            s.out.note("mqcli: consume: note: commands start without waiting for this worker's watcher to know "
+                       "of them (a shell here cannot read the worker's /proc/PID/fd): a worker killed as it "
+                       "starts one may leave that one running")
         results: queues.Queue[Outcome] = queues.Queue()
         running: dict[int, _Run] = {}
         idle_since = time.monotonic()  # when the last command ended, or the worker started (--idle)
@@ -377,6 +381,7 @@ class _Run:
         timer.start()
         code: int | None = 1  # if this thread fails, the message is undone (and the worker does not wait for ever)
         error = None
+        passed = True
         try:
             if hasattr(os, "waitid"):  # it ended; not reaped, so its id is still its own
                 os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
@@ -385,16 +390,18 @@ class _Run:
             with self._lock:
                 self._ended = True
             timer.cancel()
-            lifeline.release(proc.pid)
+            passed = lifeline.release(proc.pid)
             code = proc.wait()
-            if overdue.is_set() and code == -signal.SIGKILL:
+            if not passed:  # its shell could not read the gate: the worker's environment, not the message
+                error = "its shell could not pass the worker's gate (/proc/PID/fd), so the command never ran"
+            elif overdue.is_set() and code == -signal.SIGKILL:
                 code = None
             elif code in _CANNOT_RUN:  # the worker's --exec, not the message: it would fail on every one
                 error = f"the shell could not run the command (exit {code}: {_CANNOT_RUN[code]}; see its stderr)"
         except OSError as exc:  # its status is lost (reaped by someone else): not confirmed
             error = f"cannot learn how the command ended: {exc.strerror or exc}"
         finally:
-            results.put(Outcome(m, code, error, ours=code in _CANNOT_RUN))
+            results.put(Outcome(m, code, error, ours=not passed or code in _CANNOT_RUN))
 
 
 _NAME = re.compile(r"[^A-Za-z0-9_]")
