@@ -196,6 +196,73 @@ class ErrorAnswerer:
         self.thread.join(10)
 
 
+class KeyedRefuser:
+    """A listener that holds the key and completes the handshake, then answers the first batch
+    with an ERROR frame of `code` (unsealed, as every ERROR is: a genuine refusal, or one that
+    anything on the path between the two ends could have put there) and hangs up."""
+
+    def __init__(self, key_file, code):
+        from store.channel.handshake import ServerHandshake
+        from store.links import load_key
+
+        self.key, self.code, self.server = load_key(str(key_file)), code, ServerHandshake
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port, self.refused = self.sock.getsockname()[1], 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _frames(self, conn, decoder):
+        while True:
+            frames = decoder.feed(conn.recv(65536) or b"")
+            yield from frames
+
+    def _serve(self):
+        from store.channel.frames import FrameDecoder, FrameType, encode_frame
+
+        self.sock.settimeout(60)
+        with contextlib.suppress(OSError, StopIteration):
+            while True:
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.settimeout(10)
+                    frames = self._frames(conn, FrameDecoder(max_frame=1 << 20))
+                    server = self.server(self.key, "11111111-2222-3333-4444-555555555555", "qmB", 1 << 20)
+                    conn.sendall(encode_frame(FrameType.CHALLENGE, server.on_hello(next(frames).payload)))
+                    server.on_auth(next(frames).payload)
+                    conn.sendall(encode_frame(FrameType.READY, b""))
+                    next(frames)  # the first BATCH
+                    conn.sendall(encode_error(self.code, "refused"))
+                    self.refused += 1
+
+    def close(self):
+        self.sock.close()
+        self.thread.join(10)
+
+
+@pytest.mark.parametrize("code", [ErrorCode.BAD_DATA, ErrorCode.TOO_LARGE, ErrorCode.AUTHENTICATION])
+def test_an_error_frame_after_the_handshake_is_retried_not_a_lock(net, code):
+    # ERROR frames are not sealed: after a handshake that proved the key, anything on the path
+    # (a relay without the key) could send one, and BAD_DATA or TOO_LARGE locked the link's
+    # queues until an operator resumed them
+    refuser = KeyedRefuser(net.key, code)
+    try:
+        assert mqcli(net.a, "link", "remove", "qmB").code == 0
+        assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{refuser.port}", "--key-file", net.key).code == 0
+        put(net.a, DEST, [b"m"] * 3)
+        for _ in range(2):
+            r = mqcli(net.a, "dispatch", "--once")
+            assert r.code == 13 and "the peer refused" in r.stderr, r
+            o = outgoing(net.a, DEST)
+            assert (o.state, o.messages, o.in_flight) == ("waiting", 3, 0), o  # tried again: not locked
+        assert refuser.refused == 2
+    finally:
+        refuser.close()
+    assert mqcli(net.a, "link", "remove", "qmB").code == 0
+    assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
+
+
 @pytest.mark.parametrize("code", [ErrorCode.VERSION, ErrorCode.AUTHENTICATION, ErrorCode.BAD_DATA,
                                   ErrorCode.TOO_LARGE])
 def test_an_error_from_a_peer_that_has_not_proved_the_key_is_retried_not_locked(net, code):

@@ -148,9 +148,9 @@ def dispatch(
     Held, locked, HTTP(S) and multicast outgoing queues are not sent, as in MSMQ. A message
     leaves the outgoing queue only when the receiver has committed it. --once exits 13 if a
     link failed (its queues record the error; `mqcli outgoing show`); --follow retries with
-    backoff. A peer that proved the key and refuses our records or version locks the queues
-    until `mqcli outgoing resume` (a message larger than it takes locks its own queue); a wrong
-    key is retried. One dispatcher per store.
+    backoff. A version the peer chose that this mqcli does not speak, or a link back to this
+    queue manager, locks the queues until `mqcli outgoing resume` (a message larger than the
+    peer takes locks its own queue); a wrong key and the peer's refusals are retried. One dispatcher per store.
     Messages the receiver dead-lettered (no such queue, expired, over quota) did cross: a
     warning per link says how many and why, and the exit status stays 0.
 

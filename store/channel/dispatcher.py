@@ -42,7 +42,7 @@ from ..errors import (
     ProtocolError, SelfLink, StoreError, StoreUnavailable, UnprovenPeerError, VersionMismatch,
 )
 from .batches import decode_ack, encode_batch
-from .frames import HANDSHAKE_MAX_FRAME, ErrorCode, FrameType, encode_frame
+from .frames import HANDSHAKE_MAX_FRAME, FrameType, encode_frame
 from .handshake import ClientHandshake, Session
 from .wire import STREAM_LIMIT, Connection, error_code_for
 
@@ -118,14 +118,12 @@ class _Stopped(Exception):
 
 def is_permanent(exc: BaseException) -> bool:
     """A failure that a retry cannot fix: the queues are locked until an operator resumes them.
-    Only what a peer that proved it holds the link's key says or chose counts: a failed proof
-    (AuthenticationFailed: a wrong key, or something else answering at the address) and an
-    ERROR before the proof (UnprovenPeerError) are retried, so that nobody without the key can
-    stop a link, and a link whose key is fixed at either end heals by itself."""
-    if isinstance(exc, (VersionMismatch, ChannelMessageTooLarge, SelfLink)):
-        return True
-    return isinstance(exc, PeerError) and not isinstance(exc, UnprovenPeerError) and exc.peer_code in (
-        ErrorCode.AUTHENTICATION, ErrorCode.VERSION, ErrorCode.BAD_DATA, ErrorCode.TOO_LARGE)
+    Only what this dispatcher verified counts: a version chosen in a CHALLENGE whose proof held,
+    a link back to this queue manager, a message larger than the verified frame limit. A failed
+    proof (a wrong key, or anything else answering at the address) and every ERROR frame (never
+    sealed: anyone on the path can send one) are retried, so that nobody without the key can
+    stop a link, and a link whose fault is fixed at the other end heals by itself."""
+    return isinstance(exc, (VersionMismatch, ChannelMessageTooLarge, SelfLink))
 
 
 def backoff(failures: int, low: float, high: float, rng: random.Random | None = None) -> float:
