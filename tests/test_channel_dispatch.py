@@ -196,28 +196,29 @@ class ErrorAnswerer:
         self.thread.join(10)
 
 
-class KeyedRefuser:
+class KeyedPeer:
     """A listener that holds the key and completes the handshake, then answers the first batch
-    with an ERROR frame of `code` (unsealed, as every ERROR is: a genuine refusal, or one that
-    anything on the path between the two ends could have put there) and hangs up."""
+    with `answer(session, frame)`'s bytes and hangs up: an ERROR frame (unsealed, as every
+    ERROR is: a genuine refusal, or one that anything on the path between the two ends could
+    have put there), or a sealed ACK."""
 
-    def __init__(self, key_file, code):
-        from store.channel.handshake import ServerHandshake
+    def __init__(self, key_file, answer):
         from store.links import load_key
 
-        self.key, self.code, self.server = load_key(str(key_file)), code, ServerHandshake
+        self.key, self.answer = load_key(str(key_file)), answer
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port, self.refused = self.sock.getsockname()[1], 0
+        self.port, self.answered = self.sock.getsockname()[1], 0
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
-    def _frames(self, conn, decoder):
+    @staticmethod
+    def _frames(conn, decoder):
         while True:
-            frames = decoder.feed(conn.recv(65536) or b"")
-            yield from frames
+            yield from decoder.feed(conn.recv(65536) or b"")
 
     def _serve(self):
         from store.channel.frames import FrameDecoder, FrameType, encode_frame
+        from store.channel.handshake import ServerHandshake
 
         self.sock.settimeout(60)
         with contextlib.suppress(OSError, StopIteration):
@@ -226,17 +227,39 @@ class KeyedRefuser:
                 with conn:
                     conn.settimeout(10)
                     frames = self._frames(conn, FrameDecoder(max_frame=1 << 20))
-                    server = self.server(self.key, "11111111-2222-3333-4444-555555555555", "qmB", 1 << 20)
+                    server = ServerHandshake(self.key, "11111111-2222-3333-4444-555555555555", "qmB", 1 << 20)
                     conn.sendall(encode_frame(FrameType.CHALLENGE, server.on_hello(next(frames).payload)))
-                    server.on_auth(next(frames).payload)
+                    session = server.on_auth(next(frames).payload)
                     conn.sendall(encode_frame(FrameType.READY, b""))
-                    next(frames)  # the first BATCH
-                    conn.sendall(encode_error(self.code, "refused"))
-                    self.refused += 1
+                    conn.sendall(self.answer(session, next(frames)))  # to the first BATCH
+                    self.answered += 1
 
     def close(self):
         self.sock.close()
         self.thread.join(10)
+
+
+def kept_after_two_tries(net, answer, says):
+    """The link's queue, answered twice by a KeyedPeer with `answer`: dispatch --once fails
+    (exit 13, saying `says`), the queue waits for a retry with its 3 messages (not locked),
+    and then they go to the real listener."""
+    peer = KeyedPeer(net.key, answer)
+    try:
+        assert mqcli(net.a, "link", "remove", "qmB").code == 0
+        assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{peer.port}", "--key-file", net.key).code == 0
+        put(net.a, DEST, [b"m"] * 3)
+        for _ in range(2):
+            r = mqcli(net.a, "dispatch", "--once")
+            assert r.code == 13 and says in r.stderr, r
+            o = outgoing(net.a, DEST)
+            assert (o.state, o.messages, o.in_flight) == ("waiting", 3, 0), o  # tried again: not locked
+        assert peer.answered == 2
+    finally:
+        peer.close()
+    assert mqcli(net.a, "link", "remove", "qmB").code == 0
+    assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
+    dispatch_json(net.a, "--once")
+    assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
 
 
 @pytest.mark.parametrize("code", [ErrorCode.BAD_DATA, ErrorCode.TOO_LARGE, ErrorCode.AUTHENTICATION])
@@ -244,23 +267,19 @@ def test_an_error_frame_after_the_handshake_is_retried_not_a_lock(net, code):
     # ERROR frames are not sealed: after a handshake that proved the key, anything on the path
     # (a relay without the key) could send one, and BAD_DATA or TOO_LARGE locked the link's
     # queues until an operator resumed them
-    refuser = KeyedRefuser(net.key, code)
-    try:
-        assert mqcli(net.a, "link", "remove", "qmB").code == 0
-        assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{refuser.port}", "--key-file", net.key).code == 0
-        put(net.a, DEST, [b"m"] * 3)
-        for _ in range(2):
-            r = mqcli(net.a, "dispatch", "--once")
-            assert r.code == 13 and "the peer refused" in r.stderr, r
-            o = outgoing(net.a, DEST)
-            assert (o.state, o.messages, o.in_flight) == ("waiting", 3, 0), o  # tried again: not locked
-        assert refuser.refused == 2
-    finally:
-        refuser.close()
-    assert mqcli(net.a, "link", "remove", "qmB").code == 0
-    assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
-    dispatch_json(net.a, "--once")
-    assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
+    kept_after_two_tries(net, lambda session, batch: encode_error(code, "refused"), "the peer refused")
+
+
+def test_an_ack_whose_counts_do_not_add_up_to_its_batch_is_refused(net):
+    # stored + duplicates + dead-lettered is the batch's size (docs/protocol.md §3.2): a
+    # listener that said 0 stored of 3 (or 2**32 dead-lettered) was believed and reported
+    from store.channel.batches import encode_ack
+    from store.channel.frames import FrameType
+
+    def ack(session, batch):
+        session.open(batch.type, batch.payload)
+        return b"".join(session.seal(FrameType.ACK, encode_ack(1, 0, 0, {"expired": 0xFFFFFFFF})))
+    kept_after_two_tries(net, ack, "the listener acknowledged batch 1 of 3 messages with counts that add up to 4294967295")
 
 
 @pytest.mark.parametrize("code", [ErrorCode.VERSION, ErrorCode.AUTHENTICATION, ErrorCode.BAD_DATA,
@@ -451,6 +470,9 @@ def test_sigterm_while_connecting_stops_without_waiting_for_the_timeout(net):
             d.send_signal(signal.SIGTERM)
             _, err = d.communicate(timeout=60)  # far less than the 10m it would wait for a CHALLENGE
             assert d.returncode == 0 and b"Traceback" not in err, err
+            # it said "nothing to send", with the 3 messages waiting
+            assert b"stopped: 3 messages wait in outgoing queues for the next dispatch" in err, err
+            assert b"nothing to send" not in err, err
         finally:
             if d.poll() is None:
                 d.kill()

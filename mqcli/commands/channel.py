@@ -28,17 +28,22 @@ RESULT_COLUMNS = [("link", "link"), ("address", "address"), ("peer", "next hop")
                   ("error", "error")]
 
 
-def _not_dispatched(st: Store, only: tuple[str, ...]) -> str | None:
-    """The outgoing queues that hold messages a dispatch does not send (held, locked, no link,
-    never sent by [MS-MQQB] 3.1.7.12), as one line, or None."""
+def _left(st: Store, only: tuple[str, ...], stopped: bool) -> str | None:
+    """What a dispatch that ends leaves behind, as one line, or None: the outgoing queues that
+    hold messages it does not send (held, locked, no link, never sent by [MS-MQQB]
+    3.1.7.12), and, when a signal stopped it, every message still waiting."""
     links = {name.casefold() for name in only}
-    left = [q for q in st.outgoing_list()
-            if q.messages and q.why and (not links or (q.link or "").casefold() in links)]
-    if not left:
-        return None
-    n = sum(q.messages for q in left)
-    return (f"{n} message{'s' if n != 1 else ''} wait in outgoing queues that are not dispatched: "
-            + "; ".join(f"{one_line(q.name)} ({q.messages}): {one_line(q.why or '')}" for q in left))
+    queues = [q for q in st.outgoing_list() if q.messages and (not links or (q.link or "").casefold() in links)]
+    said = []
+    if stopped and queues:
+        n = sum(q.messages for q in queues)
+        said.append(f"stopped: {n} message{'s' if n != 1 else ''} wait in outgoing queues for the next dispatch")
+    left = [q for q in queues if q.why]
+    if left:
+        n = sum(q.messages for q in left)
+        said.append(f"{n} message{'s' if n != 1 else ''} wait in outgoing queues that are not dispatched: "
+                    + "; ".join(f"{one_line(q.name)} ({q.messages}): {one_line(q.why or '')}" for q in left))
+    return "\n".join(said) or None
 
 
 def _logger(prefix: str, quiet: bool):
@@ -176,7 +181,7 @@ def dispatch(
             for name in config.links:
                 st.link(name)  # exit 6 for a link that does not exist
         results, stopped_by = run(st, config, follow=follow, log=_logger("dispatch", s.out.quiet))
-        left = None if follow else _not_dispatched(st, config.links)
+        left = _left(st, config.links, bool(stopped_by)) if stopped_by or not follow else None
     rows = [r.to_dict() for r in results]
     if s.out.mode == "text":  # the error may quote a peer: escaped, as outgoing show does
         rows = [{**row, "error": None if row.get("error") is None else one_line(row["error"])} for row in rows]

@@ -440,6 +440,10 @@ class Dispatcher:
                 want, token, n = inflight[0]
                 if ack.batch_seq != want:
                     raise ProtocolError(f"the listener acknowledged batch {ack.batch_seq}, expected {want}")
+                counted = ack.stored + ack.duplicates + sum(ack.dead_lettered.values())
+                if counted != n:  # docs/protocol.md §3.2: they add up to the batch (sent again: dropped there)
+                    raise ProtocolError(f"the listener acknowledged batch {want} of {n} messages with counts "
+                                        f"that add up to {counted}")
                 await self._call(self.st.outgoing_done, queue, token)
                 inflight.popleft()
                 result.messages += n
