@@ -596,6 +596,18 @@ def test_a_receiver_over_its_quota_refuses_the_batch_and_the_sender_retries_late
     assert [m.body for m in browse(net.b, "q")] == [b"x" * 600] * 3
 
 
+def test_a_refused_batch_is_said_as_refused_while_the_next_is_on_the_wire(net):
+    # the listener refused batch 1 and closed while batch 2 (window 2) was unread: the reset
+    # reached the sender before it read the ERROR, and it said "connection lost" (most tries)
+    assert mqcli(net.b, "qmgr", "set", "--quota", "1000").code == 0
+    put(net.a, DEST, [b"x" * 300] * 10)
+    for _ in range(5):
+        r = mqcli(net.a, "dispatch", "--once", "--batch", "2")
+        assert r.code == 13 and "the peer refused: store: the store quota of 1000 bytes" in r.stderr, r
+    assert outgoing(net.a, DEST).messages == 10 - len(browse(net.b, "q"))
+    assert mqcli(net.b, "qmgr", "set", "--quota", "0").code == 0
+
+
 def test_a_listener_whose_store_is_replaced_stops_with_exit_11_and_the_sender_keeps_its_messages(tmp_path):
     # a store restored in place under a running listener: it stayed up refusing every batch
     # with the store's error (its path included) until SIGTERM, and dispatch --follow retried

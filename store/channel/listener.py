@@ -372,9 +372,11 @@ class Listener:
             else:
                 self._note_refused(peer.host, line)
 
-        async def tell(code: ErrorCode, text: str) -> None:
+        async def tell(code: ErrorCode, text: str, linger: bool = False) -> None:
             if conn is not None:
                 await conn.send_error(code, text)
+                if linger:  # a batch refused: the next may be on the wire; the ERROR is read, not reset away
+                    await conn.linger()
 
         if isinstance(exc, asyncio.CancelledError):
             if peer.expired:
@@ -405,7 +407,7 @@ class Listener:
             await tell(ErrorCode.STORE, "the receiving store is unavailable; the listener is stopping")
         elif isinstance(exc, StoreError):  # ChannelError from the peer, BadData or a store refusal
             log(f"{who}: {'refused' if not stats[0] else 'closed'}: {exc.message}")
-            await tell(error_code_for(exc), exc.message)
+            await tell(error_code_for(exc), exc.message, linger=peer.session)
         elif isinstance(exc, OSError):  # the socket broke before it became a stream
             log(f"{who}: the connection broke: {exc.strerror or exc}")
         else:  # a bug: keep serving others, tell this peer to retry later

@@ -103,6 +103,20 @@ class Connection:
         except (TimeoutError, ConnectionError, OSError):
             pass
 
+    async def linger(self, seconds: float = 2.0) -> None:
+        """After an ERROR: our side half-closed, what the peer still sends (a batch already on
+        the wire) read and dropped until it closes too, for up to `seconds`. Closing with unread
+        data makes the kernel reset the connection, and a reset can reach the peer before it
+        has read the ERROR: it would see "connection lost", not why."""
+        try:
+            if self.writer.can_write_eof():
+                self.writer.write_eof()
+            async with asyncio.timeout(seconds):
+                while await self.reader.read(STREAM_LIMIT):
+                    pass
+        except (TimeoutError, ConnectionError, OSError):
+            pass
+
     async def close(self) -> None:
         """Close, flushing what is buffered for up to 2 s; a peer that does not read by then is
         cut off (a transport with unsent data would otherwise stay open)."""
