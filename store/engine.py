@@ -1874,7 +1874,11 @@ class Store(Forwarding):
             return {name: len(found) for name, (_, found) in by_dest.items()}, stayed, last if looked else None
 
         while True:
-            moved, stayed, last = self._read(one) if dry_run else self._write(one)
+            try:
+                moved, stayed, last = self._read(one) if dry_run else self._write(one)
+            except Exception as exc:
+                exc.redriven = result  # type: ignore[attr-defined]  # the batches that committed
+                raise
             for name, n in moved.items():
                 result.moved[name] = result.moved.get(name, 0) + n
             for original, n in stayed.items():

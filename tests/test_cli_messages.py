@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from cli_helpers import BROKEN_OUTPUTS, mqcli_command
-from store import Store
+from store import NewMessage, Store
 
 # docs/design.md#messages: every field a message shows in JSON, and the ones present only while in flight.
 FIELDS = {"msg_id", "lookup_id", "unique_id", "correl_id", "priority", "label", "size", "props",
@@ -403,6 +403,20 @@ def test_a_bulk_put_stores_no_batch_more_once_its_reader_has_gone(cli):
     assert put.wait(timeout=60) == 141, stderr
     assert "1000 messages stored; not all of their ids could be written" in stderr
     assert cli.json("queue", "show", "q")["depth"] == 1000
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_a_move_whose_later_batch_fails_says_what_the_earlier_ones_moved(cli, copy):
+    # it moves 1,000 messages a commit: a later batch refused (the target's quota) printed only
+    # the error, and a script retrying on exit 7 copied the first 1,000 again
+    cli.ok("queue", "create", "r", "--quota", "1500", "-q")
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"m") for _ in range(2500)])
+    r = cli("-o", "json", "move", "q", "r", *(["--copy"] if copy else []))
+    assert r.code == 7, r
+    assert r.json() == {"source": "q", "target": "r", "copied" if copy else "moved": 1000, "failed": True}
+    assert cli.json("queue", "show", "r")["depth"] == 1000
+    assert cli.json("queue", "show", "q")["depth"] == (2500 if copy else 1500)
 
 
 @pytest.mark.parametrize("output", BROKEN_OUTPUTS)

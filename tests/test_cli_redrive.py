@@ -83,3 +83,17 @@ def test_a_record_stored_before_dead_letter_times_still_redrives(cli):
                                                    original_queue="q", props={})])
     assert "dead_lettered=-" in cli.ok("browse", "dead-letter").out
     assert cli.json("redrive")["moved"] == {"q": 1}
+
+
+def test_a_redrive_whose_later_batch_fails_says_what_the_earlier_ones_moved(cli):
+    # it moves 1,000 dead letters a commit: a later batch refused (the queue's quota) printed
+    # only the error, and a script retrying on exit 7 could not tell what had gone home
+    cli.ok("put", "q", "m", "--count", "2500", "--ttl", "1ms", "-q")
+    time.sleep(0.01)
+    cli.ok("sweep", "-q")
+    cli.ok("queue", "set", "q", "--quota", "1500", "-q")
+    r = cli("redrive", "-o", "json")
+    assert r.code == 7, r
+    assert r.json() == {"dead_letter_queue": "dead-letter", "moved": {"q": 1000}, "failed": True}
+    assert cli.json("queue", "show", "q")["depth"] == 1000
+    assert cli.json("queue", "show", "dead-letter")["depth"] == 1500

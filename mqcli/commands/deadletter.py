@@ -39,7 +39,13 @@ def redrive(
     """
     where = shorthands.selector(locals())
     with s.open() as st:
-        result = st.redrive(dlq, to=to, where=where, dry_run=dry_run)
+        try:
+            result = st.redrive(dlq, to=to, where=where, dry_run=dry_run)
+        except Exception as exc:
+            done = getattr(exc, "redriven", None)
+            if done is not None and done.moved:  # the batches before the error committed: say so
+                s.out.document({"dead_letter_queue": dlq, "moved": done.moved, "failed": True})
+            raise
     verb = "would move" if dry_run else "moved"
     for original, n in result.stayed.items():
         why = "it names no original queue" if original is None else f"queue {original!r} no longer exists"

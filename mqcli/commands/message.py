@@ -313,6 +313,13 @@ def move(
             s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved,
                             "interrupted": True})
             raise
+        except Exception:
+            # a later batch failed (a quota, a throttled or full store, a queue deleted): the
+            # batches before it committed and stay moved; say so, or a retry copies them again
+            if moved:
+                s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved,
+                                "failed": True})
+            raise
     try:
         s.out.document({"source": source, "target": target, "copied" if copy else "moved": moved})
     except (OutputClosed, DiskFull):  # done all the same: said, lest a retry move (or copy) again
