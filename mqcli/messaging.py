@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -75,6 +76,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                 tracking: ContextManager[Callable[[int], None]]) -> int:
     """Put the batches of `items`; `tracking` is the progress bar, told of each batch."""
     total = skipped = stored = 0
+    pending: int | None = None  # the confirm id the messages are put under (two-phase)
     extend = False  # the later batches add to the confirm id the first one took
     try:
         with tracking as step, out.messages() if out.mode in ("json", "jsonl") else _ids(out) as stream:
@@ -90,6 +92,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                         done = st.put_many(queue, batch, confirm_id=confirm_id, lease=lease, tx=tx,  # type: ignore[arg-type]
                                            extend=extend)
                     stored += len(done)
+                    pending = done[0].confirm_id if done and done[0].confirm_id is not None else pending
                     with gate.writing(_ids_stalled(out, stored)):
                         _announcing(out, confirm_id, stream.extend)(done)
                 if confirm_id is not None and not extend and done:
@@ -97,7 +100,7 @@ def _put_stream(st: Store, out: Output, queue: str, items: Iterator[list[Message
                 total += len(done)
                 step(len(batch))
     except (OutputClosed, errors.DiskFull):
-        _ids_lost(out, stored)
+        _ids_lost(out, stored, queue, pending)
         raise
     finally:  # also when interrupted: the ids printed are not all the records read
         if skipped:
@@ -112,14 +115,19 @@ def _ids_stalled(out: Output, stored: int) -> Callable[[], None]:
                             "so not all of their ids were written")
 
 
-def _ids_lost(out: Output, stored: int) -> None:
+def _ids_lost(out: Output, stored: int, queue: str = "", pending: int | None = None) -> None:
     """What a put says when writing the ids of its `stored` messages failed (a closed or full
     stdout): they are stored all the same, and a script that retries on the exit code would
-    store them again."""
-    if stored == 1:
-        out.note("1 message stored; its id could not be written")
-    elif stored:
-        out.note(f"{stored} messages stored; not all of their ids could be written")
+    store them again. Put under a confirm id (`pending`), they wait for it: the id is said,
+    since with -o json only the records that could not be written held it."""
+    if not stored:
+        return
+    what = "1 message stored" if stored == 1 else f"{stored} messages stored"
+    if pending is not None:
+        q = shlex.quote(queue)
+        what += (f", put-unconfirmed under confirm id {pending} (`mqcli confirm {q} --confirm-id {pending}`, "
+                 f"or `mqcli undo {q} --confirm-id {pending}`)")
+    out.note(f"{what}; {'its id could not' if stored == 1 else 'not all of their ids could'} be written")
 
 
 def _store_records(st: Store, queue: str, batch: list[Message | NewMessage],

@@ -405,6 +405,19 @@ def test_a_bulk_put_stores_no_batch_more_once_its_reader_has_gone(cli):
     assert cli.json("queue", "show", "q")["depth"] == 1000
 
 
+@pytest.mark.parametrize("output", BROKEN_OUTPUTS)
+def test_a_two_phase_put_whose_records_cannot_be_written_says_its_confirm_id(cli, output):
+    # with -o json the records alone carried the drawn confirm id: cut, the messages waited
+    # put-unconfirmed under an id nobody had (until an operator's undo --all)
+    r = cli.into(output, "-o", "json", "put", "q", "m", "--count", "3", "--confirm-id", "auto")
+    assert r.code == (8 if output == "/dev/full" else 141), r
+    [pending] = {m["confirm_id"] for m in cli.json("browse", "q", "--state", "put-unconfirmed")}
+    assert (f"3 messages stored, put-unconfirmed under confirm id {pending} (`mqcli confirm q --confirm-id "
+            f"{pending}`, or `mqcli undo q --confirm-id {pending}`); not all of their ids could be written") in r.stderr
+    cli.ok("confirm", "q", "--confirm-id", pending)
+    assert len(cli.json("browse", "q")) == 3
+
+
 @pytest.mark.parametrize("copy", [False, True])
 def test_a_move_whose_later_batch_fails_says_what_the_earlier_ones_moved(cli, copy):
     # it moves 1,000 messages a commit: a later batch refused (the target's quota) printed only
