@@ -168,15 +168,19 @@ class Undone(int):
     removed (`Store.purge_queue`), with what it left in flight: `delivering` counts by holder
     ("get in process 4711": a live process is writing them out or sending them, or a live
     consumer handling them) and
-    `tx_locked` those in a transaction."""
+    `tx_locked` those in a transaction; `discarded` says how many of the undone were puts
+    awaiting their confirm, which an undo removes (MQe), rather than gets given back."""
 
     delivering: dict[str, int]
     tx_locked: int
+    discarded: int
 
-    def __new__(cls, done: int, delivering: dict[str, int] | None = None, tx_locked: int = 0) -> Undone:
+    def __new__(cls, done: int, delivering: dict[str, int] | None = None, tx_locked: int = 0,
+                discarded: int = 0) -> Undone:
         self = super().__new__(cls, done)
         self.delivering = delivering or {}
         self.tx_locked = tx_locked
+        self.discarded = discarded
         return self
 
 
@@ -1903,7 +1907,7 @@ class Store(Forwarding):
         def undo(t: Write) -> Undone:
             holders.recover(t, self._holder)  # dead consumers' rows too: their messages are no one's
             names = [queue] if queue is not None else t.queue_names()
-            done, delivering, tx_locked = 0, Counter[str](), 0
+            done, delivering, tx_locked, discarded = 0, Counter[str](), 0, 0
             for name in names:
                 for m in t.in_flight(addressing.lookup(t, name)):  # held records only, not the whole queue
                     if limit_us is not None and t.now - (m.since or t.now) < limit_us:
@@ -1917,9 +1921,10 @@ class Store(Forwarding):
                     if by is not None:
                         delivering[by] += 1
                         continue
+                    discarded += m.state == PUT_UNCONFIRMED
                     t.take_from_holder(m, ids.UNDONE)
                     done += 1
-            return Undone(done, dict(delivering), tx_locked)
+            return Undone(done, dict(delivering), tx_locked, discarded)
         return self._write(undo)
 
     def stats(self) -> list[QueueStats]:

@@ -544,10 +544,20 @@ def test_undo_all_undoes_every_in_flight_message(cli):
     cli.ok("get", "q", "--confirm-id", "1")
     cli.ok("browse", "q", "--lock", "-q")
     cli.ok("get", "r", "--confirm-id", "2")
-    assert cli.json("undo", "q", "--all") == {"queue": "q", "undone": 2}
+    assert cli.json("undo", "q", "--all") == {"queue": "q", "undone": 2, "discarded": 0}
     assert [m["queue"] for m in cli.json("inflight")] == ["r"]
-    assert cli.json("undo", "--all") == {"queue": None, "undone": 1}
+    assert cli.json("undo", "--all") == {"queue": None, "undone": 1, "discarded": 0}
     assert cli.json("inflight") == []
+
+
+def test_undo_all_says_how_many_of_the_undone_were_puts_it_removed(cli):
+    # an undone put awaiting its confirm is removed (MQe), a get is given back: {"undone": 2}
+    # while the depth grew by 1 did not add up
+    cli.put("q", "got")
+    cli.ok("get", "q", "--confirm-id", "1")
+    cli.ok("put", "q", "pending", "--confirm-id", "2")
+    assert cli.json("undo", "q", "--all") == {"queue": "q", "undone": 2, "discarded": 1}
+    assert [m["body"] for m in cli.json("browse", "q", "--state", "all")] == ["got"]
 
 
 # ---- move ---------------------------------------------------------------------------------

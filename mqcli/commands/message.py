@@ -225,10 +225,13 @@ def undo(
     with s.open() as st:
         if confirm_id is not None or lock_id is not None:
             n = st.undo(queue, confirm_id=confirm_id, lock_id=lock_id)  # type: ignore[arg-type]  # QUEUE given
-        else:
-            n = st.undo_inflight(queue, older_than=optional_seconds(older_than, "age"), where=where)
-            messaging.say_left_in_flight(s.out, n)  # undone, those being delivered would go twice
-    s.out.document({"queue": queue, "undone": n})
+            s.out.document({"queue": queue, "undone": n})
+            return
+        undone = st.undo_inflight(queue, older_than=optional_seconds(older_than, "age"), where=where)
+        messaging.say_left_in_flight(s.out, undone)  # undone, those being delivered would go twice
+    # of the undone, puts awaiting their confirm are removed (MQe), not given back: the depth
+    # grows by undone - discarded
+    s.out.document({"queue": queue, "undone": undone, "discarded": undone.discarded})
 
 
 @shared_options
