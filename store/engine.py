@@ -1271,7 +1271,9 @@ class Store(Forwarding):
         plain = f.plain and lock_id is None
         if f.exact or lock_id is not None:
             waits = False  # an exact id either names a message now or does not ([MS-MQDMPR] 3.1.7.1.10)
-        held = deliver is not None and tx is None and confirm_id is None
+        # a get that writes its messages out holds them while it does (a SIGKILL gives them
+        # back): a get in a transaction too, whose messages go into it only once written
+        held = deliver is not None and confirm_id is None
         inline = False  # deliver inside the removal's write: only when a hold has no room
         token: int | None = None
         held_at: list[tuple[bytes, bytes]] | None = None  # a plain held get's positions and records
@@ -1288,9 +1290,17 @@ class Store(Forwarding):
             if tx is not None:
                 _transactional_queue(q, True)
                 record = msmq_transactions.load(t, tx)
-                found = t.take(q, f, count, lock_id)
-                for m in found:
-                    msmq_transactions.lock_for_dequeue(t, tx, record, m)
+                if held:  # into T once written: a commit of T meanwhile never removes an unwritten one
+                    found = t.take(q, f, size, lock_id)
+                    if found:
+                        token = self._holder.hold(t, q, found, holders.GET)
+                        for m in found:  # as they will be once delivered (lock_for_dequeue)
+                            m.state, m.tx, m.tx_put, m.since = TX_LOCKED, tx, False, t.now
+                            m.lock_id = m.lease_expires = None
+                else:
+                    found = t.take(q, f, count, lock_id)
+                    for m in found:
+                        msmq_transactions.lock_for_dequeue(t, tx, record, m)
             elif held and plain:
                 token = holders.new_token()
                 held_at = t.hold_next(q, priority, size)
@@ -1396,31 +1406,35 @@ class Store(Forwarding):
         back, out of the transaction and without a backout: a commit must not remove messages
         nobody received. With `later`, a delivery that went through returns the hold's end for
         the caller's next write to run instead."""
+        ended: list[bool] = []  # the end found T gone: what it delivered went back
         try:
             deliver(found)
         except BaseException as exc:
             done = getattr(exc, "delivered", 0)
             done = done if type(done) is int and 0 <= done <= len(found) else 0
             if hold is not None:
-                self._write(self._ending(queue, hold, placed, two_phase, {m.seq for m in found[:done]}, lease_us))
-            elif tx is not None and done < len(found):
-                undelivered = {m.seq for m in found[done:]}
-                self._write(lambda t: msmq_transactions.give_back(t, tx, undelivered))
+                self._write(self._ending(queue, hold, placed, two_phase, {m.seq for m in found[:done]}, lease_us,
+                                         tx, ended))
             raise
         if hold is not None:  # all delivered (held in place: None says so, no set to make)
             end = self._ending(queue, hold, placed, two_phase, None if placed is not None else {m.seq for m in found},
-                               lease_us)
+                               lease_us, tx, ended)
             if later:
                 return end
             self._write(end)
+        if ended:
+            raise TransactionError(f"transaction {tx} ended (committed, aborted or timed out) while this get "
+                                   f"was writing its messages out: they went back to queue {queue!r}, outside it")
         return None
 
     def _ending(self, queue: str, hold: int, placed: holders.Placed | None,
                 two_phase: int | None, delivered: set[int] | None, lease_us: int | None = None,
-                ) -> Callable[[Write], None]:
+                tx: int | None = None, ended: list[bool] | None = None) -> Callable[[Write], None]:
         """The write that ends a delivery: see _deliver. A held two-phase get puts what was
         delivered (the seqs `delivered`; None: all, held in place only) under its confirm id
-        (with its lease) and gives back the rest."""
+        (with its lease) and gives back the rest. A held get in transaction `tx` puts what was
+        delivered into it and gives back the rest; with `tx` gone meanwhile it gives back all
+        and says so in `ended`."""
         def end(t: Write) -> None:
             found = holders.lookup(t, hold)
             if found is None:
@@ -1433,6 +1447,17 @@ class Store(Forwarding):
                 t.end_hold(q, placed, delivered)
                 return
             assert delivered is not None, "only a hold in place is ended with None"
+            if tx is not None:
+                record = msmq_transactions.load(t, tx) if msmq_transactions.exists(t, tx) else None
+                for m in t.with_token(q, hold):
+                    if record is not None and m.seq in delivered:
+                        msmq_transactions.lock_for_dequeue(t, tx, record, m)
+                    else:
+                        holders.give_back(t, m)
+                holders.forget(t, hold)
+                if record is None and delivered and ended is not None:
+                    ended.append(True)
+                return
             if two_phase is not None:  # held while written, now pending under the confirm id
                 for m in t.with_token(q, hold):
                     if m.seq in delivered:

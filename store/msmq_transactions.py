@@ -127,7 +127,7 @@ def lock_for_dequeue(t: Write, tx_id: int, record: TxRecord, m: Message) -> None
     # a message got in T under a browse lock leaves the lock (and its lease); abort makes it
     # available, not locked again
     t.transition(m, durable=False, state=TX_LOCKED, tx=tx_id, tx_put=False, since=t.now,
-                 lock_id=None, lease_expires=None)
+                 lock_id=None, lease_expires=None, confirm_id=None)  # a held get's token goes too
 
 
 def note_moved(t: Write, tx_id: int, record: TxRecord, messages: list[Message]) -> None:
@@ -138,18 +138,9 @@ def note_moved(t: Write, tx_id: int, record: TxRecord, messages: list[Message]) 
     t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
 
 
-def give_back(t: Write, tx_id: int, seqs: set[int]) -> int:
-    """The messages got in T whose seqs are `seqs` and that nobody received (their get's output
-    failed): out of T and available again without a backout, as if never got. What T no longer
-    holds (committed, aborted or timed out meanwhile) is left as it is. Returns how many."""
-    if t.lt.get(_key(tx_id), db=t.dbs["txs"]) is None:
-        return 0
-    given = 0
-    for m in operations(t, tx_id, load(t, tx_id)):
-        if m.seq in seqs and not m.tx_put:
-            t.leave(m, AVAILABLE)
-            given += 1
-    return given
+def exists(t: Write, tx_id: int) -> bool:
+    """Whether T is open (not committed, aborted or timed out and forgotten)."""
+    return t.lt.get(_key(tx_id), db=t.dbs["txs"]) is not None
 
 
 def prepare_enqueue(t: Write, tx_id: int, record: TxRecord, qid: int, messages: list[Message]) -> None:

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
+from channel_helpers import wait_until
 from cli_helpers import BROKEN_OUTPUTS, mqcli_command
-from store import Store
+from store import NewMessage, Store
 
 TX_ERROR = "[MQ_ERROR_TRANSACTION_USAGE]"
 
@@ -129,6 +130,64 @@ def test_a_get_in_a_transaction_whose_output_fails_gives_back_what_it_did_not_wr
     txcli.ok("tx", "commit", t)  # it commits what the get wrote whole: nothing
     assert bodies(txcli, "a") == [f"m{i}" for i in range(5)]
     assert {m["backouts"] for m in txcli.json("browse", "a")} == {0}  # never received: no backout
+
+
+def _stalled_tx_get(txcli, t, n):
+    """`get a --tx T --all` writing into a pipe nobody reads, once it holds its messages: (the
+    process, the pipe's read end)."""
+    seed_many(txcli, "a", n)
+    r, w = os.pipe()
+    get = subprocess.Popen([*mqcli_command(), "get", "a", "--tx", str(t), "--all", "-o", "jsonl"], stdout=w,
+                           stderr=subprocess.PIPE, env={**os.environ, **txcli.env})
+    os.close(w)
+    wait_until(lambda: any(m["state"] == "get-unconfirmed" for m in txcli.json("inflight", "a")), 30,
+               "the get to hold its messages")
+    return get, r
+
+
+def seed_many(cli, queue, n):
+    with Store.open(cli.store) as st:
+        t = st.tx_begin()
+        st.put_many(queue, [NewMessage(b"%05d" % i) for i in range(n)], tx=t)
+        st.tx_commit(t)
+
+
+def test_a_get_in_a_transaction_killed_while_it_writes_loses_nothing_to_the_commit(txcli):
+    # its messages went into T at the take: SIGKILLed with its output stalled (the OOM killer,
+    # timeout -s KILL), the ones it had not written stayed in T and the commit removed them
+    t = begin(txcli)
+    get, r = _stalled_tx_get(txcli, t, 3000)
+    get.kill()
+    get.wait(timeout=30)
+    os.close(r)
+    txcli.ok("tx", "commit", t)
+    left = txcli.json("browse", "a")
+    assert len(left) == 3000 and {m["backouts"] for m in left} == {0}  # held, never in T: all back
+
+
+def test_a_commit_while_a_get_in_the_transaction_writes_loses_nothing(txcli):
+    # the commit removed the messages the get had taken into T and not yet written; the get's
+    # output then failing had nothing left to give back
+    t = begin(txcli)
+    get, r = _stalled_tx_get(txcli, t, 3000)
+    txcli.ok("tx", "commit", t)  # T holds none of them yet: they go in once written
+    with os.fdopen(r, "rb") as out:
+        read = out.read().count(b"\n")
+    _, err = get.communicate(timeout=60)
+    assert get.returncode == 10 and f"transaction {t} ended".encode() in err, err
+    left = txcli.json("browse", "a")
+    assert read >= 1 and len(left) == 3000  # written, and back: T was gone (at least once, not lost)
+
+
+def test_a_get_in_a_transaction_under_a_lock_whose_output_fails_leaves_the_lock(txcli):
+    # its messages went back available, not under lock L: anyone could take them, and the
+    # lock's owner found nothing
+    seed(txcli, "a", "1", "2")
+    lock = txcli.ok("browse", "a", "--lock", "--lock-id", "77", "-q").out.strip()
+    assert lock == "77"
+    t = begin(txcli)
+    assert txcli.into("closed pipe", "get", "a", "--tx", t, "--lock-id", "77", "--all").code == 141
+    assert {(m["state"], m.get("lock_id")) for m in txcli.json("browse", "a", "--state", "all")} == {("locked-browse", 77)}
 
 
 @pytest.mark.parametrize("output", BROKEN_OUTPUTS)
