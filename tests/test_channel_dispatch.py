@@ -239,11 +239,10 @@ class KeyedPeer:
         self.thread.join(10)
 
 
-def kept_after_two_tries(net, answer, says):
-    """The link's queue, answered twice by a KeyedPeer with `answer`: dispatch --once fails
-    (exit 13, saying `says`), the queue waits for a retry with its 3 messages (not locked),
-    and then they go to the real listener."""
-    peer = KeyedPeer(net.key, answer)
+def kept_after_two_tries(net, peer, says):
+    """The link's queue, answered twice by `peer` (a KeyedPeer, an ErrorAnswerer): dispatch
+    --once fails (exit 13, saying `says`), the queue waits for a retry with its 3 messages
+    (not locked), and then they go to the real listener."""
     try:
         assert mqcli(net.a, "link", "remove", "qmB").code == 0
         assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{peer.port}", "--key-file", net.key).code == 0
@@ -267,7 +266,8 @@ def test_an_error_frame_after_the_handshake_is_retried_not_a_lock(net, code):
     # ERROR frames are not sealed: after a handshake that proved the key, anything on the path
     # (a relay without the key) could send one, and BAD_DATA or TOO_LARGE locked the link's
     # queues until an operator resumed them
-    kept_after_two_tries(net, lambda session, batch: encode_error(code, "refused"), "the peer refused")
+    kept_after_two_tries(net, KeyedPeer(net.key, lambda session, batch: encode_error(code, "refused")),
+                         "the peer refused")
 
 
 def test_an_ack_whose_counts_do_not_add_up_to_its_batch_is_refused(net):
@@ -279,7 +279,8 @@ def test_an_ack_whose_counts_do_not_add_up_to_its_batch_is_refused(net):
     def ack(session, batch):
         session.open(batch.type, batch.payload)
         return b"".join(session.seal(FrameType.ACK, encode_ack(1, 0, 0, {"expired": 0xFFFFFFFF})))
-    kept_after_two_tries(net, ack, "the listener acknowledged batch 1 of 3 messages with counts that add up to 4294967295")
+    kept_after_two_tries(net, KeyedPeer(net.key, ack),
+                         "the listener acknowledged batch 1 of 3 messages with counts that add up to 4294967295")
 
 
 @pytest.mark.parametrize("code", [ErrorCode.VERSION, ErrorCode.AUTHENTICATION, ErrorCode.BAD_DATA,
@@ -288,25 +289,7 @@ def test_an_error_from_a_peer_that_has_not_proved_the_key_is_retried_not_locked(
     # anyone who answers at the link's address can send an ERROR frame before the handshake
     # proves the key; one whose code a retry cannot fix (when a peer that proved the key says
     # it) locked the link's queues until an operator resumed them
-    answerer = ErrorAnswerer(code)
-    try:
-        assert mqcli(net.a, "link", "remove", "qmB").code == 0
-        assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{answerer.port}", "--key-file", net.key).code == 0
-        put(net.a, DEST, [b"m"] * 3)
-        for attempt in (1, 2):  # waiting, not locked: the next dispatch tries again
-            r = mqcli(net.a, "dispatch", "--once")
-            assert r.code == 13 and "before it proved it holds the link's key" in r.stderr, r
-            o = outgoing(net.a, DEST)
-            assert (o.state, o.messages, o.in_flight, o.attempts) == ("waiting", 3, 0, attempt), o
-            assert "go away" in o.last_error
-        assert answerer.answered == 2
-    finally:
-        answerer.close()
-    assert mqcli(net.a, "link", "remove", "qmB").code == 0
-    assert mqcli(net.a, "link", "add", "qmB", f"127.0.0.1:{net.listener.port}", "--key-file", net.key).code == 0
-    dispatch_json(net.a, "--once")
-    assert [m.body for m in browse(net.b, "q")] == [b"m"] * 3
-    assert outgoing(net.a, DEST).messages == 0
+    kept_after_two_tries(net, ErrorAnswerer(code), "go away (before it proved it holds the link's key)")
 
 
 def test_a_message_larger_than_the_listener_accepts_locks_the_queue(net):
