@@ -313,6 +313,17 @@ def test_a_full_output_stops_the_worker_with_8_and_dead_letters_nothing(cli):
     assert cli.jsonl("browse", "dead-letter") == []
 
 
+def test_a_full_output_that_its_commands_do_not_write_to_stops_nothing(cli):
+    # the worker stopped before its first message whenever its stdout (its log) was full,
+    # though its commands never wrote there: only a command that failed meanwhile says so
+    fill(cli, 5)
+    with open("/dev/full", "wb") as full:
+        worker = _worker(cli, "--exec", "cat >/dev/null", "--idle", "2s", "-q", stdout=full, stderr=subprocess.PIPE)
+        _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert held(cli) == []
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_an_output_disk_that_fills_up_returns_messages_without_a_backout(cli, tmp_path):
     # the disk fills while the worker runs: the command that fails writing its output is not

@@ -176,11 +176,11 @@ def consume(
         streak = 0  # commands that failed in a row: the next message waits (backoff)
         resume = 0.0  # no message is taken before this (time.monotonic)
         output_closed = False
-        output_full = False  # stdout is /dev/full or a file on a full disk: every command writing there fails
+        output_full = False  # a command failed with stdout /dev/full or a file on a full disk: no more are run
         unstartable: str | None = None  # why no command can start here (E2BIG): the worker stops
 
         def settle(outcome: Outcome) -> None:
-            nonlocal streak, resume, idle_since, unstartable
+            nonlocal streak, resume, idle_since, unstartable, output_full
             m = outcome.message
             running.pop(m.confirm_id, None)  # type: ignore[arg-type]  # got under a confirm id
             # idle is time with nothing to do: it starts when the last command ends, not when
@@ -199,8 +199,11 @@ def consume(
                 # nor did one that the signal stopping this worker killed too (systemd's stop
                 # sends SIGTERM to the whole cgroup): a service restart would count a backout
                 # for every message in flight, and dead-letter some
+                # nor did one that failed while this worker's stdout, which it may have written
+                # to, is full: the worker stops (its log is full, or its output lost)
+                output_full = output_full or _output_full()
                 returned = (outcome.ours or (outcome.code in _SIGPIPED and (output_closed or _output_closed()))
-                            or output_full or _output_full()
+                            or output_full
                             or (stopping.asked and outcome.code in _killed_by(stopping.signum)))
                 consumer.undo(m, backout=not returned)
                 tally.undone += 1
@@ -237,7 +240,6 @@ def consume(
                 for run in running.values():
                     run.kill()
             output_closed = output_closed or _output_closed()
-            output_full = output_full or _output_full()
             done = (stopping.asked or output_closed or output_full or unstartable is not None
                     or (count is not None and tally.messages >= count))
             backoff = resume - time.monotonic()
