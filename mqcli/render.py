@@ -50,6 +50,19 @@ def no_room(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in _NO_ROOM
 
 
+def reader_gone(exc: BaseException, out: Any) -> bool:
+    """Whether a write to `out` failed because its reader went away: a pipe's (EPIPE), or a
+    terminal that hung up (EIO: a closed ssh session, a killed terminal window)."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    if not (isinstance(exc, OSError) and exc.errno == errno.EIO):
+        return False
+    try:  # not isatty(): a terminal that hung up fails tcgetattr too
+        return stat.S_ISCHR(os.fstat(out.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def disk_full(where: str | None, exc: BaseException | None = None) -> DiskFull:
     """The error for a write that found no room (`exc`, if known): `where` is the file
     written, None for stdout."""
@@ -293,8 +306,9 @@ class Output:
             self.torn = written != (ends[delivered - 1] if delivered else 0)  # a part was cut
             # a closed pipe or a full device: the messages not written go back (a destructive
             # get removes only the `delivered` first ones)
-            if isinstance(exc, BrokenPipeError) or no_room(exc):
-                exc = OutputClosed() if isinstance(exc, BrokenPipeError) else disk_full(self.where, exc)
+            gone = reader_gone(exc, self.out)
+            if gone or no_room(exc):
+                exc = OutputClosed() if gone else disk_full(self.where, exc)
                 exc.delivered = delivered  # type: ignore[union-attr]  # read by Store.get's deliver
                 raise exc from None
             exc.delivered = delivered  # type: ignore[attr-defined]  # read by Store.get's deliver
@@ -347,11 +361,10 @@ class Output:
         try:
             write_all(self.out, data)
             self.out.flush()
-        except BrokenPipeError:
-            self.torn = True
-            raise OutputClosed() from None
         except OSError as exc:
             self.torn = True
+            if reader_gone(exc, self.out):
+                raise OutputClosed() from None
             if no_room(exc):
                 raise disk_full(self.where, exc) from None
             raise

@@ -1,5 +1,6 @@
 """CLI: put, get, browse (with lock), unlock, confirm, undo, delete, move, inflight (docs/design.md#states)."""
 
+import contextlib
 import os
 import subprocess
 import time
@@ -416,6 +417,37 @@ def test_a_two_phase_put_whose_records_cannot_be_written_says_its_confirm_id(cli
             f"{pending}`, or `mqcli undo q --confirm-id {pending}`); not all of their ids could be written") in r.stderr
     cli.ok("confirm", "q", "--confirm-id", pending)
     assert len(cli.json("browse", "q")) == 3
+
+
+@pytest.mark.parametrize("command", [["get", "q", "--all", "-o", "body"], ["put", "q", "--lines", "-"]])
+def test_a_terminal_that_hangs_up_is_a_closed_output_not_a_bug(cli, command):
+    # writing to a terminal that hung up (a closed ssh session) fails with EIO: exit 1
+    # "internal error", and a put said nothing of the messages it had stored
+    import pty
+
+    lines = b"y" * 2000 + b"\n"
+    if command[0] == "get":
+        cli.ok("put", "q", "--lines", "-", input=lines * 3000)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*mqcli_command(), *command], stdin=subprocess.PIPE, stdout=slave,
+                            stderr=subprocess.PIPE, env={**os.environ, **cli.env}, start_new_session=True)
+    os.close(slave)
+    if command[0] == "put":
+        proc.stdin.write(lines * 1000)  # a batch: stored, its ids written to the terminal
+        proc.stdin.flush()
+    got = b""
+    while len(got) < 20000:
+        got += os.read(master, 4096)
+    os.close(master)  # the terminal hangs up
+    with contextlib.suppress(BrokenPipeError):  # the put may have gone already
+        if command[0] == "put":
+            proc.stdin.write(lines * 1000)
+        proc.stdin.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert "internal error" not in err, err
+    if command[0] == "put":
+        assert "messages stored; not all of their ids could be written" in err, err
 
 
 @pytest.mark.parametrize("copy", [False, True])
