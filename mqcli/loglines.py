@@ -22,14 +22,19 @@ import select
 import socket
 import stat
 import sys
+import time
 from collections.abc import Callable
+
+from .exits import one_line
 
 
 class LogLines:
-    """`LogLines(prefix)(line)` writes `mqcli: PREFIX: LINE` to stderr, never blocking."""
+    """`LogLines(prefix)(line)` writes `mqcli: PREFIX: LINE` to stderr, never blocking, the
+    line escaped (it may quote a peer: its ERROR frame's text); nothing with `quiet`."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, quiet: bool = False) -> None:
         self.prefix = prefix
+        self.quiet = quiet
         self.dropped = 0
         self._send: Callable[[bytes], int] | None = None
         try:
@@ -48,7 +53,9 @@ class LogLines:
             self._send = lambda data: sock.send(data, socket.MSG_DONTWAIT)
 
     def __call__(self, line: str) -> None:
-        data = f"mqcli: {self.prefix}: {line}\n".encode("utf-8", "backslashreplace")
+        if self.quiet:
+            return
+        data = f"mqcli: {self.prefix}: {one_line(line)}\n".encode("utf-8", "backslashreplace")
         if self._send is None:
             try:
                 sys.stderr.buffer.write(data)
@@ -67,6 +74,20 @@ class LogLines:
             self.dropped = 0
         if not self._whole(data):
             self.dropped += 1
+
+    def finish(self, wait: float = 1.0) -> None:
+        """At the end: say how many lines were dropped, if any, waiting up to `wait` seconds
+        for room (no later line would say it)."""
+        if not self.dropped or self._send is None:
+            return
+        note = (f"mqcli: {self.prefix}: {self.dropped} log line{'s' if self.dropped != 1 else ''} "
+                f"dropped: stderr was not being read\n").encode()
+        deadline = time.monotonic() + wait
+        while not self._whole(note):
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+        self.dropped = 0
 
     def _whole(self, data: bytes) -> bool:
         assert self._send is not None

@@ -18,6 +18,7 @@ from store.errors import ChannelError, Interrupted
 
 from ..durations import parse_duration, parse_size
 from ..exits import UsageError, one_line
+from ..loglines import LogLines
 from ..options import Session, shared_options
 
 if TYPE_CHECKING:
@@ -44,19 +45,6 @@ def _left(st: Store, only: tuple[str, ...], stopped: bool) -> str | None:
         said.append(f"{n} message{'s' if n != 1 else ''} wait in outgoing queues that are not dispatched: "
                     + "; ".join(f"{one_line(q.name)} ({q.messages}): {one_line(q.why or '')}" for q in left))
     return "\n".join(said) or None
-
-
-def _logger(prefix: str, quiet: bool):
-    """The log of `listen` or `dispatch`: lines on stderr that never block their loop
-    (mqcli/loglines.py), each escaped (a line may quote a peer: its ERROR frame's text)."""
-    from ..loglines import LogLines
-
-    lines = LogLines(prefix)
-
-    def log(line: str) -> None:
-        if not quiet:
-            lines(one_line(line))
-    return log
 
 
 @shared_options
@@ -126,7 +114,11 @@ def listen(
         sys.stderr.flush()
 
     with s.open() as st:
-        stopped_by = serve(st, key, config, log=_logger("listen", s.out.quiet), ready=ready)
+        log = LogLines("listen", s.out.quiet)  # never blocks the loop (mqcli/loglines.py)
+        try:
+            stopped_by = serve(st, key, config, log=log, ready=ready)
+        finally:
+            log.finish()  # the count of lines dropped, if any
     if stopped_by == signal.SIGINT:
         raise Interrupted()
 
@@ -180,7 +172,11 @@ def dispatch(
         if config.links:
             for name in config.links:
                 st.link(name)  # exit 6 for a link that does not exist
-        results, stopped_by = run(st, config, follow=follow, log=_logger("dispatch", s.out.quiet))
+        log = LogLines("dispatch", s.out.quiet)  # never blocks the loop (mqcli/loglines.py)
+        try:
+            results, stopped_by = run(st, config, follow=follow, log=log)
+        finally:
+            log.finish()  # the count of lines dropped, if any
         left = _left(st, config.links, bool(stopped_by)) if stopped_by or not follow else None
     rows = [r.to_dict() for r in results]
     if s.out.mode == "text":  # the error may quote a peer: escaped, as outgoing show does
