@@ -97,3 +97,13 @@ def test_a_redrive_whose_later_batch_fails_says_what_the_earlier_ones_moved(cli)
     assert r.json() == {"dead_letter_queue": "dead-letter", "moved": {"q": 1000}, "failed": True}
     assert cli.json("queue", "show", "q")["depth"] == 1000
     assert cli.json("queue", "show", "dead-letter")["depth"] == 1500
+
+
+def test_a_dead_letter_is_never_refused_for_want_of_room(cli):
+    # refusing it would lose the message: the dead-letter queue takes it past its own quota
+    cli.ok("queue", "set", "dead-letter", "--quota", "10", "-q")
+    cli.put("q", "x" * 50, "--ttl", "1ms")
+    time.sleep(0.01)
+    cli.ok("sweep", "-q")
+    shown = cli.json("queue", "show", "dead-letter")
+    assert (shown["depth"], shown["bytes"], shown["quota"]) == (1, 50, 10)
