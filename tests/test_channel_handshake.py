@@ -11,7 +11,7 @@ import pytest
 from channel_helpers import ListenerProc, RawPeer, bodies, keygen, make_store, message_count, mqcli, wait_until
 from store.channel.frames import FrameDecoder, FrameType, ProtocolError
 from store.channel.handshake import (
-    AuthenticationFailed, ClientHandshake, ServerHandshake, VersionMismatch, client_proof,
+    AuthenticationFailed, ClientHandshake, ServerHandshake, VersionMismatch, client_proof, decode_hello, encode_hello,
 )
 from store.links import load_key
 
@@ -212,3 +212,13 @@ def test_the_key_never_crosses_the_wire_and_a_replayed_session_is_refused(tmp_pa
         assert message_count(b) == before
         wait_until(lambda: "did not prove it holds the listener's key" in listener.stderr, 10, "the log line")
         assert listener.stop() == 0
+
+
+def test_a_name_longer_than_the_protocol_allows_is_refused():
+    # docs/protocol.md 2.1: a queue manager name is at most 255 bytes (our own encoder cuts a
+    # longer one); a HELLO naming 4,000 bytes was answered
+    head = encode_hello(GUID_C, "", secrets.token_bytes(32))  # its name's length (u16) last
+    name = b"n" * 4000
+    with pytest.raises(ProtocolError, match="the queue manager name is 4000 bytes, more than 255"):
+        decode_hello(head[:-2] + len(name).to_bytes(2, "big") + name)
+    assert decode_hello(encode_hello(GUID_C, "é" * 200, secrets.token_bytes(32))).name == "é" * 127  # cut whole

@@ -68,6 +68,8 @@ def _name_bytes(name: str) -> bytes:
 
 
 def _name(raw: bytes, what: str) -> str:
+    if len(raw) > MAX_NAME_BYTES:  # docs/protocol.md 2.1; our own encoder cuts a longer one
+        raise ProtocolError(f"{what}: the queue manager name is {len(raw)} bytes, more than {MAX_NAME_BYTES}")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
