@@ -5,7 +5,6 @@ imports Typer or click."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import shlex
 import sys
@@ -477,21 +476,17 @@ def browse(s: Session, queue: str, msg_id: Optional[str] = None, unique_id: Opti
         if lock:
             if state:
                 raise UsageError("--state does not go with --lock (only available messages are locked)")
-            lid, locked = st.browse_lock(queue, limit=limit, lock_id=lock_id,  # type: ignore[arg-type]  # int|AUTO
-                                         lease=optional_seconds(lease, "lease"), **filters)
-            try:
+            def lock_id_out(lid: int, locked: list[Message]) -> None:
+                """The lock id to the caller; the messages are locked only once it is out (a closed
+                or full stdout, a signal while it stalls, a SIGKILL: they go back as they were)."""
                 if s.out.mode == "text":
                     s.out.value(lid, "lock_id")  # the data a script needs; the messages go to stderr
                 else:
                     with s.out.messages() as stream:
                         stream.extend(locked)
-            except BaseException:
-                # the lock id never reached the caller (a closed or full stdout, a signal while it
-                # stalled): nobody could unlock them, so the messages go back (as a two-phase get's do)
-                if locked:
-                    with contextlib.suppress(errors.StoreError):  # lapsed or taken meanwhile: nothing to give back
-                        st.unlock(queue, lid)
-                raise
+
+            _, locked = st.browse_lock(queue, limit=limit, lock_id=lock_id,  # type: ignore[arg-type]  # int|AUTO
+                                       lease=optional_seconds(lease, "lease"), deliver=lock_id_out, **filters)
             if s.out.mode == "text" and not s.out.quiet:
                 note = Output("text", stdout=sys.stderr.buffer)
                 with note.messages() as stream:

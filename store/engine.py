@@ -32,7 +32,7 @@ from .environment import (
     prepare_directory, read_marker, says_disk_full, store_exists, sync_directory, verify_data_file, write_marker,
 )
 from .errors import (
-    AlreadyReceived, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
+    AlreadyReceived, IdInUse, InvalidArgument, MessageNotFound, QueueNotAvailable, StoreCorrupt, StoreError,
     StoreFull, StorePermission, StoreUnavailable, Timeout, TransactionError, UnknownLockId,
 )
 from .filters import Filter
@@ -1587,22 +1587,37 @@ class Store(Forwarding):
                     correl_id: str | None = None,
                     lookup_id: int | None = None, priority: int | None = None, limit: int | None = None,
                     lock_id: NewId | None = None, lease: float | None = None,
-                    where: str | None = None) -> tuple[int, list[Message]]:
+                    where: str | None = None,
+                    deliver: Callable[[int, list[Message]], None] | None = None) -> tuple[int, list[Message]]:
         """Browse with lock (MQe browseWithLock): each match becomes locked-browse(lock_id).
 
         The lock id must not be pending in the queue nor reserved after a lapse (IdInUse);
-        without one (or with AUTO) a fresh one is drawn. Returns it with the messages."""
+        without one (or with AUTO) a fresh one is drawn. Returns it with the messages.
+
+        With `deliver`, `deliver(lock_id, messages)` is called with no transaction open (it
+        writes the lock id out) while this process holds the messages (docs/holders.md), and
+        they are locked only in the write after it returns: if it raises, or this process dies
+        first, they go back as they were, since nobody got the id to unlock them with. A lock id
+        named by the caller that someone else took meanwhile gives them back too (IdInUse)."""
         _check_id(lock_id, "lock id", auto=True)
         lease_us = _seconds(lease, "lease")
         f = Filter(msg_id=msg_id, unique_id=unique_id, correl_id=correl_id, lookup_id=lookup_id, priority=priority,
                    where=where)
         lock = 0
+        token: int | None = None
 
         def lock_them(t: Write) -> list[Message]:
-            nonlocal lock
+            nonlocal lock, token
             q = addressing.lookup(t, queue)
             lock = _new_id(t, keys.LOCK, q, lock_id or AUTO)
             found = _first(t.candidates(q, f), limit)
+            if deliver is not None:
+                if found:
+                    token = self._holder.hold(t, q, found, holders.GET)
+                for m in found:  # as they will be once the lock id is out
+                    m.state, m.lock_id, m.since = LOCKED_BROWSE, lock, t.now
+                    m.lease_expires = t.now + lease_us if lease_us else None
+                return found
             for m in found:
                 t.transition(m, durable=False, state=LOCKED_BROWSE, lock_id=lock, since=t.now,
                              lease_expires=t.now + lease_us if lease_us else None)
@@ -1610,6 +1625,39 @@ class Store(Forwarding):
         found = self._write(lock_them)
         if not found:
             raise Timeout(" ".join(filter(None, ("no message", f.describe(), f"in queue {queue!r} to lock"))))
+        if deliver is None or token is None:
+            return lock, found
+        held = token
+        taken: list[bool] = []  # the id was someone else's by the end: given back
+
+        def end(locking: bool) -> Callable[[Write], None]:
+            def finish(t: Write) -> None:
+                hold = holders.lookup(t, held)
+                if hold is None or not t.queue_exists(hold.qid):  # recovered, or the queue deleted
+                    if hold is not None:
+                        holders.forget(t, held)
+                    return
+                q = t.queue(t.queue_name(hold.qid))
+                mine = locking and not (lock_id not in (None, AUTO) and ids.pending(t, keys.LOCK, q.qid, lock))
+                for m in t.with_token(q, held):
+                    if mine:
+                        t.transition(m, durable=False, state=LOCKED_BROWSE, confirm_id=None, lock_id=lock,
+                                     since=t.now, lease_expires=t.now + lease_us if lease_us else None)
+                    else:
+                        holders.give_back(t, m)
+                holders.forget(t, held)
+                if locking and not mine:
+                    taken.append(True)
+            return finish
+        try:
+            deliver(lock, found)
+        except BaseException:
+            self._write(end(False))
+            raise
+        self._write(end(True))
+        if taken:
+            raise IdInUse(f"lock id {lock} was taken in queue {queue!r} while its messages were written out; "
+                          f"they went back unlocked (an id has one holder): use another id or auto")
         return lock, found
 
     # ---- confirm, undo, unlock, delete -------------------------------------------------

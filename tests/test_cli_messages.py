@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from channel_helpers import wait_until
 from cli_helpers import BROKEN_OUTPUTS, mqcli_command
 from store import NewMessage, Store
 
@@ -472,6 +473,51 @@ def test_a_move_whose_summary_cannot_be_written_says_it_moved(cli, output):
     assert r.code == (8 if output == "/dev/full" else 141), r
     assert "2 messages moved from 'q' to 'r'; the summary could not be written" in r.stderr, r
     assert len(cli.json("browse", "r")) == 2
+
+
+def test_browse_lock_killed_while_its_output_stalls_leaves_nothing_locked(cli):
+    # the lock was committed before its id went out: a SIGKILL while the output stalled (the
+    # OOM killer, timeout -s KILL) left the messages locked-browse for good, the id nowhere
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"y" * 2000) for _ in range(200)])
+    r, w = os.pipe()  # nobody reads: the records stall in it
+    proc = subprocess.Popen([*mqcli_command(), "-o", "jsonl", "browse", "q", "--lock"], stdout=w,
+                            stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    os.close(w)
+    try:
+        wait_until(lambda: any(m["state"] == "get-unconfirmed" for m in cli.json("inflight", "q")), 30,
+                   "the browse to hold its messages")
+        time.sleep(0.2)  # writing, stalled
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        os.close(r)
+    cli.ok("sweep", "-q")  # any write finds the dead holder and gives its messages back
+    assert {m["state"] for m in cli.json("browse", "q", "--state", "all")} == {"available"}
+    assert len(cli.json("browse", "q")) == 200
+
+
+def test_a_lock_id_taken_while_its_browse_writes_goes_to_one_holder(cli):
+    # the browse holds its messages until its id is out; another browse naming the same id
+    # meanwhile takes it: the first gives its messages back (exit 5) rather than share the id
+    with Store.open(cli.store) as st:
+        st.put_many("q", [NewMessage(b"y" * 2000) for _ in range(200)])
+    r, w = os.pipe()
+    first = subprocess.Popen([*mqcli_command(), "-o", "jsonl", "browse", "q", "--lock", "--lock-id", "55",
+                              "--limit", "150"], stdout=w, stderr=subprocess.PIPE, env={**os.environ, **cli.env})
+    os.close(w)
+    try:
+        wait_until(lambda: any(m["state"] == "get-unconfirmed" for m in cli.json("inflight", "q")), 30,
+                   "the first browse to hold its messages")
+        cli.ok("browse", "q", "--lock", "--lock-id", "55", "--limit", "10", "-q")
+        with os.fdopen(r, "rb") as out:
+            out.read()
+        _, err = first.communicate(timeout=60)
+    finally:
+        first.kill()
+    assert first.returncode == 5 and b"lock id 55 was taken in queue 'q'" in err, err
+    states = [(m["state"], m.get("lock_id")) for m in cli.json("browse", "q", "--state", "all")]
+    assert states.count(("locked-browse", 55)) == 10 and states.count(("available", None)) == 190
 
 
 def test_browse_lock_on_an_empty_queue_exits_3(cli):
