@@ -227,9 +227,11 @@ def browse_lock_get(w: World) -> Plan:
     ids = w.snap.available(Q)[:w.rng.randint(1, 1000)]
     lock = w.rng.randrange(1, 1 << 62)
     before = w.snap.ledger
-    locked = moved(before, ids, Placement(Q, "locked-browse", lock))
+    # held while its lock id is written out, locked in the write after: killed first, they are back
+    held, held_marks = held_batches(before, ids, [len(ids)], Placement(Q, "locked-browse", lock))
+    locked = held[-1]
     browse = StepPlan(Step(["browse", Q, "--lock", "--lock-id", str(lock), "--limit", str(len(ids)),
-                            "-o", "jsonl"]), [locked], "after", [len(ids)])
+                            "-o", "jsonl"]), held, "before", held_marks)
     stages, marks = held_batches(locked, ids, [len(ids)])  # held, it goes back to locked-browse
     get = StepPlan(Step(["get", Q, "--lock-id", str(lock), "--count", str(len(ids)), "-o", "jsonl"]),
                    stages, "before", marks)
