@@ -65,29 +65,26 @@ class LogLines:
             return
         if len(data) > select.PIPE_BUF:  # a longer write could go in part: cut, so that it goes whole
             data = data[:select.PIPE_BUF - 5] + b"...\n"
-        if self.dropped:
-            note = (f"mqcli: {self.prefix}: {self.dropped} log line{'s' if self.dropped != 1 else ''} "
-                    f"dropped: stderr was not being read\n").encode()
-            if not self._whole(note):
-                self.dropped += 1
-                return
-            self.dropped = 0
-        if not self._whole(data):
+        if not self._say_dropped() or not self._whole(data):
             self.dropped += 1
 
     def finish(self, wait: float = 1.0) -> None:
         """At the end: say how many lines were dropped, if any, waiting up to `wait` seconds
         for room (no later line would say it)."""
-        if not self.dropped or self._send is None:
+        if self._send is None:
             return
-        note = (f"mqcli: {self.prefix}: {self.dropped} log line{'s' if self.dropped != 1 else ''} "
-                f"dropped: stderr was not being read\n").encode()
         deadline = time.monotonic() + wait
-        while not self._whole(note):
-            if time.monotonic() >= deadline:
-                return
+        while not self._say_dropped() and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.dropped = 0
+
+    def _say_dropped(self) -> bool:
+        """Say how many lines were dropped, if any; whether nothing is left unsaid."""
+        if self.dropped:
+            if not self._whole(f"mqcli: {self.prefix}: {self.dropped} log line{'s' if self.dropped != 1 else ''} "
+                               f"dropped: stderr was not being read\n".encode()):
+                return False
+            self.dropped = 0
+        return True
 
     def _whole(self, data: bytes) -> bool:
         assert self._send is not None
