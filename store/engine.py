@@ -1429,12 +1429,15 @@ class Store(Forwarding):
 
     def _ending(self, queue: str, hold: int, placed: holders.Placed | None,
                 two_phase: int | None, delivered: set[int] | None, lease_us: int | None = None,
-                tx: int | None = None, ended: list[bool] | None = None) -> Callable[[Write], None]:
+                tx: int | None = None, ended: list[bool] | None = None, lock: int | None = None,
+                named: bool = False) -> Callable[[Write], None]:
         """The write that ends a delivery: see _deliver. A held two-phase get puts what was
         delivered (the seqs `delivered`; None: all, held in place only) under its confirm id
         (with its lease) and gives back the rest. A held get in transaction `tx` puts what was
         delivered into it and gives back the rest; with `tx` gone meanwhile it gives back all
-        and says so in `ended`."""
+        and says so in `ended`. A browse with `lock` (browse_lock) locks what was delivered
+        under it (with its lease) and gives back the rest; a lock id the caller `named` that
+        another holder took meanwhile gives back all and says so in `ended`."""
         def end(t: Write) -> None:
             found = holders.lookup(t, hold)
             if found is None:
@@ -1447,6 +1450,18 @@ class Store(Forwarding):
                 t.end_hold(q, placed, delivered)
                 return
             assert delivered is not None, "only a hold in place is ended with None"
+            if lock is not None:
+                mine = not (named and ids.pending(t, keys.LOCK, q.qid, lock))
+                for m in t.with_token(q, hold):
+                    if mine and m.seq in delivered:
+                        t.transition(m, durable=False, state=LOCKED_BROWSE, confirm_id=None, lock_id=lock,
+                                     since=t.now, lease_expires=t.now + lease_us if lease_us else None)
+                    else:
+                        holders.give_back(t, m)
+                holders.forget(t, hold)
+                if delivered and not mine and ended is not None:
+                    ended.append(True)
+                return
             if tx is not None:
                 record = msmq_transactions.load(t, tx) if msmq_transactions.exists(t, tx) else None
                 for m in t.with_token(q, hold):
@@ -1627,34 +1642,17 @@ class Store(Forwarding):
             raise Timeout(" ".join(filter(None, ("no message", f.describe(), f"in queue {queue!r} to lock"))))
         if deliver is None or token is None:
             return lock, found
-        held = token
         taken: list[bool] = []  # the id was someone else's by the end: given back
+        named = lock_id not in (None, AUTO)
 
-        def end(locking: bool) -> Callable[[Write], None]:
-            def finish(t: Write) -> None:
-                hold = holders.lookup(t, held)
-                if hold is None or not t.queue_exists(hold.qid):  # recovered, or the queue deleted
-                    if hold is not None:
-                        holders.forget(t, held)
-                    return
-                q = t.queue(t.queue_name(hold.qid))
-                mine = locking and not (lock_id not in (None, AUTO) and ids.pending(t, keys.LOCK, q.qid, lock))
-                for m in t.with_token(q, held):
-                    if mine:
-                        t.transition(m, durable=False, state=LOCKED_BROWSE, confirm_id=None, lock_id=lock,
-                                     since=t.now, lease_expires=t.now + lease_us if lease_us else None)
-                    else:
-                        holders.give_back(t, m)
-                holders.forget(t, held)
-                if locking and not mine:
-                    taken.append(True)
-            return finish
+        def end(delivered: set[int]) -> Callable[[Write], None]:
+            return self._ending(queue, token, None, None, delivered, lease_us, lock=lock, named=named, ended=taken)
         try:
             deliver(lock, found)
         except BaseException:
-            self._write(end(False))
+            self._write(end(set()))
             raise
-        self._write(end(True))
+        self._write(end({m.seq for m in found}))
         if taken:
             raise IdInUse(f"lock id {lock} was taken in queue {queue!r} while its messages were written out; "
                           f"they went back unlocked (an id has one holder): use another id or auto")
