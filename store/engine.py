@@ -1463,7 +1463,7 @@ class Store(Forwarding):
                     ended.append(True)
                 return
             if tx is not None:
-                record = msmq_transactions.load(t, tx) if msmq_transactions.exists(t, tx) else None
+                record = msmq_transactions.find(t, tx)
                 for m in t.with_token(q, hold):
                     if record is not None and m.seq in delivered:
                         msmq_transactions.lock_for_dequeue(t, tx, record, m)

@@ -59,9 +59,17 @@ def load(t: Write, tx_id: int) -> TxRecord:
     """The record of an active transaction; TransactionError for unknown or finished ones."""
     if not is_int(tx_id) or not 0 < tx_id <= MAX_TX_ID:
         raise TransactionError(f"a transaction id is a positive 63-bit integer, got {tx_id!r}")
+    record = find(t, tx_id)
+    if record is None:
+        raise TransactionError(f"transaction {tx_id} is unknown, finished or timed out (start one with `mqcli tx begin`)")
+    return record
+
+
+def find(t: Write, tx_id: int) -> TxRecord | None:
+    """The record of T if it is open (not committed, aborted or timed out and forgotten)."""
     raw = t.lt.get(_key(tx_id), db=t.dbs["txs"])
     if raw is None:
-        raise TransactionError(f"transaction {tx_id} is unknown, finished or timed out (start one with `mqcli tx begin`)")
+        return None
     record: TxRecord = json.loads(raw)
     return record
 
@@ -136,11 +144,6 @@ def note_moved(t: Write, tx_id: int, record: TxRecord, messages: list[Message]) 
     as a move outside a transaction does. One write of the record for the batch."""
     record.setdefault("moved", []).extend(m.seq for m in messages)
     t.lt.put(_key(tx_id), json.dumps(record).encode(), db=t.dbs["txs"])
-
-
-def exists(t: Write, tx_id: int) -> bool:
-    """Whether T is open (not committed, aborted or timed out and forgotten)."""
-    return t.lt.get(_key(tx_id), db=t.dbs["txs"]) is not None
 
 
 def prepare_enqueue(t: Write, tx_id: int, record: TxRecord, qid: int, messages: list[Message]) -> None:
